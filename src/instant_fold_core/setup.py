@@ -12,7 +12,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
-    install_requires=["numpy", "torch", "pyyaml"],
+    install_requires=["numpy", "torch", "pyyaml", "safetensors"],
     python_requires=">=3.10",
     zip_safe=True,
     maintainer="Instant-Fold developers",

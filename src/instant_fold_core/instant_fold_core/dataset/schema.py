@@ -1,0 +1,121 @@
+"""The in-memory contract for one recorded episode (simulated rollout or processed demonstration).
+
+Every producer (the Newton data generator, the demonstration pipeline) fills an `Episode`, and
+every consumer (encoder pretraining, policy training, viewers, metrics) reads one, so the
+array layout is fixed here once. All geometry is in the camera optical frame (x right, y down,
+z forward, metres), the paper's shared frame for both arms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: Semantic keypoints of a top garment, in the order used by every `keypoints` array.
+KEYPOINT_NAMES: tuple[str, ...] = (
+    "top_left",
+    "top_right",
+    "bottom_left",
+    "bottom_right",
+    "left_shoulder",
+    "right_shoulder",
+    "center",
+)
+
+#: Arm order of every per-arm array (index 0 = left, 1 = right).
+ARM_NAMES: tuple[str, ...] = ("left", "right")
+
+#: Per-arm state/action layout: Cartesian position (m, camera frame) + gripper openness.
+ARM_STATE_FIELDS: tuple[str, ...] = ("x", "y", "z", "openness")
+
+#: Openness convention: 1.0 = open, 0.0 = closed (binary in the paper).
+GRIPPER_OPEN = 1.0
+GRIPPER_CLOSED = 0.0
+
+
+class EpisodeError(ValueError):
+    """An episode violates the schema; the message names the offending field."""
+
+
+@dataclass
+class Episode:
+    """One episode of T frames.
+
+    Attributes:
+        rgb: uint8 [T, H, W, 3] colour images.
+        depth: float32 [T, H, W] depth along the optical axis in metres; 0 marks invalid pixels.
+        mask: bool [T, H, W] cloth segmentation.
+        intrinsics: float32 [3, 3] pinhole matrix K of the (square) images.
+        extrinsics: float32 [4, 4] pose of the camera in the world (T_world_camera).
+        gripper_state: float32 [T, 2, 4] measured (x, y, z, openness) per arm at each frame.
+        action: float32 [T, 2, 4] absolute target (x, y, z, openness) per arm commanded at
+            each frame (reached at frame t + 1).
+        particles: float32 [T, M, 3] simulator particle positions (M <= 2000), or an empty
+            [T, 0, 3] array for real demonstrations.
+        particle_visible: bool [T, M] whether each particle is visible from the camera.
+        keypoints: float32 [T, 7, 3] semantic keypoints in `KEYPOINT_NAMES` order.
+        keypoint_particle_ids: int32 [7] particle id tracked for each keypoint (-1 if unknown).
+        keyframes: int32 [K] increasing frame indices of the context keyframes.
+        meta: JSON-serialisable metadata (mode, variant, garment id and split, seeds,
+            randomisation values, solver config, ...).
+    """
+
+    rgb: np.ndarray
+    depth: np.ndarray
+    mask: np.ndarray
+    intrinsics: np.ndarray
+    extrinsics: np.ndarray
+    gripper_state: np.ndarray
+    action: np.ndarray
+    particles: np.ndarray
+    particle_visible: np.ndarray
+    keypoints: np.ndarray
+    keypoint_particle_ids: np.ndarray
+    keyframes: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.rgb.shape[0])
+
+    def validate(self) -> Episode:
+        """Check every array's dtype, shape and finiteness; raise `EpisodeError` naming the field."""
+        t = self.num_frames
+        if self.rgb.ndim != 4 or self.rgb.shape[-1] != 3:
+            raise EpisodeError(f"rgb: expected [T, H, W, 3], got {self.rgb.shape}")
+        h, w = self.rgb.shape[1:3]
+        m = self.particles.shape[1] if self.particles.ndim == 3 else -1
+        expected: dict[str, tuple[tuple[int, ...], Any]] = {
+            "rgb": ((t, h, w, 3), np.uint8),
+            "depth": ((t, h, w), np.float32),
+            "mask": ((t, h, w), np.bool_),
+            "intrinsics": ((3, 3), np.float32),
+            "extrinsics": ((4, 4), np.float32),
+            "gripper_state": ((t, 2, 4), np.float32),
+            "action": ((t, 2, 4), np.float32),
+            "particles": ((t, m, 3), np.float32),
+            "particle_visible": ((t, m), np.bool_),
+            "keypoints": ((t, len(KEYPOINT_NAMES), 3), np.float32),
+            "keypoint_particle_ids": ((len(KEYPOINT_NAMES),), np.int32),
+        }
+        for name, (shape, dtype) in expected.items():
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray):
+                raise EpisodeError(f"{name}: expected a numpy array, got {type(arr).__name__}")
+            if arr.shape != shape:
+                raise EpisodeError(f"{name}: expected shape {shape}, got {arr.shape}")
+            if arr.dtype != dtype:
+                raise EpisodeError(f"{name}: expected dtype {np.dtype(dtype)}, got {arr.dtype}")
+            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+                raise EpisodeError(f"{name}: contains NaN or infinite values")
+        if self.keyframes.ndim != 1 or self.keyframes.dtype != np.int32:
+            raise EpisodeError(f"keyframes: expected int32 [K], got {self.keyframes.dtype} {self.keyframes.shape}")
+        if self.keyframes.size and (
+            np.any(np.diff(self.keyframes) <= 0) or self.keyframes[0] < 0 or self.keyframes[-1] >= t
+        ):
+            raise EpisodeError(f"keyframes: must be strictly increasing indices in [0, {t}), got {self.keyframes}")
+        if (self.depth < 0).any():
+            raise EpisodeError("depth: negative values (use 0 for invalid pixels)")
+        return self
