@@ -59,6 +59,12 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
   log "installing pinned dependencies (${locks[*]##*/})"
   lock_args=()
   for lock in "${locks[@]}"; do lock_args+=(-r "$lock"); done
+  if [[ -n "${ROS_DISTRO:-}" ]]; then
+    # apt's rclpy and message packages are compiled against the system numpy: keep that one
+    # (the locks are complete, so --no-deps installs exactly the pinned rest).
+    grep -v '^numpy==' "$ROOT/requirements/python.lock" > "$VENV/python-without-numpy.lock"
+    lock_args=(--no-deps -r "$VENV/python-without-numpy.lock")
+  fi
   "$UV" pip install --python "$PY" --quiet "${lock_args[@]}"
   if [[ -z "${ROS_DISTRO:-}" ]]; then
     # 3. The ROS wheels were built in a manylinux container: their exported CMake files name

@@ -37,9 +37,9 @@ def check_array(
     """
     if not isinstance(value, np.ndarray):
         raise ValidationError(f"{name}: expected a numpy array, got {type(value).__name__}")
-    if value.ndim != len(shape) or any(s is not None and s != v for s, v in zip(shape, value.shape)):
-        want = tuple("*" if s is None else s for s in shape)
-        raise ValidationError(f"{name}: expected shape {want}, got {value.shape}")
+    if value.ndim != len(shape) or any(s is not None and s != v for s, v in zip(shape, value.shape, strict=True)):
+        want = ", ".join("*" if s is None else str(s) for s in shape)
+        raise ValidationError(f"{name}: expected shape ({want}{',' if len(shape) == 1 else ''}), got {value.shape}")
     if dtype is not None and value.dtype != np.dtype(dtype):
         raise ValidationError(f"{name}: expected dtype {np.dtype(dtype)}, got {value.dtype}")
     if finite and value.dtype.kind in "fc" and value.size and not np.isfinite(value).all():

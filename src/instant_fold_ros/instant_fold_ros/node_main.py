@@ -1,0 +1,39 @@
+"""The one way every Instant-Fold node process starts and stops.
+
+Ctrl-C / SIGINT (what the process runner and `ros2 launch` send) ends spinning, the node's
+`close()` hook runs (to stop arms, close bags), and the context is shut down; the process exits
+0 on such a requested stop. A node whose work has an end (a probe, a one-shot tool) sets
+`self.finished = True` and its `exit_code`; the process then exits with that code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+
+SPIN_PERIOD_S = 0.1
+
+
+def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None) -> int:
+    """Create the node with `factory` after rclpy.init, spin it until shutdown, clean up."""
+    rclpy.init(args=list(args) if args is not None else None)
+    node: Node | None = None
+    try:
+        node = factory()
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        while rclpy.ok() and not getattr(node, "finished", False):
+            executor.spin_once(timeout_sec=SPIN_PERIOD_S)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            close = getattr(node, "close", None)
+            if callable(close):
+                close()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return int(getattr(node, "exit_code", 0)) if node is not None else 1

@@ -1,0 +1,193 @@
+"""numpy <-> message conversions: exact round trips and clear, field-naming errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from instant_fold_interfaces.msg import ActionChunk
+from instant_fold_ros.conversions import (
+    MessageConversionError,
+    action_chunk_from_msg,
+    action_chunk_to_msg,
+    camera_info_from_intrinsics,
+    dual_arm_state_from_msg,
+    dual_arm_state_to_msg,
+    image_from_msg,
+    image_to_msg,
+    intrinsics_from_camera_info,
+    make_header,
+    tokens_from_msg,
+    tokens_to_msg,
+)
+
+RNG = np.random.default_rng(0)
+
+
+def _tokens(n: int = 64, d: int = 32) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    positions = RNG.normal(size=(n, 3)).astype(np.float32)
+    features = RNG.normal(size=(n, d)).astype(np.float32)
+    valid = RNG.random(n) > 0.1
+    valid[0] = True
+    return positions, features, valid
+
+
+def test_tokens_round_trip_is_exact() -> None:
+    positions, features, valid = _tokens()
+    msg = tokens_to_msg(positions, features, valid, header=make_header("cam"), encoder_id="enc-1")
+    assert (msg.num_tokens, msg.feature_dim, msg.encoder_id) == (64, 32, "enc-1")
+    out = tokens_from_msg(msg, expected_tokens=64)
+    np.testing.assert_array_equal(out.positions, positions)
+    np.testing.assert_array_equal(out.features, features)
+    np.testing.assert_array_equal(out.valid, valid)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda m: m.positions.pop(), "ClothTokens.positions"),
+        (lambda m: m.features.append(0.0), "ClothTokens.features"),
+        (lambda m: m.valid.pop(), "ClothTokens.valid"),
+        (lambda m: m.positions.__setitem__(5, float("nan")), "ClothTokens.positions"),
+        (lambda m: m.features.__setitem__(0, float("inf")), "ClothTokens.features"),
+        (lambda m: setattr(m, "valid", [False] * 64), "ClothTokens.valid"),
+    ],
+)
+def test_malformed_tokens_message_names_field(mutate, field: str) -> None:
+    msg = tokens_to_msg(*_tokens())
+    mutate(msg)
+    with pytest.raises(MessageConversionError, match=field.replace(".", r"\.")):
+        tokens_from_msg(msg)
+
+
+def test_token_count_is_enforced() -> None:
+    msg = tokens_to_msg(*_tokens(n=10))
+    with pytest.raises(MessageConversionError, match=r"ClothTokens\.num_tokens: expected 64, got 10"):
+        tokens_from_msg(msg, expected_tokens=64)
+
+
+@pytest.mark.parametrize(
+    ("positions", "features", "valid", "field"),
+    [
+        (np.zeros((64, 2), np.float32), np.zeros((64, 8), np.float32), None, "ClothTokens.positions"),
+        (np.zeros((64, 3), np.float32), np.zeros((63, 8), np.float32), None, "ClothTokens.features"),
+        (np.zeros((64, 3), np.float32), np.zeros((64, 8), np.float32), np.ones(64, np.int64), "ClothTokens.valid"),
+        (np.full((64, 3), np.nan, np.float32), np.zeros((64, 8), np.float32), None, "ClothTokens.positions"),
+        ([[0.0, 0.0, 0.0]], np.zeros((1, 8), np.float32), None, "ClothTokens.positions"),
+    ],
+)
+def test_bad_token_arrays_are_refused_before_sending(positions, features, valid, field: str) -> None:
+    with pytest.raises(MessageConversionError, match=field.replace(".", r"\.")):
+        tokens_to_msg(positions, features, valid)
+
+
+def test_dual_arm_state_round_trip_and_validation() -> None:
+    state = np.array([[0.1, -0.2, 0.9, 1.0], [-0.3, 0.05, 1.1, 0.0]], dtype=np.float32)
+    np.testing.assert_array_equal(dual_arm_state_from_msg(dual_arm_state_to_msg(state)), state)
+    msg = dual_arm_state_to_msg(state)
+    msg.right.openness = 1.5
+    with pytest.raises(MessageConversionError, match=r"DualArmState\.right\.openness"):
+        dual_arm_state_from_msg(msg)
+    msg = dual_arm_state_to_msg(state)
+    msg.left.position.y = float("nan")
+    with pytest.raises(MessageConversionError, match=r"DualArmState\.left"):
+        dual_arm_state_from_msg(msg)
+
+
+def test_action_chunk_round_trip() -> None:
+    h = 8
+    positions = RNG.normal(scale=0.01, size=(h, 2, 3)).astype(np.float32)
+    openness = (RNG.random((h, 2)) > 0.5).astype(np.float32)
+    keypose = np.array([[0.1, 0.0, 1.0, 0.0], [0.2, 0.1, 1.0, 1.0]], np.float32)
+    msg = action_chunk_to_msg(positions, openness, steps_to_execute=4, step_duration=0.1, keypose=keypose)
+    out = action_chunk_from_msg(msg)
+    np.testing.assert_array_equal(out.positions, positions)
+    np.testing.assert_array_equal(out.openness, openness)
+    np.testing.assert_array_equal(out.keypose, keypose)
+    assert (out.representation, out.steps_to_execute, out.step_duration) == (ActionChunk.DELTA, 4, 0.1)
+    no_keypose = action_chunk_from_msg(action_chunk_to_msg(positions, openness, steps_to_execute=2, step_duration=0.1))
+    assert no_keypose.keypose is None
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda m: m.positions.pop(), "ActionChunk.positions"),
+        (lambda m: m.positions.__setitem__(0, float("nan")), "ActionChunk.positions"),
+        (lambda m: m.openness.__setitem__(0, 2.0), "ActionChunk.openness"),
+        (lambda m: setattr(m, "steps_to_execute", 9), "ActionChunk.steps_to_execute"),
+        (lambda m: setattr(m, "steps_to_execute", 0), "ActionChunk.steps_to_execute"),
+        (lambda m: setattr(m, "representation", 7), "ActionChunk.representation"),
+        (lambda m: setattr(m, "step_duration", 0.0), "ActionChunk.step_duration"),
+    ],
+)
+def test_malformed_action_chunk_names_field(mutate, field: str) -> None:
+    msg = action_chunk_to_msg(
+        np.zeros((8, 2, 3), np.float32), np.ones((8, 2), np.float32), steps_to_execute=4, step_duration=0.1
+    )
+    mutate(msg)
+    with pytest.raises(MessageConversionError, match=field.replace(".", r"\.")):
+        action_chunk_from_msg(msg)
+
+
+def test_action_chunk_arrays_are_checked_before_sending() -> None:
+    with pytest.raises(MessageConversionError, match=r"ActionChunk\.openness: expected shape \(8, 2\)"):
+        action_chunk_to_msg(
+            np.zeros((8, 2, 3), np.float32), np.ones((4, 2), np.float32), steps_to_execute=4, step_duration=0.1
+        )
+    with pytest.raises(MessageConversionError, match=r"ActionChunk\.positions: contains"):
+        action_chunk_to_msg(
+            np.full((8, 2, 3), np.inf, np.float32), np.ones((8, 2), np.float32), steps_to_execute=4, step_duration=0.1
+        )
+
+
+@pytest.mark.parametrize(
+    ("encoding", "image"),
+    [
+        ("rgb8", RNG.integers(0, 255, (6, 5, 3), dtype=np.uint8)),
+        ("bgra8", RNG.integers(0, 255, (6, 5, 4), dtype=np.uint8)),
+        ("mono8", RNG.integers(0, 255, (6, 5), dtype=np.uint8)),
+        ("16UC1", RNG.integers(0, 65535, (6, 5), dtype=np.uint16)),
+        ("32FC1", RNG.random((6, 5), dtype=np.float32)),
+    ],
+)
+def test_image_round_trip(encoding: str, image: np.ndarray) -> None:
+    np.testing.assert_array_equal(image_from_msg(image_to_msg(image, encoding)), image)
+
+
+def test_image_with_row_padding_and_big_endian() -> None:
+    depth = np.arange(12, dtype=np.uint16).reshape(3, 4)
+    msg = image_to_msg(depth, "16UC1")
+    padded = np.zeros((3, msg.step + 4), np.uint8)
+    padded[:, : msg.step] = depth.astype(">u2").view(np.uint8).reshape(3, -1)
+    msg.step += 4
+    msg.is_bigendian = 1
+    msg.data = padded.tobytes()
+    np.testing.assert_array_equal(image_from_msg(msg), depth)
+
+
+def test_bad_images_are_refused() -> None:
+    msg = image_to_msg(np.zeros((4, 4, 3), np.uint8), "rgb8")
+    with pytest.raises(MessageConversionError, match=r"Image\.encoding: got 'rgb8'"):
+        image_from_msg(msg, allowed=("32FC1", "16UC1"))
+    msg.encoding = "yuv422"
+    with pytest.raises(MessageConversionError, match=r"Image\.encoding"):
+        image_from_msg(msg)
+    msg = image_to_msg(np.zeros((4, 4, 3), np.uint8), "rgb8")
+    msg.data = bytes(10)
+    with pytest.raises(MessageConversionError, match=r"Image\.data: expected 48 bytes"):
+        image_from_msg(msg)
+    msg.height = 0
+    with pytest.raises(MessageConversionError, match="empty image"):
+        image_from_msg(msg)
+    with pytest.raises(MessageConversionError, match=r"Image\[rgb8\]: expected dtype uint8"):
+        image_to_msg(np.zeros((4, 4, 3), np.float32), "rgb8")
+
+
+def test_camera_info_round_trip_and_unset_intrinsics() -> None:
+    k = np.array([[600.0, 0, 320], [0, 601.0, 240], [0, 0, 1]], np.float32)
+    info = camera_info_from_intrinsics(k, 640, 480)
+    np.testing.assert_array_equal(intrinsics_from_camera_info(info), k)
+    info.k = [0.0] * 9
+    with pytest.raises(MessageConversionError, match=r"CameraInfo\.k"):
+        intrinsics_from_camera_info(info)
