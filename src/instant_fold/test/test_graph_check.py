@@ -18,10 +18,11 @@ from instant_fold.runner import ProcessRunner
 pytestmark = pytest.mark.ros
 
 
-def _params(tmp_path: Path, samples: int, report: Path) -> Path:
+def _params(tmp_path: Path, samples: int, report: Path | None = None, timeout_s: float = 45.0) -> Path:
     path = tmp_path / "probe.yaml"
     path.write_text(
-        f"graph_check_probe:\n  ros__parameters:\n    samples: {samples}\n    timeout_s: 45.0\n    report: '{report}'\n"
+        f"graph_check_probe:\n  ros__parameters:\n    samples: {samples}\n    timeout_s: {timeout_s}\n"
+        f"    report: '{report or ''}'\n"
     )
     return path
 
@@ -46,8 +47,7 @@ def test_two_processes_exchange_tokens_and_service_calls(tmp_path: Path, ros_env
 
 def test_probe_fails_without_a_source(tmp_path: Path, ros_env: dict[str, str]) -> None:
     """No peer on the domain -> the probe times out and reports failure (exit code 1)."""
-    params = tmp_path / "probe.yaml"
-    params.write_text("graph_check_probe:\n  ros__parameters:\n    samples: 1\n    timeout_s: 3.0\n")
+    params = _params(tmp_path, samples=1, timeout_s=3.0)
     graph = load_graph(find_graph("graph_check"))
     probe_only = type(graph)(name="probe_only", nodes=tuple(n for n in graph.nodes if n.name == "graph_check_probe"))
     runner = ProcessRunner(probe_only, [params], env=ros_env, output=io.StringIO())
@@ -55,10 +55,11 @@ def test_probe_fails_without_a_source(tmp_path: Path, ros_env: dict[str, str]) -
     assert runner.wait() == 1
 
 
-def test_ctrl_c_stops_every_node_cleanly(ros_env: dict[str, str]) -> None:
+def test_ctrl_c_stops_every_node_cleanly(tmp_path: Path, ros_env: dict[str, str]) -> None:
     """SIGINT to the runner reaches each node once; all exit cleanly and the runner returns 0."""
+    endless = _params(tmp_path, samples=10**9)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "instant_fold.runner", "graph_check"],
+        [sys.executable, "-m", "instant_fold.runner", "graph_check", "--params-file", str(endless)],
         env=ros_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -70,3 +71,4 @@ def test_ctrl_c_stops_every_node_cleanly(ros_env: dict[str, str]) -> None:
     assert proc.returncode == 0, output
     assert output.count("[runner] started") == 2, output
     assert "did not stop" not in output, output
+    assert "required node" not in output, "the probe must have been interrupted, not finished"

@@ -21,6 +21,7 @@ def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None) -> 
     """Create the node with `factory` after rclpy.init, spin it until shutdown, clean up."""
     rclpy.init(args=list(args) if args is not None else None)
     node: Node | None = None
+    interrupted = False
     try:
         node = factory()
         executor = SingleThreadedExecutor()
@@ -28,12 +29,17 @@ def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None) -> 
         while rclpy.ok() and not getattr(node, "finished", False):
             executor.spin_once(timeout_sec=SPIN_PERIOD_S)
     except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        interrupted = True
     finally:
         if node is not None:
             close = getattr(node, "close", None)
             if callable(close):
                 close()
             node.destroy_node()
+        interrupted = interrupted or not rclpy.ok()
         rclpy.try_shutdown()
-    return int(getattr(node, "exit_code", 0)) if node is not None else 1
+    if node is None:
+        return 1
+    if interrupted and not getattr(node, "finished", False):
+        return 0  # stopped on request: a clean exit
+    return int(getattr(node, "exit_code", 0))
