@@ -76,14 +76,25 @@ else
   log "dependencies up to date"
 fi
 
-# 4. Build the colcon workspace.
-set +u  # activate scripts and colcon's setup files read unset variables
-# shellcheck source=scripts/env.sh
-source "$ROOT/scripts/env.sh" --no-workspace
-set -u
+# 4. Build the colcon workspace, unless nothing under src/, launch/ or config/ (files or folders,
+#    so additions and deletions count) changed since the last successful build. Python sources
+#    are symlinked into install/, so editing them needs no rebuild either way.
 cd "$ROOT"
-log "colcon build"
-colcon --log-base "$ROOT/log" build --base-paths src --build-base build --install-base install \
-  --symlink-install --event-handlers console_cohesion- summary- status- desktop_notification- terminal_title- \
-  >"$ROOT/log/colcon-build.out" 2>&1 || { cat "$ROOT/log/colcon-build.out"; echo "error: colcon build failed" >&2; exit 1; }
+build_stamp="$ROOT/install/.instant_fold_build"
+if [[ -f "$build_stamp" && -f "$ROOT/install/setup.bash" && "$stamp" -ot "$build_stamp" ]] &&
+   [[ -z "$(find src launch config colcon.meta -newer "$build_stamp" -print -quit)" ]]; then
+  log "workspace up to date"
+else
+  set +u  # activate scripts and colcon's setup files read unset variables
+  # shellcheck source=scripts/env.sh
+  source "$ROOT/scripts/env.sh" --no-workspace
+  set -u
+  log "colcon build"
+  touch "$ROOT/log/.build-start"
+  colcon --log-base "$ROOT/log" build --base-paths src --build-base build --install-base install \
+    --symlink-install --event-handlers console_cohesion- summary- status- desktop_notification- terminal_title- \
+    >"$ROOT/log/colcon-build.out" 2>&1 || { cat "$ROOT/log/colcon-build.out"; echo "error: colcon build failed" >&2; exit 1; }
+  # stamped with the build's start time: files edited during the build trigger the next one
+  touch -r "$ROOT/log/.build-start" "$build_stamp"
+fi
 log "ready: source scripts/env.sh"
