@@ -77,6 +77,7 @@ class GraphCheckSource(Node):
         self._pub = self.create_publisher(ClothTokens, TOKENS_TOPIC, OBSERVATION_QOS)
         self.create_service(PredictActionChunk, PREDICT_SERVICE, self._predict)
         self.create_timer(1.0 / self.rate_hz, self._publish)
+        self.get_logger().info(f"publishing {TOKENS_TOPIC} at {self.rate_hz:g} Hz, serving {PREDICT_SERVICE}")
 
     def _publish(self) -> None:
         stamp = self.get_clock().now().to_msg()
@@ -132,6 +133,7 @@ class GraphCheckProbe(Node):
         self._client: Client = self.create_client(PredictActionChunk, PREDICT_SERVICE)
         self.create_subscription(ClothTokens, TOKENS_TOPIC, self._on_tokens, OBSERVATION_QOS)
         self.create_timer(0.5, self._check_timeout)
+        self.get_logger().info(f"probing {TOKENS_TOPIC} and {PREDICT_SERVICE} for {self.samples} samples")
 
     def _on_tokens(self, msg: ClothTokens) -> None:
         if self._in_flight or self._done() or not self._client.service_is_ready():

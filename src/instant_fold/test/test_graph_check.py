@@ -65,10 +65,20 @@ def test_ctrl_c_stops_every_node_cleanly(tmp_path: Path, ros_env: dict[str, str]
         stderr=subprocess.STDOUT,
         text=True,
     )
-    time.sleep(4.0)  # both nodes up and talking
+    seen: list[str] = []
+    deadline = time.monotonic() + 60.0
+    assert proc.stdout is not None
+    while time.monotonic() < deadline and not (_has(seen, "publishing cloth/tokens") and _has(seen, "probing")):
+        seen.append(proc.stdout.readline())
+    time.sleep(1.0)  # let them exchange a few samples
     proc.send_signal(signal.SIGINT)
-    output, _ = proc.communicate(timeout=30)
+    rest, _ = proc.communicate(timeout=30)
+    output = "".join(seen) + rest
     assert proc.returncode == 0, output
     assert output.count("[runner] started") == 2, output
     assert "did not stop" not in output, output
     assert "required node" not in output, "the probe must have been interrupted, not finished"
+
+
+def _has(lines: list[str], text: str) -> bool:
+    return any(text in line for line in lines)
