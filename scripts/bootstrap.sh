@@ -29,6 +29,23 @@ pick_python() {
   exit 1
 }
 
+# 0. System libraries the Python wheels load at run time (pyrealsense2 needs libusb).
+APT_LIBRARIES=(libusb-1.0-0:libusb-1.0.so.0)
+missing=()
+for entry in "${APT_LIBRARIES[@]}"; do
+  ldconfig -p 2>/dev/null | grep -q "${entry#*:}" || missing+=("${entry%%:*}")
+done
+if ((${#missing[@]})); then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing system libraries: ${missing[*]}"
+    apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null && apt-get install -y -qq "${missing[@]}" >/dev/null; }
+  else
+    echo "error: missing system libraries; run: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
 # 1. Virtual environment (system site-packages only when ROS 2 comes from apt, for its rclpy).
 if [[ ! -x "$VENV/bin/python" ]]; then
   py="$(pick_python)"

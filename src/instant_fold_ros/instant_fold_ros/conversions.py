@@ -19,6 +19,7 @@ from geometry_msgs.msg import Point
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
+from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError, check_array
 from instant_fold_interfaces.msg import ActionChunk, ArmState, ClothTokens, DualArmState
 
@@ -301,3 +302,46 @@ def camera_info_from_intrinsics(k: np.ndarray, width: int, height: int, header: 
         r=np.eye(3).ravel().tolist(),
         p=p.ravel().tolist(),
     )
+
+
+# --- RGB-D frames -----------------------------------------------------------------------------
+
+COLOR_ENCODINGS = ("rgb8", "bgr8")
+DEPTH_ENCODINGS = ("32FC1", "16UC1")
+
+
+def rgbd_to_msgs(frame: RGBDFrame, header: Header) -> tuple[Image, Image, CameraInfo]:
+    """Colour (rgb8), depth (32FC1, metres, 0 = invalid) and CameraInfo sharing one header."""
+    frame.validate()
+    h, w = frame.depth.shape
+    return (
+        image_to_msg(frame.color, "rgb8", header),
+        image_to_msg(frame.depth, "32FC1", header),
+        camera_info_from_intrinsics(frame.intrinsics, w, h, header),
+    )
+
+
+def rgbd_from_msgs(color: Image, depth: Image, info: CameraInfo) -> RGBDFrame:
+    """Build an RGBDFrame from aligned colour/depth images and their CameraInfo.
+
+    Accepts rgb8/bgr8 colour and 32FC1 (metres) or 16UC1 (millimetres) depth. Non-finite depth
+    pixels (NaN/inf, how some drivers mark missing returns) become 0, the invalid marker.
+    """
+    rgb = image_from_msg(color, COLOR_ENCODINGS)
+    if color.encoding == "bgr8":
+        rgb = rgb[..., ::-1].copy()
+    raw = image_from_msg(depth, DEPTH_ENCODINGS)
+    depth_m = raw.astype(np.float32) * (0.001 if depth.encoding == "16UC1" else 1.0)
+    depth_m[~np.isfinite(depth_m)] = 0.0
+    if rgb.shape[:2] != depth_m.shape:
+        raise MessageConversionError(f"Image: depth {depth_m.shape} is not aligned to colour {rgb.shape[:2]}")
+    if (info.width, info.height) != (rgb.shape[1], rgb.shape[0]):
+        raise MessageConversionError(
+            f"CameraInfo: size {info.width}x{info.height} does not match the images {rgb.shape[1]}x{rgb.shape[0]}"
+        )
+    stamp = color.header.stamp
+    frame = RGBDFrame(rgb, depth_m, intrinsics_from_camera_info(info), stamp_ns=stamp.sec * 10**9 + stamp.nanosec)
+    try:
+        return frame.validate()
+    except ValidationError as exc:
+        raise MessageConversionError(str(exc)) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,3 +42,49 @@ def isolated_ros_env() -> Iterator[dict[str, str]]:
             handle.close()
         return
     raise RuntimeError(f"all ROS domain ids {DOMAIN_IDS.start}-{DOMAIN_IDS.stop - 1} are in use on this machine")
+
+
+class TopicProbe:
+    """An in-test ROS participant on an isolated domain that records what arrives on topics.
+
+    Runs in its own rclpy context, so it never disturbs the test process's other ROS use.
+    """
+
+    def __init__(self, env: dict[str, str], name: str = "test_probe") -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        self._rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=int(env["ROS_DOMAIN_ID"]))
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.received: dict[str, list] = {}
+
+    def subscribe(self, msg_type: type, topic: str, qos=None) -> list:
+        from instant_fold_ros.qos import OBSERVATION_QOS
+
+        messages: list = self.received.setdefault(topic, [])
+        self.node.create_subscription(msg_type, topic, messages.append, qos or OBSERVATION_QOS)
+        return messages
+
+    def spin_until(self, condition, timeout_s: float) -> bool:
+        """Spin until `condition()` holds or the timeout passes; return whether it held."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if condition():
+                return True
+            self.executor.spin_once(timeout_sec=0.05)
+        return bool(condition())
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self._rclpy.shutdown(context=self.context)
+
+    def __enter__(self) -> TopicProbe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

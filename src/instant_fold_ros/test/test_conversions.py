@@ -191,3 +191,34 @@ def test_camera_info_round_trip_and_unset_intrinsics() -> None:
     info.k = [0.0] * 9
     with pytest.raises(MessageConversionError, match=r"CameraInfo\.k"):
         intrinsics_from_camera_info(info)
+
+
+def test_rgbd_round_trip_and_depth_conventions() -> None:
+    from instant_fold_core.rgbd import RGBDFrame
+    from instant_fold_ros.conversions import rgbd_from_msgs, rgbd_to_msgs
+
+    k = np.array([[50.0, 0, 16], [0, 50.0, 12], [0, 0, 1]], np.float32)
+    color = RNG.integers(0, 255, (24, 32, 3), dtype=np.uint8)
+    depth = RNG.uniform(0.5, 1.5, (24, 32)).astype(np.float32)
+    frame = RGBDFrame(color, depth, k)
+    c, d, info = rgbd_to_msgs(frame, make_header("cam"))
+    out = rgbd_from_msgs(c, d, info)
+    np.testing.assert_array_equal(out.color, color)
+    np.testing.assert_array_equal(out.depth, depth)
+    np.testing.assert_array_equal(out.intrinsics, k)
+    # bgr8 colour and 16UC1 millimetre depth (RealSense ROS driver conventions); NaN depth -> invalid
+    bgr = image_to_msg(color[..., ::-1].copy(), "bgr8", c.header)
+    mm = image_to_msg(np.round(depth * 1000).astype(np.uint16), "16UC1", c.header)
+    out = rgbd_from_msgs(bgr, mm, info)
+    np.testing.assert_array_equal(out.color, color)
+    np.testing.assert_allclose(out.depth, depth, atol=0.0006)
+    nan_msg = image_to_msg(depth, "32FC1")  # another driver's convention: NaN marks no return
+    nan_msg.data = np.where(np.arange(depth.size).reshape(depth.shape) == 0, np.nan, depth).astype(np.float32).tobytes()
+    assert rgbd_from_msgs(c, nan_msg, info).depth[0, 0] == 0.0
+    with pytest.raises(MessageConversionError, match=r"Image\.encoding: got 'mono8'"):
+        rgbd_from_msgs(image_to_msg(color[..., 0].copy(), "mono8"), d, info)
+    with pytest.raises(MessageConversionError, match="not aligned"):
+        rgbd_from_msgs(c, image_to_msg(depth[:10].copy(), "32FC1"), info)
+    info.width = 10
+    with pytest.raises(MessageConversionError, match="CameraInfo: size"):
+        rgbd_from_msgs(c, d, info)

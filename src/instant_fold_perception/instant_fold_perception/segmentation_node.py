@@ -1,0 +1,81 @@
+"""Segmentation node: cloth mask for every aligned colour/depth pair.
+
+Subscribes `camera/color`, `camera/depth`, `camera/camera_info`; publishes `cloth/mask` (mono8,
+255 = cloth) with the images' header. Backend `plane` (table plane + largest blob on it). Frames
+that cannot be segmented (no valid depth, nothing on the table, malformed images) are logged and
+counted, never published as garbage masks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image
+
+from instant_fold_perception.segmentation import SegmentationError, Segmenter
+from instant_fold_perception.segmentation.plane import PlaneSegmenter, PlaneSegmenterConfig
+from instant_fold_ros.conversions import MessageConversionError, image_to_msg, rgbd_from_msgs
+from instant_fold_ros.node_main import run_node
+from instant_fold_ros.qos import OBSERVATION_QOS
+
+BACKENDS = ("plane",)
+
+
+def _stamp_key(msg: Image) -> tuple[int, int]:
+    return msg.header.stamp.sec, msg.header.stamp.nanosec
+
+
+class SegmentationNode(Node):
+    def __init__(self) -> None:
+        super().__init__("segmentation")
+        backend = str(self.declare_parameter("backend", "plane").value)
+        if backend not in BACKENDS:
+            raise ValueError(f"segmentation backend '{backend}' unknown (available: {', '.join(BACKENDS)})")
+        defaults = PlaneSegmenterConfig()
+        self.segmenter: Segmenter = PlaneSegmenter(
+            PlaneSegmenterConfig(
+                **{
+                    name: type(value)(self.declare_parameter(f"plane.{name}", value).value)
+                    for name, value in vars(defaults).items()
+                }
+            )
+        )
+        self.masks_published = 0
+        self.rejected = 0
+        self._info: CameraInfo | None = None
+        self._pending: dict[str, dict[tuple[int, int], Image]] = {"color": {}, "depth": {}}
+        self._mask = self.create_publisher(Image, "cloth/mask", OBSERVATION_QOS)
+        self.create_subscription(CameraInfo, "camera/camera_info", self._on_info, OBSERVATION_QOS)
+        self.create_subscription(Image, "camera/color", lambda m: self._on_image("color", m), OBSERVATION_QOS)
+        self.create_subscription(Image, "camera/depth", lambda m: self._on_image("depth", m), OBSERVATION_QOS)
+        self.get_logger().info(f"segmenting with the '{backend}' backend")
+
+    def _on_info(self, msg: CameraInfo) -> None:
+        self._info = msg
+
+    def _on_image(self, kind: str, msg: Image) -> None:
+        key = _stamp_key(msg)
+        self._pending[kind][key] = msg
+        other = self._pending["depth" if kind == "color" else "color"]
+        if key not in other or self._info is None:
+            for pending in self._pending.values():  # keep only recent unmatched images
+                while len(pending) > 4:
+                    pending.pop(next(iter(pending)))
+            return
+        color = self._pending["color"].pop(key)
+        depth = self._pending["depth"].pop(key)
+        self._segment(color, depth, self._info)
+
+    def _segment(self, color: Image, depth: Image, info: CameraInfo) -> None:
+        try:
+            mask = self.segmenter.segment(rgbd_from_msgs(color, depth, info))
+        except (MessageConversionError, SegmentationError) as exc:
+            self.rejected += 1
+            self.get_logger().warning(f"frame rejected ({self.rejected} so far): {exc}", throttle_duration_sec=2.0)
+            return
+        self._mask.publish(image_to_msg(np.where(mask, 255, 0).astype(np.uint8), "mono8", color.header))
+        self.masks_published += 1
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(SegmentationNode, args)

@@ -1,0 +1,103 @@
+"""Camera and segmentation nodes as separate processes over DDS, fed by a RealSense recording."""
+
+from __future__ import annotations
+
+import io
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from perception_scenes import table_scene
+from sensor_msgs.msg import Image
+
+from instant_fold.graph import GraphSpec, NodeSpec
+from instant_fold.runner import ProcessRunner, find_executable
+from instant_fold_core.rgbd import RGBDFrame
+from instant_fold_perception.recording import write_recording
+from instant_fold_ros.conversions import image_from_msg
+from instant_fold_ros.testing import TopicProbe
+
+pytestmark = pytest.mark.ros
+
+
+def test_recorded_frames_become_cloth_masks(tmp_path: Path, ros_env: dict[str, str]) -> None:
+    scenes = [table_scene(size=(96, 128), seed=i) for i in range(8)]
+    recording = write_recording(tmp_path / "cloth.db3", [frame for frame, _ in scenes])
+    truth = scenes[0][1]
+    params = tmp_path / "camera.yaml"
+    params.write_text(f"camera:\n  ros__parameters:\n    playback_file: '{recording}'\n    playback_repeat: true\n")
+    graph = GraphSpec(
+        "perception",
+        (
+            NodeSpec("camera", "instant_fold_perception", "camera_node", parameters=(params,)),
+            NodeSpec("segmentation", "instant_fold_perception", "segmentation_node"),
+        ),
+    )
+    out = io.StringIO()
+    with TopicProbe(ros_env) as probe:
+        masks = probe.subscribe(Image, "cloth/mask")
+        runner = ProcessRunner(graph, env=ros_env, output=out)
+        runner.start()
+        try:
+            got = probe.spin_until(lambda: len(masks) >= 3, timeout_s=60.0)
+        finally:
+            assert runner.shutdown() == 0, out.getvalue()
+    assert got, out.getvalue()
+    for msg in masks:
+        mask = image_from_msg(msg, ("mono8",)) > 0
+        iou = (mask & truth).sum() / (mask | truth).sum()
+        assert iou > 0.9, iou
+        assert msg.header.frame_id == "camera_color_optical_frame"
+
+
+def test_camera_without_device_reports_and_retries(ros_env: dict[str, str]) -> None:
+    import pyrealsense2 as rs
+
+    if len(rs.context().query_devices()):
+        pytest.skip("a RealSense camera is connected")
+    exe = find_executable(NodeSpec("camera", "instant_fold_perception", "camera_node"))
+    proc = subprocess.Popen(
+        [str(exe), "--ros-args", "-p", "retry_period_s:=0.5"],
+        env=ros_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    time.sleep(6.0)
+    assert proc.poll() is None, "the node keeps running and retrying"
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0, output
+    assert output.count("no RealSense device connected") >= 2, output
+
+
+def test_masks_are_not_published_for_unusable_frames(tmp_path: Path, ros_env: dict[str, str]) -> None:
+    """A recording of an empty table: every frame is rejected, no mask is published."""
+    frame, _ = table_scene(size=(96, 128), cloth_height=0.0, with_gripper=False)
+    empty = [RGBDFrame(frame.color, frame.depth, frame.intrinsics)] * 4
+    recording = write_recording(tmp_path / "empty.db3", empty)
+    params = tmp_path / "camera.yaml"
+    params.write_text(f"camera:\n  ros__parameters:\n    playback_file: '{recording}'\n    playback_repeat: true\n")
+    graph = GraphSpec(
+        "perception",
+        (
+            NodeSpec("camera", "instant_fold_perception", "camera_node", parameters=(params,)),
+            NodeSpec("segmentation", "instant_fold_perception", "segmentation_node"),
+        ),
+    )
+    out = io.StringIO()
+    with TopicProbe(ros_env) as probe:
+        masks = probe.subscribe(Image, "cloth/mask")
+        runner = ProcessRunner(graph, env=ros_env, output=out)
+        runner.start()
+        try:
+            probe.spin_until(lambda: "frame rejected" in out.getvalue(), 60.0)
+            probe.spin_until(lambda: False, 1.0)  # a mask published after a rejection would arrive now
+        finally:
+            runner.shutdown()
+    log = out.getvalue()
+    assert "frame rejected" in log and "nothing lies on the table" in log, log
+    assert masks == [] and np.all(frame.depth > 0)
