@@ -19,9 +19,11 @@ from geometry_msgs.msg import Point
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
+from instant_fold_core.demonstration import Demonstration, DemonstrationError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError, check_array
-from instant_fold_interfaces.msg import ActionChunk, ArmState, ClothTokens, DualArmState
+from instant_fold_interfaces.msg import ActionChunk, ArmState, ClothTokens, DualArmState, Keyframe
+from instant_fold_interfaces.msg import Demonstration as DemonstrationMsg
 
 
 class MessageConversionError(ValueError):
@@ -344,4 +346,69 @@ def rgbd_from_msgs(color: Image, depth: Image, info: CameraInfo) -> RGBDFrame:
     try:
         return frame.validate()
     except ValidationError as exc:
+        raise MessageConversionError(str(exc)) from None
+
+
+# --- demonstrations ---------------------------------------------------------------------------
+
+
+def demonstration_to_msg(demo: Demonstration, header: Header) -> DemonstrationMsg:
+    """Keyframes with images (colour, depth, mask, CameraInfo), keyposes and events."""
+    demo.validate()
+    keyframes = []
+    for i in range(demo.num_keyframes):
+        color, depth, info = rgbd_to_msgs(demo.frame(i), header)
+        mask = image_to_msg(np.where(demo.mask[i], 255, 0).astype(np.uint8), "mono8", header)
+        keyframes.append(
+            Keyframe(
+                header=header,
+                frame_index=int(demo.frame_index[i]),
+                color=color,
+                depth=depth,
+                mask=mask,
+                camera_info=info,
+                keypose=dual_arm_state_to_msg(demo.keypose[i], header),
+                left_event=int(demo.events[i, 0]),
+                right_event=int(demo.events[i, 1]),
+            )
+        )
+    return DemonstrationMsg(
+        header=header, name=demo.name, mode=demo.mode, description=demo.description, keyframes=keyframes
+    )
+
+
+def demonstration_from_msg(msg: DemonstrationMsg) -> Demonstration:
+    """Rebuild a Demonstration from keyframes that carry images; errors name the keyframe."""
+    if not msg.keyframes:
+        raise MessageConversionError("Demonstration.keyframes: empty")
+    frames, masks, keyposes, events, indices = [], [], [], [], []
+    for i, kf in enumerate(msg.keyframes):
+        try:
+            if kf.color.width == 0:
+                raise MessageConversionError("carries no images (token-only keyframes need a tokenizer-free path)")
+            frames.append(rgbd_from_msgs(kf.color, kf.depth, kf.camera_info))
+            masks.append(image_from_msg(kf.mask, ("mono8", "8UC1")) > 0)
+            keyposes.append(dual_arm_state_from_msg(kf.keypose))
+        except MessageConversionError as exc:
+            raise MessageConversionError(f"Demonstration.keyframes[{i}]: {exc}") from None
+        events.append((kf.left_event, kf.right_event))
+        indices.append(kf.frame_index)
+    shapes = {f.color.shape for f in frames}
+    if len(shapes) != 1:
+        raise MessageConversionError(f"Demonstration.keyframes: images differ in size {sorted(shapes)}")
+    demo = Demonstration(
+        color=np.stack([f.color for f in frames]),
+        depth=np.stack([f.depth for f in frames]),
+        mask=np.stack(masks),
+        intrinsics=frames[0].intrinsics,
+        keypose=np.stack(keyposes),
+        events=np.asarray(events, np.uint8),
+        frame_index=np.asarray(indices, np.int32),
+        name=msg.name,
+        mode=msg.mode,
+        description=msg.description,
+    )
+    try:
+        return demo.validate()
+    except DemonstrationError as exc:
         raise MessageConversionError(str(exc)) from None

@@ -222,3 +222,35 @@ def test_rgbd_round_trip_and_depth_conventions() -> None:
     info.width = 10
     with pytest.raises(MessageConversionError, match="CameraInfo: size"):
         rgbd_from_msgs(c, d, info)
+
+
+def test_demonstration_round_trip_and_bad_keyframe() -> None:
+    from instant_fold_core.demonstration import Demonstration
+    from instant_fold_ros.conversions import demonstration_from_msg, demonstration_to_msg
+
+    k, size = 3, 16
+    mask = np.zeros((k, size, size), bool)
+    mask[:, 4:12, 4:12] = True
+    demo = Demonstration(
+        color=RNG.integers(0, 255, (k, size, size, 3), dtype=np.uint8),
+        depth=RNG.uniform(0.9, 1.1, (k, size, size)).astype(np.float32),
+        mask=mask,
+        intrinsics=np.array([[20, 0, 8], [0, 20, 8], [0, 0, 1]], np.float32),
+        keypose=np.tile(np.array([[0.1, 0.0, 1.0, 1.0], [-0.1, 0.0, 1.0, 0.0]], np.float32), (k, 1, 1)),
+        events=np.array([[1, 0], [2, 3], [4, 4]], np.uint8),
+        frame_index=np.array([3, 17, 40], np.int32),
+        name="d",
+        mode="m",
+        description="desc",
+    )
+    msg = demonstration_to_msg(demo, make_header("cam"))
+    out = demonstration_from_msg(msg)
+    for name in ("color", "depth", "mask", "intrinsics", "keypose", "events", "frame_index"):
+        np.testing.assert_array_equal(getattr(out, name), getattr(demo, name))
+    assert (out.name, out.mode, out.description) == ("d", "m", "desc")
+    msg.keyframes[1].mask = image_to_msg(np.zeros((size, size), np.uint8), "mono8")
+    with pytest.raises(MessageConversionError, match="keyframe 1: empty cloth mask"):
+        demonstration_from_msg(msg)
+    msg.keyframes[2].depth.encoding = "rgb8"
+    with pytest.raises(MessageConversionError, match=r"Demonstration\.keyframes\[2\]: Image\.encoding"):
+        demonstration_from_msg(msg)
