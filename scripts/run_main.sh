@@ -3,12 +3,8 @@
 # workspace does end to end: the graph check (two node processes exchanging cloth tokens over a
 # topic and action chunks over a service on DDS), and writes its report to outputs/.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$ROOT/scripts/bootstrap.sh"
-set +u
-# shellcheck source=scripts/env.sh
-source "$ROOT/scripts/env.sh"
-set -u
+# shellcheck source=scripts/workspace.sh
+source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"
 mkdir -p "$ROOT/outputs"
 report="$ROOT/outputs/graph_check.json"
 params="$ROOT/outputs/graph_check_params.yaml"

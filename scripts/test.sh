@@ -3,13 +3,8 @@
 # Dockerfile and run the default test suite (everything not marked `slow`).
 # Extra arguments go to pytest, e.g. `scripts/test.sh -m slow` or `scripts/test.sh -k tokens`.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$ROOT/scripts/bootstrap.sh"
-set +u
-# shellcheck source=scripts/env.sh
-source "$ROOT/scripts/env.sh"
-set -u
-cd "$ROOT"
+# shellcheck source=scripts/workspace.sh
+source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"
 echo "[test] ruff"
 ruff check --quiet .
 ruff format --check --quiet .

