@@ -25,9 +25,9 @@ def test_errors_name_the_field(robot_dict) -> None:
     del data["safety"]["max_speed"]
     with pytest.raises(ConfigError, match=r"safety: missing \['max_speed'\]"):
         parse_robot_config(data)
-    with pytest.raises(ConfigError, match="safety.workspace: min"):
+    with pytest.raises(ConfigError, match=r"safety\.workspace: min"):
         parse_robot_config(robot_dict(workspace_min=[0.5, 0.0, 0.0]))
-    with pytest.raises(ConfigError, match="safety.watchdog_timeout: must be positive"):
+    with pytest.raises(ConfigError, match=r"safety\.watchdog_timeout: must be positive"):
         parse_robot_config(robot_dict(watchdog_timeout=0))
     data = robot_dict()
     data["arms"]["left"]["base_from_camera"] = {"translation": [0, 0, 0], "quaternion": [0, 0, 0, 2]}

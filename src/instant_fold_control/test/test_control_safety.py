@@ -57,7 +57,7 @@ def harness(robot: RobotConfig) -> Harness:
 
 
 def test_tracks_an_absolute_chunk_with_linear_interpolation(harness: Harness) -> None:
-    target = START + [[0.0, 0.02, 0.0], [0.0, -0.02, 0.0]]
+    target = START + np.array([[0.0, 0.02, 0.0], [0.0, -0.02, 0.0]])
     assert harness.chunk(np.stack([target]), step_duration=0.2)
     harness.run(0.1)
     assert np.allclose(harness.sent[-1], (START + target) / 2, atol=1e-9)  # half way after half the step
@@ -101,7 +101,7 @@ def test_non_finite_output_never_leaves_the_safety_layer(robot: RobotConfig) -> 
 
 def test_speed_is_limited_per_tick(robot_dict) -> None:
     harness = Harness(parse_robot_config(robot_dict(watchdog_timeout=2.0)))
-    far = START + [[0.3, 0.0, 0.0], [0.0, 0.0, 0.1]]
+    far = START + np.array([[0.3, 0.0, 0.0], [0.0, 0.0, 0.1]])
     assert harness.chunk(np.stack([far]), step_duration=0.05)  # asks for 6 m/s
     harness.run(1.0)
     sent = np.concatenate([START[None], np.stack(harness.sent)])
@@ -121,11 +121,11 @@ def test_chunk_bringing_grippers_too_close_is_refused(harness: Harness) -> None:
 
 def test_grippers_may_separate_when_already_too_close(robot_dict) -> None:
     h = Harness(parse_robot_config(robot_dict(min_gripper_distance=0.5)))  # START is 0.4 m apart
-    apart = START + [[-0.05, 0, 0], [0.05, 0, 0]]
+    apart = START + np.array([[-0.05, 0, 0], [0.05, 0, 0]])
     assert h.chunk(np.stack([apart]))
     h.run(0.3)
     assert np.allclose(h.sent[-1], apart)
-    closer = START + [[0.05, 0, 0], [-0.05, 0, 0]]
+    closer = START + np.array([[0.05, 0, 0], [-0.05, 0, 0]])
     assert not h.chunk(np.stack([closer]))
 
 
@@ -141,7 +141,7 @@ def test_output_that_would_bring_grippers_closer_holds_both(robot: RobotConfig) 
 def test_watchdog_holds_within_the_timeout_when_chunks_stop(harness: Harness) -> None:
     """A long chunk whose producer dies: the arms stop within watchdog_timeout of the last chunk."""
     timeout = harness.robot.safety.watchdog_timeout
-    goal = START + [[0.0, 0.3, 0.0], [0.0, 0.3, 0.0]]
+    goal = START + np.array([[0.0, 0.3, 0.0], [0.0, 0.3, 0.0]])
     assert harness.chunk(np.stack([goal]), step_duration=3.0)  # would take 3 s
     start_t = harness.t
     harness.run(1.5)
@@ -156,13 +156,13 @@ def test_watchdog_holds_within_the_timeout_when_chunks_stop(harness: Harness) ->
 
 def test_fresh_chunks_keep_the_watchdog_quiet(harness: Harness) -> None:
     for i in range(10):
-        assert harness.chunk(np.stack([START + [[0, 0.01 * i, 0], [0, 0.01 * i, 0]]]), step_duration=0.2)
+        assert harness.chunk(np.stack([START + np.array([[0, 0.01 * i, 0], [0, 0.01 * i, 0]])]), step_duration=0.2)
         harness.run(0.2)
     assert harness.counts["watchdog_hold"] == 0 and harness.controller.mode == Mode.TRACKING
 
 
 def test_estop_latches_until_reset(harness: Harness) -> None:
-    goal = START + [[0.0, 0.1, 0.0], [0.0, 0.1, 0.0]]
+    goal = START + np.array([[0.0, 0.1, 0.0], [0.0, 0.1, 0.0]])
     assert harness.chunk(np.stack([goal]), step_duration=1.0)
     harness.run(0.2)
     harness.controller.estop()
@@ -189,7 +189,7 @@ def test_stale_chunks_are_refused(harness: Harness) -> None:
 
 
 def test_delta_is_relative_to_the_state_at_the_observation_time(harness: Harness) -> None:
-    goal = START + [[0.0, 0.1, 0.0], [0.0, 0.1, 0.0]]
+    goal = START + np.array([[0.0, 0.1, 0.0], [0.0, 0.1, 0.0]])
     assert harness.chunk(np.stack([goal]), step_duration=0.5)
     harness.run(0.25)
     observed_at, observed = harness.t, harness.controller.state()

@@ -26,12 +26,16 @@ def test_quaternion_matrix_round_trip() -> None:
 
 def test_camera_base_round_trip_and_inverse() -> None:
     rng = np.random.default_rng(1)
-    ext = Extrinsics.from_config("x", {"translation": rng.standard_normal(3).tolist(), "quaternion": _random_quaternion(rng).tolist()})
+    ext = Extrinsics.from_config(
+        "x", {"translation": rng.standard_normal(3).tolist(), "quaternion": _random_quaternion(rng).tolist()}
+    )
     points = rng.uniform(-1, 1, size=(50, 3))
     assert np.allclose(ext.to_camera(ext.to_base(points)), points, atol=1e-12)
     assert np.allclose(ext.camera_from_base @ ext.base_from_camera, np.eye(4), atol=1e-12)
     # distances are preserved (rigid)
-    assert np.allclose(np.linalg.norm(np.diff(ext.to_base(points), axis=0), axis=1), np.linalg.norm(np.diff(points, axis=0), axis=1))
+    assert np.allclose(
+        np.linalg.norm(np.diff(ext.to_base(points), axis=0), axis=1), np.linalg.norm(np.diff(points, axis=0), axis=1)
+    )
 
 
 def test_matrix_and_quaternion_forms_agree_in_the_shipped_configs() -> None:
