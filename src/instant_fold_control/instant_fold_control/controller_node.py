@@ -186,8 +186,16 @@ class ControllerNode(Node):
         self.get_logger().info(f"mode {self.controller.mode.value}; safety events {counts or 'none'}")
 
     def _log(self, level: str, text: str) -> None:
+        # One call site per severity: rclpy refuses different severities from the same line.
         logger = self.get_logger()
-        {"debug": logger.debug, "info": logger.info, "warn": logger.warning, "error": logger.error}[level](text)
+        if level == "error":
+            logger.error(text)
+        elif level == "warn":
+            logger.warning(text)
+        elif level == "info":
+            logger.info(text)
+        else:
+            logger.debug(text)
 
     def _publish_static_transforms(self) -> None:
         try:

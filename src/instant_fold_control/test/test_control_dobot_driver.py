@@ -84,6 +84,23 @@ def test_stream_interpolates_between_targets(server: LoopbackDobotServer) -> Non
         driver.close()
 
 
+def test_hold_settles_at_the_last_target(server: LoopbackDobotServer) -> None:
+    driver = _driver(server)
+    driver.connect()
+    try:
+        target = driver.read_state().position + np.array([0.0, 0.02, 0.0])
+        driver.command_cartesian(target)
+        driver.hold()  # no more targets: finish the ramp, then stay
+        time.sleep(0.4)
+        assert np.allclose(driver.read_state().position, target, atol=1e-6)
+        n = len(server.recorded("ServoP"))
+        time.sleep(0.2)
+        assert len(server.recorded("ServoP")) > n  # still streaming (holding), at the same pose
+        assert np.allclose(np.array(server.model.pose[:3]) / 1000, target, atol=1e-6)
+    finally:
+        driver.close()
+
+
 def test_gripper_on_tool_output_and_on_digital_output(server: LoopbackDobotServer) -> None:
     driver = _driver(server, gripper_io="tool_do", gripper_index=2)
     driver.connect()

@@ -65,7 +65,7 @@ class ArmDriver(abc.ABC):
 
     @abc.abstractmethod
     def hold(self) -> None:
-        """Stay where the arm is being commanded now (no new target)."""
+        """No new targets will come for a while: settle at the last commanded position and stay."""
 
     @abc.abstractmethod
     def stop(self) -> None:

@@ -163,6 +163,7 @@ class DobotDriver(ArmDriver):
         self._rotation = np.zeros(3)
         # streamer state (guarded by _state_lock)
         self._streaming = False
+        self._holding = False
         self._segment_start = np.zeros(3)
         self._target = np.zeros(3)
         self._target_time = 0.0
@@ -234,7 +235,7 @@ class DobotDriver(ArmDriver):
         self._raise_thread_error()
         now = time.monotonic()
         with self._state_lock:
-            if self._streaming:
+            if self._streaming and not self._holding:
                 # Smooth the command period (EMA) so one late tick does not stretch the ramp.
                 observed = min(max(now - self._target_time, 1.0 / self.params.servo_rate_hz), 0.25)
                 self._command_period = 0.8 * self._command_period + 0.2 * observed
@@ -242,6 +243,7 @@ class DobotDriver(ArmDriver):
             self._target = target
             self._target_time = now
             self._streaming = True
+            self._holding = False
 
     def set_gripper(self, openness: float) -> None:
         closed = float(openness) < 0.5
@@ -253,9 +255,12 @@ class DobotDriver(ArmDriver):
         self._gripper_closed = closed
 
     def hold(self) -> None:
+        """Finish the ramp to the last target and stay there; the pause does not count as a
+        command period, so streaming resumes with a normal ramp when commands come back."""
         with self._state_lock:
-            self._segment_start = self._target = self._last_sent.copy()
+            self._segment_start = self._last_sent.copy()
             self._target_time = time.monotonic()
+            self._holding = True
 
     def stop(self) -> None:
         with self._state_lock:

@@ -139,7 +139,9 @@ def parse_command(text: str) -> tuple[str, list[str]]:
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas outside braces (pose={x,y,...} arguments)."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "{":
             depth += 1

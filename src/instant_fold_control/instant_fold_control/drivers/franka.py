@@ -149,8 +149,9 @@ class FrankaDriver(ArmDriver):
         self._gripper_closed = closed
 
     def hold(self) -> None:
-        robot = self._require()
-        self.command_cartesian(np.asarray(robot.current_pose.end_effector_pose.translation).ravel())
+        # The last asynchronous CartesianMotion ends at the last commanded target and franky keeps
+        # the arm there: settling is what the arm already does, nothing is sent.
+        self._require()
 
     def stop(self) -> None:
         if self._robot is not None:

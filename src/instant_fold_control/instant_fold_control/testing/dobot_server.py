@@ -18,6 +18,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from instant_fold_control.drivers import dobot_protocol as proto
@@ -222,12 +223,12 @@ class LoopbackDobotServer:
         sock.listen(4)
         return sock
 
-    def _spawn(self, target, *args) -> None:  # type: ignore[no-untyped-def]
+    def _spawn(self, target: Callable[..., None], *args: object) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True)
         thread.start()
         self._threads.append(thread)
 
-    def _accept(self, listener: socket.socket, serve) -> None:  # type: ignore[no-untyped-def]
+    def _accept(self, listener: socket.socket, serve: Callable[[socket.socket], None]) -> None:
         while not self._stop.is_set():
             try:
                 client, _ = listener.accept()
