@@ -102,9 +102,10 @@ class DualArmController:
             name = "refused_nonfinite" if "non-finite" in str(exc) else "refused_malformed"
             self.safety.event(name, f"chunk refused: {exc}", "error")
             return False
-        if self._measured is None or self._commanded is None:
+        if not self._ensure_commanded():
             self.safety.event("refused_malformed", "chunk refused: no arm state measured yet")
             return False
+        assert self._commanded is not None
         if observation_time is not None and now - observation_time > self.robot.safety.max_chunk_age:
             self.safety.event(
                 "refused_stale",
@@ -163,11 +164,9 @@ class DualArmController:
 
     def step(self, now: float) -> ControlOutput | None:
         """Advance the plan to `now` and return the safe commanded targets (None while WAITING)."""
-        if self._measured is None:
+        if not self._ensure_commanded():
             return None
-        if self._commanded is None or self._openness is None:
-            self._commanded = self._measured[:, :3].copy()
-            self._openness = self._measured[:, 3].copy()
+        assert self._commanded is not None
         dt = 0.0 if self._last_step_time is None else max(0.0, now - self._last_step_time)
         self._last_step_time = now
         if self._trajectory is not None and now - self._last_chunk_time > self.robot.safety.watchdog_timeout:
@@ -183,6 +182,15 @@ class DualArmController:
                 self._openness = self._trajectory.openness[reached - 1].copy()
             self._commanded = self.safety.filter_output(self._commanded, desired, dt)
         return self._output()
+
+    def _ensure_commanded(self) -> bool:
+        """Start commanding from the measured state; False while nothing was measured."""
+        if self._measured is None:
+            return False
+        if self._commanded is None or self._openness is None:
+            self._commanded = self._measured[:, :3].copy()
+            self._openness = self._measured[:, 3].copy()
+        return True
 
     def _output(self) -> ControlOutput:
         assert self._commanded is not None and self._openness is not None
