@@ -55,21 +55,37 @@ def _servo_positions_in_camera(server: LoopbackDobotServer, extrinsics) -> np.nd
     return extrinsics.to_camera(mm[:, :3] / 1000.0)
 
 
+def _chunk(positions: list, step_duration: float = 0.1) -> dict[str, Any]:
+    h = len(positions)
+    return {
+        "positions": positions,
+        "openness": [[1, 1]] * h,
+        "representation": 0,
+        "steps_to_execute": h,
+        "step_duration": step_duration,
+    }
+
+
 def test_bad_commands_never_reach_the_robot(tmp_path: Path, ros_env: dict[str, str], robot_dict) -> None:
-    robot = robot_dict(watchdog_timeout=0.5)
+    """NaN and out-of-workspace chunks, a producer going silent, e-stop and reset, over DDS."""
+    watchdog = 0.5
+    robot = robot_dict(watchdog_timeout=watchdog)
     config = parse_robot_config(robot)
     lo, hi = config.safety.workspace_min, config.safety.workspace_max
-    nan_step = [[LEFT, RIGHT], [[np.nan, 0.0, 0.8], RIGHT], [LEFT, RIGHT], [LEFT, RIGHT]]
     deep = [-0.2, 0.05, 1.5]  # 0.57 m below the workspace floor (into the table)
-    out_of_box = [[[-0.2, 0.05, 0.85], RIGHT], [deep, RIGHT], [deep, RIGHT], [deep, RIGHT]]
-    chunks = [
-        {"positions": nan_step, "openness": [[1, 1]] * 4, "representation": 0, "steps_to_execute": 4},
-        {"positions": out_of_box, "openness": [[1, 1]] * 4, "representation": 0, "steps_to_execute": 4},
+    far_right = [0.2, 0.2, 0.8]
+    script = [
+        {"delay_s": 0.5, "chunk": _chunk([[LEFT, RIGHT], [[np.nan, 0.0, 0.8], RIGHT], [LEFT, RIGHT]])},
+        {"delay_s": 0.3, "chunk": _chunk([[[-0.2, 0.05, 0.85], RIGHT], [deep, RIGHT], [deep, RIGHT], [deep, RIGHT]])},
+        # a 4 s move whose producer then goes silent: the watchdog must stop it after 0.5 s
+        {"delay_s": 1.0, "chunk": _chunk([[[-0.2, 0.05, hi[2]], far_right]], step_duration=4.0)},
+        {"delay_s": 1.5, "call": "control/estop"},
+        {"delay_s": 0.3, "chunk": _chunk([[[-0.2, 0.05, hi[2]], far_right]])},  # refused: e-stop latched
+        {"delay_s": 0.3, "call": "control/reset"},
+        {"delay_s": 0.3, "chunk": _chunk([[[-0.2, 0.05, hi[2]], [0.2, 0.06, 0.8]]], step_duration=0.2)},
     ]
-    for c, delay in zip(chunks, (0.5, 0.5), strict=True):
-        c |= {"step_duration": 0.1, "delay_s": delay}
-    chunks_path, report_path = tmp_path / "chunks.json", tmp_path / "report.json"
-    chunks_path.write_text(json.dumps(chunks))
+    script_path, report_path = tmp_path / "script.json", tmp_path / "report.json"
+    script_path.write_text(json.dumps(script))
 
     with (
         LoopbackDobotServer(initial_pose=BASE_POSE_MM) as left,
@@ -84,13 +100,13 @@ def test_bad_commands_never_reach_the_robot(tmp_path: Path, ros_env: dict[str, s
                     sys.executable,
                     "-m",
                     "instant_fold_control.testing.command_probe",
-                    str(chunks_path),
+                    str(script_path),
                     str(report_path),
                 ],
                 env=ros_env,
                 capture_output=True,
                 text=True,
-                timeout=60,
+                timeout=90,
             )
         finally:
             runner.request_stop()
@@ -98,26 +114,52 @@ def test_bad_commands_never_reach_the_robot(tmp_path: Path, ros_env: dict[str, s
         log = out.getvalue()
         assert probe.returncode == 0, probe.stdout + probe.stderr + log
         assert code == 0, log
+        servo = {
+            name: (
+                np.array([c.time for c in server.recorded("ServoP")]),
+                _servo_positions_in_camera(server, config.arm(name).extrinsics),
+            )
+            for name, server in (("left", left), ("right", right))
+        }
+        stops = {name: [c.time for c in server.recorded("Stop")] for name, server in (("left", left), ("right", right))}
+    report = json.loads(report_path.read_text())
+    actions = report["actions"]
+    t_long, t_estop, t_reset = actions[2]["t"], actions[3]["t"], actions[5]["t"]
 
-        left_cam = _servo_positions_in_camera(left, config.arm("left").extrinsics)
-        right_cam = _servo_positions_in_camera(right, config.arm("right").extrinsics)
-    assert len(left_cam) > 50 and len(right_cam) > 50, log
-    for positions in (left_cam, right_cam):
+    # nothing non-finite (checked when parsing) and nothing outside the workspace reached a robot
+    for times, positions in servo.values():
+        assert len(times) > 100, log
         assert (positions >= lo - 1e-6).all() and (positions <= hi + 1e-6).all()
-    # the clamped target (on the workspace floor) was reached, and nothing went past it
-    assert left_cam[:, 2].max() == pytest.approx(hi[2], abs=1e-6)
-    assert np.allclose(left_cam[-1], [-0.2, 0.05, hi[2]], atol=1e-5)
-    assert np.allclose(right_cam, RIGHT, atol=1e-6)  # the right arm was never asked to move
+    left_p = servo["left"][1]
+    right_t, right_p = servo["right"]
+    # the out-of-workspace target was clamped onto the floor of the box, and reached
+    assert left_p[:, 2].max() == pytest.approx(hi[2], abs=1e-6)
+    assert np.allclose(left_p[-1], [-0.2, 0.05, hi[2]], atol=1e-5)
     assert "safety:refused_nonfinite" in log and "NaN" in log, log
     assert "safety:clamped" in log and "outside workspace" in log, log
-    assert "safety:watchdog_hold" in log, log  # the stand-in policy went silent afterwards
 
-    report = json.loads(report_path.read_text())
+    # watchdog: the long move stopped within the watchdog time (+ one stream ramp), far from its goal
+    before_estop = (right_t > t_long) & (right_t < t_estop)
+    y = right_p[before_estop, 1]
+    moving = np.flatnonzero(np.abs(np.diff(y)) > 1e-7)
+    last_motion = right_t[before_estop][moving.max() + 1]
+    assert last_motion - t_long < watchdog + 0.25, (last_motion - t_long, log)
+    assert 0.005 < y[-1] < 0.05
+    assert "safety:watchdog_hold" in log, log
+
+    # e-stop: both arms stopped (Stop() sent, streaming halted) and chunks refused until reset
+    assert actions[3]["success"] and actions[5]["success"]
+    for name, (times, _) in servo.items():
+        assert any(t_estop < s < t_reset for s in stops[name]), name
+        assert not ((times > t_estop + 0.1) & (times < t_reset)).any(), name
+    assert "safety:refused_estop" in log, log
+    # after reset the next chunk is executed
+    assert np.allclose(right_p[-1], [0.2, 0.06, 0.8], atol=1e-5)
+
     stamps = np.array([s["t"] for s in report["states"]])
     assert np.median(np.diff(stamps)) < 1 / 30  # arms/state at >= 30 Hz
     final = np.array(report["states"][-1]["state"])
-    assert np.allclose(final[0, :3], [-0.2, 0.05, hi[2]], atol=1e-4)  # feedback -> camera frame
-    assert np.allclose(final[1, :3], RIGHT, atol=1e-4)
+    assert np.allclose(final[:, :3], [[-0.2, 0.05, hi[2]], [0.2, 0.06, 0.8]], atol=1e-4)  # feedback -> camera frame
 
 
 def test_unreachable_robot_ends_the_node_with_a_clear_error(

@@ -1,13 +1,15 @@
-"""A stand-in policy for integration tests: publishes given chunks verbatim, records arm states.
+"""A stand-in policy for integration tests: runs a script of chunks and service calls, records states.
 
 It builds `ActionChunk` messages field by field (not through the validating conversions), so
 it can send exactly what a faulty policy would: NaN steps, targets outside the workspace. It
-waits for the first `arms/state`, publishes each chunk after its delay, keeps listening for
-`listen_s`, then writes a JSON report (states with receive times) and exits 0.
+waits for the first `arms/state`, runs each action after its delay (a chunk on `arms/command`,
+or a std_srvs/Trigger call such as `control/estop`), keeps listening for `listen_s`, then
+writes a JSON report (action times, service answers, states with receive times) and exits 0.
 
-Usage: python -m instant_fold_control.testing.command_probe CHUNKS.json REPORT.json [--ros-args ...]
-where CHUNKS.json is a list of {positions [H][2][3], openness [H][2], representation,
-steps_to_execute, step_duration, delay_s} and the report path receives the recording.
+Usage: python -m instant_fold_control.testing.command_probe SCRIPT.json REPORT.json [--ros-args ...]
+where SCRIPT.json is a list of actions, each {"delay_s": s, "chunk": {positions [H][2][3],
+openness [H][2], representation, steps_to_execute, step_duration}} or {"delay_s": s, "call":
+service name}. Times are time.monotonic() (system-wide on Linux, comparable across processes).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import rclpy
 from rclpy.node import Node
+from std_srvs.srv import Trigger
 
 from instant_fold_interfaces.msg import ActionChunk, DualArmState
 from instant_fold_ros.conversions import dual_arm_state_from_msg, make_header
@@ -44,45 +47,68 @@ def chunk_message(spec: dict[str, Any], header: Any) -> ActionChunk:
 
 
 class CommandProbe(Node):
-    def __init__(self, chunks: list[dict[str, Any]], report: Path) -> None:
+    def __init__(self, actions: list[dict[str, Any]], report: Path) -> None:
         super().__init__("command_probe")
         self.listen_s = float(self.declare_parameter("listen_s", 2.0).value)
-        self.timeout_s = float(self.declare_parameter("timeout_s", 30.0).value)
+        self.timeout_s = float(self.declare_parameter("timeout_s", 60.0).value)
         self.frame_id = str(self.declare_parameter("frame_id", "camera_color_optical_frame").value)
-        self.chunks, self.report = chunks, report
+        self.actions, self.report = actions, report
         self.states: list[dict[str, Any]] = []
-        self.published: list[float] = []
+        self.done: list[dict[str, Any]] = []  # executed actions: time and, for calls, the answer
         self.finished, self.exit_code = False, 1
-        self._first_state: float | None = None
+        self._last_action: float | None = None
+        self._in_flight = False
         self._started = time.monotonic()
         self._pub = self.create_publisher(ActionChunk, "arms/command", COMMAND_QOS)
+        self._trigger_clients = {a["call"]: self.create_client(Trigger, a["call"]) for a in actions if "call" in a}
         self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS)
-        self.create_timer(0.01, self._tick)
+        self.create_timer(0.005, self._tick)
 
     def _on_state(self, msg: DualArmState) -> None:
-        now = time.monotonic()
-        if self._first_state is None:
-            self._first_state = now
-        self.states.append({"t": now, "state": dual_arm_state_from_msg(msg).tolist()})
+        self.states.append({"t": time.monotonic(), "state": dual_arm_state_from_msg(msg).tolist()})
+
+    def _ready(self) -> bool:
+        return (
+            bool(self.states)
+            and self._pub.get_subscription_count() > 0
+            and all(c.service_is_ready() for c in self._trigger_clients.values())
+        )
 
     def _tick(self) -> None:
         now = time.monotonic()
         if now - self._started > self.timeout_s:
-            self._finish(f"timed out after {self.timeout_s} s (states received: {len(self.states)})")
+            self._finish(f"timed out after {self.timeout_s} s (states: {len(self.states)}, actions: {len(self.done)})")
             return
-        if self._first_state is None or self._pub.get_subscription_count() == 0:
+        if self._in_flight or not self._ready():
             return
-        elapsed = now - self._first_state
-        due = sum(spec.get("delay_s", 0.0) for spec in self.chunks[: len(self.published) + 1])
-        if len(self.published) < len(self.chunks) and elapsed >= due:
-            spec = self.chunks[len(self.published)]
-            self._pub.publish(chunk_message(spec, make_header(self.frame_id, self.get_clock().now().to_msg())))
-            self.published.append(now)
-        elif len(self.published) == len(self.chunks) and now - self.published[-1] >= self.listen_s:
-            self._finish(None)
+        if self._last_action is None:
+            self._last_action = now
+        if len(self.done) == len(self.actions):
+            if now - self._last_action >= self.listen_s:
+                self._finish(None)
+            return
+        action = self.actions[len(self.done)]
+        if now - self._last_action < action.get("delay_s", 0.0):
+            return
+        self._last_action = now
+        if "chunk" in action:
+            header = make_header(self.frame_id, self.get_clock().now().to_msg())
+            self._pub.publish(chunk_message(action["chunk"], header))
+            self.done.append({"t": now, "chunk": True})
+        else:
+            self._in_flight = True
+            future = self._trigger_clients[action["call"]].call_async(Trigger.Request())
+            future.add_done_callback(lambda f, t=now, name=action["call"]: self._answered(f, t, name))
+
+    def _answered(self, future: Any, t: float, name: str) -> None:
+        response = future.result()
+        self.done.append({"t": t, "call": name, "success": response.success, "message": response.message})
+        self._last_action = time.monotonic()
+        self._in_flight = False
 
     def _finish(self, failure: str | None) -> None:
-        self.report.write_text(json.dumps({"failure": failure, "published": self.published, "states": self.states}))
+        report = {"failure": failure, "actions": self.done, "states": self.states}
+        self.report.write_text(json.dumps(report))
         self.exit_code = 0 if failure is None else 1
         self.finished = True
 
@@ -93,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(user) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    chunks = json.loads(Path(user[0]).read_text())
-    return run_node(lambda: CommandProbe(chunks, Path(user[1])), argv)
+    actions = json.loads(Path(user[0]).read_text())
+    return run_node(lambda: CommandProbe(actions, Path(user[1])), argv)
 
 
 if __name__ == "__main__":
