@@ -47,6 +47,7 @@ class SafetyLayer:
         self.config = config
         self.counts: Counter[str] = Counter({name: 0 for name in EVENTS})
         self._log = log
+        self._output_clamping = False
 
     def event(self, name: str, text: str, level: str = "warn") -> None:
         self.counts[name] += 1
@@ -71,8 +72,12 @@ class SafetyLayer:
             self.event("held_nonfinite", f"non-finite target {desired.tolist()} replaced by the last safe one", "error")
             return previous.copy()
         target = np.clip(desired, self.config.workspace_min, self.config.workspace_max)
-        if np.any(target != desired):
+        clamping = bool(np.any(target != desired))
+        if clamping and not self._output_clamping:  # e.g. an arm starting outside the box: log once per episode
             self.event("clamped", f"output {np.round(desired, 4).tolist()} clamped to the workspace", "warn")
+        elif clamping:
+            self.counts["clamped"] += 1
+        self._output_clamping = clamping
         step = target - previous
         dist = np.linalg.norm(step, axis=-1)
         max_step = self.config.max_speed * max(dt, 0.0)

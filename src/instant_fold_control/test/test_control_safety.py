@@ -219,3 +219,22 @@ def test_base_frame_targets_follow_the_extrinsics(harness: Harness) -> None:
     # left base: x to the table centre, z up -> START left (-0.2, 0, 0.8) is 0.4 m in front, 0.15 m up
     assert np.allclose(out.base_positions[0], [0.4, 0.0, 0.15])
     assert np.allclose(out.base_positions[1], [0.4, 0.0, 0.15])
+
+
+def test_arm_starting_outside_the_workspace_is_brought_in_at_the_speed_limit(robot_dict) -> None:
+    """E.g. a home pose above the box: outputs are clamped (counted every tick, logged once)."""
+    robot = parse_robot_config(robot_dict(watchdog_timeout=2.0))
+    h = Harness(robot)
+    outside = START.copy()
+    outside[0, 2] = 0.4  # 15 cm above the workspace ceiling (towards the camera)
+    h.controller.update_measurement(
+        tuple(arm.extrinsics.to_base(p) for arm, p in zip(robot.arms, outside, strict=True)), np.ones(2), h.t
+    )
+    h.controller.reset()  # command from the measured (outside) pose
+    assert h.chunk(np.stack([START]), step_duration=0.1)
+    h.run(1.0)
+    sent = np.concatenate([outside[None], np.stack(h.sent)])
+    assert (np.linalg.norm(np.diff(sent, axis=0), axis=-1) <= robot.safety.max_speed * DT + 1e-9).all()
+    assert np.allclose(sent[-1], START)
+    assert h.counts["clamped"] > 1
+    assert sum("clamped to the workspace" in text for _, text in h.logs) == 1
