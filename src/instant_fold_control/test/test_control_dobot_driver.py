@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from instant_fold_control.drivers.base import DriverConnectionError, DriverError
-from instant_fold_control.drivers.dobot import DobotDriver, DobotParams
+from instant_fold_control.drivers.dobot import DashboardClient, DobotDriver, DobotParams
 from instant_fold_control.testing.dobot_server import LoopbackDobotServer
 
 INITIAL_POSE = [350.0, 20.0, 180.0, 180.0, 0.0, 45.0]  # mm, deg
@@ -147,6 +148,30 @@ def test_stop_halts_the_stream_and_commanding_resumes_it(server: LoopbackDobotSe
         assert _wait_for(lambda: len(server.recorded("ServoP")) > n + 5)
     finally:
         driver.close()
+
+
+def test_answers_to_another_command_are_detected() -> None:
+    """A desynchronised dashboard stream (answer for a different command) is an error, not a success."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_wrongly() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"0,{},EnableRobot();")
+            conn.recv(4096)
+
+    thread = threading.Thread(target=answer_wrongly, daemon=True)
+    thread.start()
+    client = DashboardClient("left arm", "127.0.0.1", listener.getsockname()[1], 1.0, 1.0)
+    client.connect()
+    try:
+        with pytest.raises(DriverError, match=r"sent ClearError\(\) but the controller answered 'EnableRobot\(\)'"):
+            client.request("ClearError()")
+    finally:
+        client.close()
+        listener.close()
+        thread.join(timeout=2)
 
 
 def _free_port() -> int:

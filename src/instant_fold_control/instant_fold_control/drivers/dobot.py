@@ -120,6 +120,9 @@ class DashboardClient:
             response = proto.parse_response(line.decode("ascii", errors="replace") + ";")
         except proto.ProtocolError as exc:
             raise DriverError(f"{self.label}: {command}: {exc}") from exc
+        if response.echo.partition("(")[0].strip() != command.partition("(")[0]:
+            # An answer to another command (e.g. one that timed out earlier): the stream is out of step.
+            raise DriverError(f"{self.label}: sent {command} but the controller answered {response.echo!r}")
         if not response.ok:
             raise DriverError(f"{self.label}: {command} failed with ErrorID {response.error_id}")
         return response

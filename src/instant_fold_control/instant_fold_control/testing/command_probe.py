@@ -15,6 +15,7 @@ service name}. Times are time.monotonic() (system-wide on Linux, comparable acro
 from __future__ import annotations
 
 import array
+import functools
 import json
 import sys
 import time
@@ -22,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
+from rclpy.client import Client
 from rclpy.node import Node
+from rclpy.task import Future
 from std_srvs.srv import Trigger
 
 from instant_fold_interfaces.msg import ActionChunk, DualArmState
@@ -60,7 +63,9 @@ class CommandProbe(Node):
         self._in_flight = False
         self._started = time.monotonic()
         self._pub = self.create_publisher(ActionChunk, "arms/command", COMMAND_QOS)
-        self._trigger_clients = {a["call"]: self.create_client(Trigger, a["call"]) for a in actions if "call" in a}
+        self._trigger_clients: dict[str, Client] = {
+            a["call"]: self.create_client(Trigger, a["call"]) for a in actions if "call" in a
+        }
         self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS)
         self.create_timer(0.005, self._tick)
 
@@ -98,11 +103,14 @@ class CommandProbe(Node):
         else:
             self._in_flight = True
             future = self._trigger_clients[action["call"]].call_async(Trigger.Request())
-            future.add_done_callback(lambda f, t=now, name=action["call"]: self._answered(f, t, name))
+            future.add_done_callback(functools.partial(self._answered, t=now, name=action["call"]))
 
-    def _answered(self, future: Any, t: float, name: str) -> None:
+    def _answered(self, future: Future, *, t: float, name: str) -> None:
         response = future.result()
-        self.done.append({"t": t, "call": name, "success": response.success, "message": response.message})
+        if response is None:
+            self.done.append({"t": t, "call": name, "success": False, "message": "no answer"})
+        else:
+            self.done.append({"t": t, "call": name, "success": response.success, "message": response.message})
         self._last_action = time.monotonic()
         self._in_flight = False
 
