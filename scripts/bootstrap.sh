@@ -13,6 +13,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 UV_VERSION="0.13.8"
 export UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1
+# sam2 builds as pure Python (its optional CUDA extension only post-processes masks).
+export SAM2_BUILD_CUDA=0
 
 log() { printf '[bootstrap] %s\n' "$*"; }
 

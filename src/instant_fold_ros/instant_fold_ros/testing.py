@@ -78,6 +78,15 @@ class TopicProbe:
             self.executor.spin_once(timeout_sec=0.05)
         return bool(condition())
 
+    def call(self, srv_type: type, name: str, request, timeout_s: float = 30.0):
+        """Call a service once it is available; return the response (or None on timeout)."""
+        client = self.node.create_client(srv_type, name)
+        if not self.spin_until(client.service_is_ready, timeout_s):
+            return None
+        future = client.call_async(request)
+        self.spin_until(future.done, timeout_s)
+        return future.result() if future.done() else None
+
     def close(self) -> None:
         self.executor.shutdown()
         self.node.destroy_node()
