@@ -21,6 +21,7 @@ from std_msgs.msg import Header
 
 from instant_fold_core.demonstration import Demonstration, DemonstrationError
 from instant_fold_core.rgbd import RGBDFrame
+from instant_fold_core.tokens import TokenArrays
 from instant_fold_core.validation import ValidationError, check_array
 from instant_fold_interfaces.msg import ActionChunk, ArmState, ClothTokens, DualArmState, Keyframe
 from instant_fold_interfaces.msg import Demonstration as DemonstrationMsg
@@ -28,14 +29,6 @@ from instant_fold_interfaces.msg import Demonstration as DemonstrationMsg
 
 class MessageConversionError(ValueError):
     """A message or array cannot be converted; the text names the field."""
-
-
-class TokenArrays(NamedTuple):
-    """Cloth tokens as arrays: positions [N, 3] (m), features [N, D], valid [N]."""
-
-    positions: np.ndarray
-    features: np.ndarray
-    valid: np.ndarray
 
 
 class ActionChunkArrays(NamedTuple):
