@@ -12,7 +12,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
-    install_requires=["numpy", "scipy", "pyrealsense2"],
+    install_requires=["numpy", "scipy", "pyrealsense2", "torch", "sam2"],
     zip_safe=True,
     maintainer="Instant-Fold developers",
     description="Instant-Fold perception nodes.",
@@ -21,6 +21,7 @@ setup(
         "console_scripts": [
             "camera_node = instant_fold_perception.camera_node:main",
             "segmentation_node = instant_fold_perception.segmentation_node:main",
+            "tokenizer_node = instant_fold_perception.tokenizer_node:main",
         ],
     },
 )

@@ -17,4 +17,5 @@ setup(
     maintainer="Instant-Fold developers",
     description="Instant-Fold policy server.",
     license="Apache-2.0",
+    entry_points={"console_scripts": ["policy_server_node = instant_fold_policy.policy_server_node:main"]},
 )

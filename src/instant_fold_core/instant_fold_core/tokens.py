@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError, check_array
 
 
@@ -25,3 +26,27 @@ class TokenArrays(NamedTuple):
         if not self.valid.any():
             raise ValidationError("tokens.valid: no valid token")
         return self
+
+
+def tokenize_frame(tokenizer, frame: RGBDFrame, mask: np.ndarray, deterministic: bool = True) -> TokenArrays:
+    """Run a `ClothTokenizer` on one RGB-D frame and its cloth mask.
+
+    `deterministic` starts farthest point sampling at a fixed pixel, so the same observation always
+    gives the same tokens (what deployment wants; training uses random starts).
+    """
+    import torch
+
+    frame.validate()
+    check_array("mask", mask, frame.depth.shape, np.bool_)
+    device = next(tokenizer.parameters()).device
+    with torch.inference_mode():
+        out = tokenizer(
+            torch.from_numpy(frame.color).to(device).permute(2, 0, 1)[None].float().div(255.0),
+            torch.from_numpy(frame.depth).to(device)[None],
+            torch.from_numpy(mask).to(device)[None],
+            torch.from_numpy(frame.intrinsics).to(device)[None],
+            deterministic=deterministic,
+        )
+    return TokenArrays(
+        out.positions[0].float().cpu().numpy(), out.features[0].float().cpu().numpy(), out.valid[0].cpu().numpy()
+    ).validate()

@@ -54,3 +54,13 @@ def test_corrupt_files_are_reported(tmp_path: Path) -> None:
     (path / "config.json").write_text(json.dumps([1, 2]))
     with pytest.raises(CheckpointError, match="JSON object"):
         read_json(path, "config")
+
+
+def test_checkpoint_id_is_stable_and_config_sensitive(tmp_path: Path) -> None:
+    from instant_fold_core.checkpoint import checkpoint_id
+
+    a = save_checkpoint(tmp_path / "a", {"w": torch.zeros(1)}, {"width": 8, "depth": 2})
+    b = save_checkpoint(tmp_path / "b", {"w": torch.ones(1)}, {"depth": 2, "width": 8})
+    c = save_checkpoint(tmp_path / "c", {"w": torch.zeros(1)}, {"width": 16, "depth": 2})
+    assert checkpoint_id(a) == checkpoint_id(b) != checkpoint_id(c)
+    assert len(checkpoint_id(a)) == 12

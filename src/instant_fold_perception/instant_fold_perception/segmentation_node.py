@@ -23,12 +23,9 @@ from instant_fold_perception.segmentation.sam2_tracker import Sam2Config, Sam2Tr
 from instant_fold_ros.conversions import MessageConversionError, image_to_msg, rgbd_from_msgs
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.qos import OBSERVATION_QOS
+from instant_fold_ros.sync import ExactTimeSync
 
 BACKENDS = ("plane", "sam2")
-
-
-def _stamp_key(msg: Image) -> tuple[int, int]:
-    return msg.header.stamp.sec, msg.header.stamp.nanosec
 
 
 class SegmentationNode(Node):
@@ -41,11 +38,11 @@ class SegmentationNode(Node):
         self.masks_published = 0
         self.rejected = 0
         self._info: CameraInfo | None = None
-        self._pending: dict[str, dict[tuple[int, int], Image]] = {"color": {}, "depth": {}}
+        self._sync = ExactTimeSync(("color", "depth"), self._on_pair)
         self._mask = self.create_publisher(Image, "cloth/mask", OBSERVATION_QOS)
         self.create_subscription(CameraInfo, "camera/camera_info", self._on_info, OBSERVATION_QOS)
-        self.create_subscription(Image, "camera/color", lambda m: self._on_image("color", m), OBSERVATION_QOS)
-        self.create_subscription(Image, "camera/depth", lambda m: self._on_image("depth", m), OBSERVATION_QOS)
+        self.create_subscription(Image, "camera/color", lambda m: self._sync.add("color", m), OBSERVATION_QOS)
+        self.create_subscription(Image, "camera/depth", lambda m: self._sync.add("depth", m), OBSERVATION_QOS)
         self.create_service(SetBoxPrompt, "segmentation/set_box_prompt", self._on_prompt)
         self.get_logger().info(f"segmenting with the '{backend}' backend")
 
@@ -89,18 +86,9 @@ class SegmentationNode(Node):
     def _on_info(self, msg: CameraInfo) -> None:
         self._info = msg
 
-    def _on_image(self, kind: str, msg: Image) -> None:
-        key = _stamp_key(msg)
-        self._pending[kind][key] = msg
-        other = self._pending["depth" if kind == "color" else "color"]
-        if key not in other or self._info is None:
-            for pending in self._pending.values():  # keep only recent unmatched images
-                while len(pending) > 4:
-                    pending.pop(next(iter(pending)))
-            return
-        color = self._pending["color"].pop(key)
-        depth = self._pending["depth"].pop(key)
-        self._segment(color, depth, self._info)
+    def _on_pair(self, msgs: dict[str, Image]) -> None:
+        if self._info is not None:
+            self._segment(msgs["color"], msgs["depth"], self._info)
 
     def _segment(self, color: Image, depth: Image, info: CameraInfo) -> None:
         try:

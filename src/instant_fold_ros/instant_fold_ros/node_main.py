@@ -11,20 +11,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 
 SPIN_PERIOD_S = 0.1
 
 
-def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None) -> int:
-    """Create the node with `factory` after rclpy.init, spin it until shutdown, clean up."""
+def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, threads: int = 1) -> int:
+    """Create the node with `factory` after rclpy.init, spin it until shutdown, clean up.
+
+    `threads` > 1 spins a multi-threaded executor (nodes whose callbacks block, such as an action
+    server's execute loop, need one).
+    """
     rclpy.init(args=list(args) if args is not None else None)
     node: Node | None = None
     interrupted = False
     try:
         node = factory()
-        executor = SingleThreadedExecutor()
+        executor = SingleThreadedExecutor() if threads == 1 else MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
         while rclpy.ok() and not getattr(node, "finished", False):
             executor.spin_once(timeout_sec=SPIN_PERIOD_S)

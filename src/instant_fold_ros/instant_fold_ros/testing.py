@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 #: Domain ids that map to valid DDS ports on Linux (0-101); 0 is left to interactive use.
 DOMAIN_IDS = range(1, 102)
@@ -80,7 +81,7 @@ class TopicProbe:
 
     def call(self, srv_type: type, name: str, request, timeout_s: float = 30.0):
         """Call a service once it is available; return the response (or None on timeout)."""
-        client = self.node.create_client(srv_type, name)
+        client: Any = self.node.create_client(srv_type, name)
         if not self.spin_until(client.service_is_ready, timeout_s):
             return None
         future = client.call_async(request)

@@ -254,3 +254,29 @@ def test_demonstration_round_trip_and_bad_keyframe() -> None:
     msg.keyframes[2].depth.encoding = "rgb8"
     with pytest.raises(MessageConversionError, match=r"Demonstration\.keyframes\[2\]: Image\.encoding"):
         demonstration_from_msg(msg)
+
+
+def test_exact_time_sync_groups_by_stamp() -> None:
+    from builtin_interfaces.msg import Time
+    from std_msgs.msg import Header
+
+    from instant_fold_ros.sync import ExactTimeSync
+
+    def msg(sec: int):
+        return type("M", (), {"header": Header(stamp=Time(sec=sec))})()
+
+    groups: list[dict] = []
+    sync = ExactTimeSync(("color", "depth", "mask"), groups.append, queue_size=2)
+    sync.add("color", msg(1))
+    sync.add("depth", msg(1))
+    sync.add("color", msg(2))
+    sync.add("depth", msg(2))
+    sync.add("mask", msg(2))  # completes stamp 2 and drops the stale stamp 1
+    assert len(groups) == 1 and {m.header.stamp.sec for m in groups[0].values()} == {2}
+    sync.add("mask", msg(1))
+    assert len(groups) == 1
+    for sec in (3, 4, 5, 6):
+        sync.add("color", msg(sec))
+    assert len(sync._pending) == 2  # bounded queue
+    with pytest.raises(KeyError, match="unknown key"):
+        sync.add("info", msg(7))
