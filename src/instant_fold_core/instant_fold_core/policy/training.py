@@ -158,8 +158,12 @@ def load_episodes(data: str | None, synthetic: int | None, cfg: InstantFoldPolic
 
 
 def train(cfg: InstantFoldPolicyConfig, episodes: list[TokenizedEpisode], out: str | Path, device: str = "cpu",
-          resume: bool = False, eval_samples: int = 32, log: bool = True) -> dict[str, Any]:
-    """Train (or resume) a policy; returns a summary with the final losses and action errors."""
+          resume: bool = False, eval_samples: int = 32, log: bool = True, stop_at: int | None = None) -> dict[str, Any]:
+    """Train (or resume) a policy; returns a summary with the final losses and action errors.
+
+    `stop_at` ends this run early at that step (after checkpointing), as a preempted job would;
+    the learning-rate schedule still follows `cfg.train.steps`.
+    """
     out = Path(out)
     info = init_distributed(device)
     if device.startswith("cuda"):
@@ -189,7 +193,8 @@ def train(cfg: InstantFoldPolicyConfig, episodes: list[TokenizedEpisode], out: s
                         info.world_size, "samples": len(dataset), "episodes": len(episodes), "start_step": start})
     history: dict[str, Any] = {"initial_action_error": action_error(policy, dataset, eval_idx)} if start == 0 else {}
     tic, losses = time.perf_counter(), None
-    for step in range(start, tr.steps):
+    end = min(tr.steps, stop_at) if stop_at else tr.steps
+    for step in range(start, end):
         rng, gen = step_generators(tr.seed, step, info.rank)
         batch = collate([dataset.sample(int(i), rng) for i in rng.integers(len(dataset), size=per_rank)]).to(device)
         for group in optimizer.param_groups:
@@ -202,26 +207,36 @@ def train(cfg: InstantFoldPolicyConfig, episodes: list[TokenizedEpisode], out: s
         optimizer.step()
         ema.update(policy, step)
         done = step + 1
-        if info.is_main and (done % tr.log_every == 0 or done == tr.steps):
+        if info.is_main and (done % tr.log_every == 0 or done in (tr.steps, end)):
             record = {"event": "train", "step": done, "lr": learning_rate(cfg, step), "grad_norm": float(grad_norm),
                       "steps_per_s": tr.log_every / max(1e-9, time.perf_counter() - tic),
                       **{k: float(v.detach()) for k, v in losses.items()}}
-            if done % tr.checkpoint_every == 0 or done == tr.steps:
+            if done % tr.checkpoint_every == 0 or done in (tr.steps, end):
                 record["action_error_m"] = action_error(policy, dataset, eval_idx)
             _log(out, log, record)
             tic = time.perf_counter()
-        if done % tr.checkpoint_every == 0 or done == tr.steps:
+        if done % tr.checkpoint_every == 0 or done in (tr.steps, end):
             if info.is_main:
                 save_train_state(out, cfg, policy, ema, optimizer, done)
                 policy.save_pretrained(out / CHECKPOINT_DIR, cfg, ema.state)
             if info.world_size > 1:
                 dist.barrier()
+    if info.world_size > 1:
+        history["ranks_in_sync"] = ranks_in_sync(policy)
     if info.is_main and losses is not None:
         ema_policy, _ = InstantFoldPolicy.from_pretrained(out / CHECKPOINT_DIR, device)
-        history.update({"final_loss": float(losses["loss"]), "final_action_error": action_error(policy, dataset, eval_idx),
+        history.update({"final_loss": float(losses["loss"].detach()), "final_action_error": action_error(policy, dataset, eval_idx),
                         "ema_action_error": action_error(ema_policy, dataset, eval_idx), "world_size": info.world_size})
         _log(out, log, {"event": "end", **history})
     return history
+
+
+def ranks_in_sync(policy: InstantFoldPolicy) -> bool:
+    """Whether every rank holds the same weights (DDP must keep them identical)."""
+    flat = torch.cat([p.detach().flatten().double() for p in policy.parameters()])
+    gathered = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, flat)
+    return all(torch.equal(gathered[0], g) for g in gathered[1:])
 
 
 def _log(out: Path, echo: bool, record: dict[str, Any]) -> None:
