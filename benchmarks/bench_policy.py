@@ -36,10 +36,19 @@ def _inputs(cfg, device, dtype, seed: int = 0) -> tuple[DemoTokens, ObservationT
         xy = torch.rand(*lead, n, 2, generator=g) * 0.4 - 0.2
         return torch.cat((xy, 0.8 + 0.02 * torch.rand(*lead, n, 1, generator=g)), -1)
 
-    state = lambda *lead: torch.cat((torch.rand(*lead, 2, 3, generator=g) * 0.3 + torch.tensor([-0.15, -0.15, 0.6]),  # noqa: E731
-                                     torch.ones(*lead, 2, 1)), -1)
-    demo = DemoTokens(cloud(1, KEYFRAMES), torch.randn(1, KEYFRAMES, n, d, generator=g), torch.ones(1, KEYFRAMES, n, dtype=torch.bool),
-                      state(1, KEYFRAMES), torch.ones(1, KEYFRAMES, dtype=torch.bool), torch.zeros(1, dtype=torch.long))
+    def state(*lead: int) -> torch.Tensor:
+        xyz = torch.rand(*lead, 2, 3, generator=g) * 0.3 + torch.tensor([-0.15, -0.15, 0.6])
+        return torch.cat((xyz, torch.ones(*lead, 2, 1)), -1)
+
+    k = KEYFRAMES
+    demo = DemoTokens(
+        cloud(1, k),
+        torch.randn(1, k, n, d, generator=g),
+        torch.ones(1, k, n, dtype=torch.bool),
+        state(1, k),
+        torch.ones(1, k, dtype=torch.bool),
+        torch.zeros(1, dtype=torch.long),
+    )
     obs = ObservationTokens(cloud(1), torch.randn(1, n, d, generator=g), torch.ones(1, n, dtype=torch.bool), state(1))
     return demo.to(device, dtype), obs.to(device, dtype)
 
@@ -77,20 +86,29 @@ def bench(name: str, device: torch.device, dtype: torch.dtype, repeats: int, nai
             sample_cached(policy, obs, context)
 
         result = {
-            "config": name, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
+            "config": name,
+            "device": str(device),
+            "dtype": str(dtype).removeprefix("torch."),
             "parameters": policy_summary(policy),
-            "demo_tokens": KEYFRAMES * (cfg.num_cloth_tokens + 2), "horizon": HORIZON,
+            "demo_tokens": KEYFRAMES * (cfg.num_cloth_tokens + 2),
+            "horizon": HORIZON,
             "euler_steps": cfg.num_inference_steps,
-            "encode_demo": _stats(_time(lambda: policy.encode_context(demo), max(5, repeats // 4), 2, device)),
+            "encode_demo": _stats(
+                _time(lambda: policy.encode_context(demo), max(5, repeats // 4), 2, device)
+            ),
             "query_cached": _stats(_time(query, repeats, 5, device)),
             "query_naive": _stats(_time(lambda: sample_naive(policy, demo, obs), naive_repeats, 1, device)),
         }
-    result["speedup_naive_over_cached"] = result["query_naive"]["median_ms"] / result["query_cached"]["median_ms"]
+    result["speedup_naive_over_cached"] = (
+        result["query_naive"]["median_ms"] / result["query_cached"]["median_ms"]
+    )
     return result
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--configs", nargs="+", default=["paper", "cpu-small"])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default=None, help="float32 (CPU default) | bfloat16 | float16 (GPU)")
@@ -104,14 +122,20 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype) if args.dtype else torch.float32
     report = {
-        "host": {"platform": platform.platform(), "cpu_threads": torch.get_num_threads(), "torch": torch.__version__,
-                 "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None},
+        "host": {
+            "platform": platform.platform(),
+            "cpu_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
+        },
         "results": [bench(name, device, dtype, args.repeats, args.naive_repeats) for name in args.configs],
     }
     for r in report["results"]:
-        print(f"{r['config']:>10} {r['device']} {r['dtype']}: params {r['parameters']['total'] / 1e6:.2f} M | "
-              f"query {r['query_cached']['median_ms']:.1f} ms median / {r['query_cached']['p95_ms']:.1f} p95 | "
-              f"naive {r['query_naive']['median_ms']:.1f} ms | encode demo {r['encode_demo']['median_ms']:.1f} ms")
+        print(
+            f"{r['config']:>10} {r['device']} {r['dtype']}: params {r['parameters']['total'] / 1e6:.2f} M | "
+            f"query {r['query_cached']['median_ms']:.1f} ms median / {r['query_cached']['p95_ms']:.1f} p95 | "
+            f"naive {r['query_naive']['median_ms']:.1f} ms | encode demo {r['encode_demo']['median_ms']:.1f} ms"
+        )
     args.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
     return report

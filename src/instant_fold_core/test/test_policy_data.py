@@ -55,17 +55,22 @@ def test_recovery_relabel_returns_to_the_expert(episodes):
     np.testing.assert_allclose(absolute[-1], e.action[t + h - 1, :, :3], atol=1e-6)  # rejoins the expert
     errors = np.linalg.norm(absolute - e.action[t : t + h, :, :3], axis=-1)
     assert np.all(np.diff(errors, axis=0) <= 1e-7)  # the error shrinks step by step
-    np.testing.assert_allclose(state[:, :3] + kd, chunk_targets(e, t, h)[2] + e.gripper_state[t, :, :3], atol=1e-6)
+    np.testing.assert_allclose(
+        state[:, :3] + kd, chunk_targets(e, t, h)[2] + e.gripper_state[t, :, :3], atol=1e-6
+    )
     np.testing.assert_array_equal(grip, chunk_targets(e, t, h)[1])
 
 
 def test_occlusion_drops_tokens_behind_the_gripper_only():
-    positions = np.array([
-        [0.0, 0.0, 0.8],  # straight below the gripper: hidden
-        [0.02, 0.0, 0.8],  # 2 cm off the ray at gripper depth 0.6 -> 1.5 cm: hidden
-        [0.2, 0.0, 0.8],  # far away: visible
-        [0.0, 0.0, 0.5],  # between camera and gripper: visible
-    ], np.float32)
+    positions = np.array(
+        [
+            [0.0, 0.0, 0.8],  # straight below the gripper: hidden
+            [0.02, 0.0, 0.8],  # 2 cm off the ray at gripper depth 0.6 -> 1.5 cm: hidden
+            [0.2, 0.0, 0.8],  # far away: visible
+            [0.0, 0.0, 0.5],  # between camera and gripper: visible
+        ],
+        np.float32,
+    )
     valid = np.ones(4, bool)
     grippers = np.array([[0.0, 0.0, 0.6], [5.0, 5.0, 0.6]], np.float32)
     out = occlude_tokens(positions, valid, grippers, 0.03)
@@ -91,7 +96,9 @@ def test_dataset_pairs_each_sample_with_a_sibling_demonstration(episodes):
 
 
 def test_dataset_augmentations_are_applied_at_their_rates(episodes):
-    ds = PolicyDataset(episodes, 4, TrainingConfig(recovery_prob=0.3, occlusion_prob=1.0, occlusion_radius_m=0.05))
+    ds = PolicyDataset(
+        episodes, 4, TrainingConfig(recovery_prob=0.3, occlusion_prob=1.0, occlusion_radius_m=0.05)
+    )
     rng = np.random.default_rng(1)
     moved = occluded = 0
     for i in range(300):
@@ -127,11 +134,25 @@ def test_tokenized_episode_file_round_trip_and_errors(episodes, tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(PolicyDataError, match="not a readable"):
         TokenizedEpisode.load(tmp_path / "bad.npz")
-    broken = TokenizedEpisode(e.cloth_positions.copy(), e.cloth_features, e.cloth_valid, e.gripper_state, e.action,
-                              e.keyframes, e.meta)
+    broken = TokenizedEpisode(
+        e.cloth_positions.copy(),
+        e.cloth_features,
+        e.cloth_valid,
+        e.gripper_state,
+        e.action,
+        e.keyframes,
+        e.meta,
+    )
     broken.cloth_positions[2, 3, 0] = np.nan
     with pytest.raises(PolicyDataError, match="cloth_positions: contains NaN"):
         broken.validate()
     with pytest.raises(PolicyDataError, match="meta: missing 'mode'"):
-        TokenizedEpisode(e.cloth_positions, e.cloth_features, e.cloth_valid, e.gripper_state, e.action,
-                         e.keyframes, {"garment_id": "x"}).validate()
+        TokenizedEpisode(
+            e.cloth_positions,
+            e.cloth_features,
+            e.cloth_valid,
+            e.gripper_state,
+            e.action,
+            e.keyframes,
+            {"garment_id": "x"},
+        ).validate()

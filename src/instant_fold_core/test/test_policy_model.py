@@ -19,8 +19,14 @@ from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_core.policy.normalization import MinMaxNormalizer, NormalizerError
 from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
 
-ABLATIONS = ("use_context_encoder", "use_proprio_in_context", "use_keypose_aux", "use_alibi",
-             "use_state_event_tokens", "use_summary_tokens")
+ABLATIONS = (
+    "use_context_encoder",
+    "use_proprio_in_context",
+    "use_keypose_aux",
+    "use_alibi",
+    "use_state_event_tokens",
+    "use_summary_tokens",
+)
 
 
 def small_config(**model_overrides) -> InstantFoldPolicyConfig:
@@ -44,7 +50,9 @@ def episodes():
     return synthetic_episodes(1, tuple(MODES)[:2], 2, cfg.cloth_feature_dim, cfg.num_cloth_tokens)
 
 
-def make_policy(cfg: InstantFoldPolicyConfig, episodes, seed: int = 0) -> tuple[InstantFoldPolicy, PolicyDataset]:
+def make_policy(
+    cfg: InstantFoldPolicyConfig, episodes, seed: int = 0
+) -> tuple[InstantFoldPolicy, PolicyDataset]:
     torch.manual_seed(seed)
     policy = InstantFoldPolicy(cfg.model)
     dataset = PolicyDataset(episodes, cfg.model.horizon, cfg.train)
@@ -79,8 +87,11 @@ def test_output_shapes(episodes):
 
 def _pad_demo(demo: DemoTokens, extra: int, g: torch.Generator) -> DemoTokens:
     """Append `extra` keyframes of random content, marked as padding by the frame mask."""
-    b, k, n, d = demo.cloth_features.shape
-    cat = lambda a, new: torch.cat((a, new), 1)  # noqa: E731
+    b, _, n, d = demo.cloth_features.shape
+
+    def cat(a: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        return torch.cat((a, new), 1)
+
     return DemoTokens(
         cat(demo.cloth_positions, torch.randn(b, extra, n, 3, generator=g)),
         cat(demo.cloth_features, torch.randn(b, extra, n, d, generator=g) * 5),
@@ -101,7 +112,7 @@ def test_padding_never_changes_valid_outputs(episodes, ablation):
     g = torch.Generator().manual_seed(5)
     # Extra invalid cloth tokens in the current observation, with arbitrary content.
     obs = batch.obs
-    b, n, d = obs.cloth_features.shape
+    b, _, d = obs.cloth_features.shape
     padded_obs = ObservationTokens(
         torch.cat((obs.cloth_positions, torch.randn(b, 7, 3, generator=g)), 1),
         torch.cat((obs.cloth_features, torch.randn(b, 7, d, generator=g) * 5), 1),
@@ -136,13 +147,18 @@ def test_relative_attention_is_translation_invariant(episodes):
     reference = fixed_velocity(policy, batch)
     shift = torch.tensor([0.07, -0.05, 0.03])
     demo, obs = batch.demo, batch.obs
-    shift_state = lambda s: torch.cat((s[..., :3] + shift, s[..., 3:]), -1)  # noqa: E731
+
+    def shift_state(s: torch.Tensor) -> torch.Tensor:
+        return torch.cat((s[..., :3] + shift, s[..., 3:]), -1)
+
     moved = dataclasses.replace(
         batch,
-        demo=dataclasses.replace(demo, cloth_positions=demo.cloth_positions + shift,
-                                 gripper_state=shift_state(demo.gripper_state)),
-        obs=dataclasses.replace(obs, cloth_positions=obs.cloth_positions + shift,
-                                gripper_state=shift_state(obs.gripper_state)),
+        demo=dataclasses.replace(
+            demo, cloth_positions=demo.cloth_positions + shift, gripper_state=shift_state(demo.gripper_state)
+        ),
+        obs=dataclasses.replace(
+            obs, cloth_positions=obs.cloth_positions + shift, gripper_state=shift_state(obs.gripper_state)
+        ),
     )
     # The state encoders see absolute states, so compare with them made translation-blind.
     for module in (policy.tokenizer.state_encoder[0], policy.state_events.mlp[0]):
@@ -156,7 +172,9 @@ def test_cached_inference_equals_uncached(episodes):
     policy, dataset = make_policy(small_config(), episodes)
     batch = make_batch(dataset)
     with torch.no_grad():
-        fast = sample_cached(policy, batch.obs, policy.encode_context(batch.demo), torch.Generator().manual_seed(3))
+        fast = sample_cached(
+            policy, batch.obs, policy.encode_context(batch.demo), torch.Generator().manual_seed(3)
+        )
         slow = sample_naive(policy, batch.demo, batch.obs, torch.Generator().manual_seed(3))
     torch.testing.assert_close(fast.traj, slow.traj, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast.keypose, slow.keypose, atol=1e-5, rtol=1e-5)
@@ -184,7 +202,8 @@ def test_flow_loss_matches_formula(episodes):
     y = batch.target.traj_gripper
     bce = -(y * p.log() + (1 - y) * (1 - p).log()).mean()
     kp = ((out.keypose_velocity - (eps_k - xk)) ** 2).mean() + F.binary_cross_entropy_with_logits(
-        out.keypose_gripper_logit, batch.target.keypose_gripper)
+        out.keypose_gripper_logit, batch.target.keypose_gripper
+    )
     torch.testing.assert_close(losses["flow"], flow, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(losses["gripper"], bce, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(losses["loss"], flow + bce + 0.5 * kp, atol=1e-5, rtol=1e-5)
@@ -204,8 +223,9 @@ def test_each_ablation_builds_trains_and_samples(episodes, ablation):
     cfg = small_config(**{ablation: False})
     policy, dataset = make_policy(cfg, episodes)
     full, _ = make_policy(small_config(), episodes)
-    assert sum(p.numel() for p in policy.parameters()) != sum(p.numel() for p in full.parameters()) or \
-        ablation in ("use_alibi", "use_proprio_in_context")
+    assert sum(p.numel() for p in policy.parameters()) != sum(
+        p.numel() for p in full.parameters()
+    ) or ablation in ("use_alibi", "use_proprio_in_context")
     batch = make_batch(dataset)
     policy.train()
     losses = policy.compute_loss(batch, generator=torch.Generator().manual_seed(0))
@@ -240,10 +260,18 @@ def test_language_conditioned_variant(episodes):
     chunk = runner.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.gripper_state[0])
     other = PolicyRunner(policy)
     other.load_mode(0)
-    chunk0 = other.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.gripper_state[0],
-                           generator=torch.Generator().manual_seed(0))
-    chunk1 = runner.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.gripper_state[0],
-                            generator=torch.Generator().manual_seed(0))
+    chunk0 = other.predict(
+        ep.cloth_positions[0],
+        ep.cloth_features[0],
+        ep.gripper_state[0],
+        generator=torch.Generator().manual_seed(0),
+    )
+    chunk1 = runner.predict(
+        ep.cloth_positions[0],
+        ep.cloth_features[0],
+        ep.gripper_state[0],
+        generator=torch.Generator().manual_seed(0),
+    )
     assert chunk.targets.shape == (policy.cfg.horizon, 2, 4)
     assert np.abs(chunk0.targets - chunk1.targets).max() > 1e-6  # the mode id conditions the actions
     with pytest.raises(PolicyInputError, match="language-conditioned"):
@@ -262,7 +290,9 @@ def test_runner_predicts_absolute_chunk_and_rejects_bad_input(episodes):
     chunk = runner.predict(*obs, generator=torch.Generator().manual_seed(0))
     h = policy.cfg.horizon
     assert chunk.targets.shape == (h, 2, 4) and chunk.keypose.shape == (2, 4)
-    np.testing.assert_allclose(chunk.targets[..., :3], obs[2][None, :, :3] + np.cumsum(chunk.deltas, 0), atol=1e-5)
+    np.testing.assert_allclose(
+        chunk.targets[..., :3], obs[2][None, :, :3] + np.cumsum(chunk.deltas, 0), atol=1e-5
+    )
     assert set(np.unique(chunk.targets[..., 3])) <= {0.0, 1.0}
     assert chunk.executable().shape == (policy.cfg.execute_steps, 2, 4)
     bad = obs[0].copy()
@@ -277,7 +307,7 @@ def test_runner_predicts_absolute_chunk_and_rejects_bad_input(episodes):
         runner.predict(obs[0], obs[1], obs[2][0])
     with pytest.raises(PolicyInputError, match="cloth_valid: a frame has no valid"):
         runner.predict(*obs, cloth_valid=np.zeros(len(obs[0]), bool))
-    with pytest.raises(PolicyInputError, match="demo.gripper_state"):
+    with pytest.raises(PolicyInputError, match=r"demo\.gripper_state"):
         runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.gripper_state[kf][:-1])
     runner.clear_demonstration()
     assert not runner.has_demonstration
@@ -294,7 +324,9 @@ def test_checkpoint_round_trip_is_exact(episodes, tmp_path):
         assert k == k2 and torch.equal(a, b), k
     assert loaded.normalizers.to_dict() == policy.normalizers.to_dict()
     batch = make_batch(dataset)
-    assert torch.equal(fixed_velocity(policy, batch).traj_velocity, fixed_velocity(loaded.eval(), batch).traj_velocity)
+    assert torch.equal(
+        fixed_velocity(policy, batch).traj_velocity, fixed_velocity(loaded.eval(), batch).traj_velocity
+    )
     # Corrupt and incomplete checkpoints are clear errors.
     (tmp_path / "ckpt" / "normalizers.json").write_text("{}")
     with pytest.raises(CheckpointError, match="missing 'delta'"):
@@ -303,7 +335,9 @@ def test_checkpoint_round_trip_is_exact(episodes, tmp_path):
     with pytest.raises(CheckpointError, match="corrupt"):
         InstantFoldPolicy.from_pretrained(tmp_path / "ckpt")
     small_config(width=96, num_heads=4).to_yaml(tmp_path / "other.yaml")
-    (tmp_path / "mismatch" / "config.json").write_text(json.dumps(load_config(tmp_path / "other.yaml").to_dict()))
+    (tmp_path / "mismatch" / "config.json").write_text(
+        json.dumps(load_config(tmp_path / "other.yaml").to_dict())
+    )
     with pytest.raises(CheckpointError, match="do not match the config"):
         InstantFoldPolicy.from_pretrained(tmp_path / "mismatch")
     with pytest.raises(CheckpointError, match="no such directory"):
@@ -316,14 +350,18 @@ def test_config_yaml_round_trip_and_errors(tmp_path):
         cfg.to_yaml(tmp_path / f"{name}.yaml")
         assert load_config(tmp_path / f"{name}.yaml") == cfg
     paper = preset("paper")
-    assert (paper.model.width, paper.train.batch_size, paper.model.horizon, paper.model.num_inference_steps) == (
-        384, 64, 4, 10)
+    assert (
+        paper.model.width,
+        paper.train.batch_size,
+        paper.model.horizon,
+        paper.model.num_inference_steps,
+    ) == (384, 64, 4, 10)
     assert preset("paper-real").model.horizon == 8 and preset("paper-real").model.execute_steps == 4
     (tmp_path / "bad.yaml").write_text("model:\n  widht: 12\n")
     with pytest.raises(ConfigError, match="unknown keys"):
         load_config(tmp_path / "bad.yaml")
     (tmp_path / "bad2.yaml").write_text("model:\n  width: 100\n  num_heads: 8\n")
-    with pytest.raises(ConfigError, match="model.width"):
+    with pytest.raises(ConfigError, match=r"model\.width"):
         load_config(tmp_path / "bad2.yaml")
     with pytest.raises(ConfigError, match="neither a YAML file nor a policy preset"):
         load_config("papr")

@@ -58,8 +58,12 @@ def _mode_distances(runner: PolicyRunner, episodes, query_start: int, demo_start
         demo = episodes[2 * demo_start + m]
         kf = demo.keyframes
         runner.load_demonstration(demo.cloth_positions[kf], demo.cloth_features[kf], demo.gripper_state[kf])
-        chunk = runner.predict(query.cloth_positions[0], query.cloth_features[0], query.gripper_state[0],
-                               generator=torch.Generator().manual_seed(0))
+        chunk = runner.predict(
+            query.cloth_positions[0],
+            query.cloth_features[0],
+            query.gripper_state[0],
+            generator=torch.Generator().manual_seed(0),
+        )
         for e, expert in enumerate(experts):
             truth = expert.gripper_state[0, :, :3] + np.cumsum(chunk_targets(expert, 0, h)[0], 0)
             out[m, e] = np.linalg.norm(chunk.targets[..., :3] - truth, axis=-1).mean()
@@ -96,27 +100,68 @@ def test_resume_continues_exactly(episodes, tmp_path):
 
 def test_cli_trains_and_writes_checkpoint_log_and_plot(tmp_path, capsys):
     out = tmp_path / "run"
-    rc = main(["--config", "cpu-small", "--synthetic", "1", "--steps", "4", "--batch-size", "4", "--out", str(out),
-               "--device", "cpu", "--plot", str(tmp_path / "curves.png")])
+    rc = main(
+        [
+            "--config",
+            "cpu-small",
+            "--synthetic",
+            "1",
+            "--steps",
+            "4",
+            "--batch-size",
+            "4",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--plot",
+            str(tmp_path / "curves.png"),
+        ]
+    )
     assert rc == 0
     policy, cfg = InstantFoldPolicy.from_pretrained(out / CHECKPOINT_DIR)
     assert cfg.name == "cpu-small" and cfg.train.steps == 4 and policy.normalizers.calibrated
     assert (tmp_path / "curves.png").stat().st_size > 1000
     assert "[policy] step 4" in capsys.readouterr().out
-    assert main(["--config", "cpu-small", "--out", str(tmp_path / "x"), "--data", str(tmp_path / "empty")]) == 2
+    assert (
+        main(["--config", "cpu-small", "--out", str(tmp_path / "x"), "--data", str(tmp_path / "empty")]) == 2
+    )
 
 
 def test_ddp_two_processes_gloo(tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
-        [str(CORE_ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join([str(CORE_ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     out = tmp_path / "ddp"
     with socket.socket() as sock:  # a free port for the rendezvous
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
-           "-m", "instant_fold_core.policy.training", "--config", "cpu-small", "--synthetic", "1",
-           "--steps", "3", "--batch-size", "4", "--device", "cpu", "--out", str(out)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(port),
+        "-m",
+        "instant_fold_core.policy.training",
+        "--config",
+        "cpu-small",
+        "--synthetic",
+        "1",
+        "--steps",
+        "3",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = [json.loads(line) for line in (out / LOG_FILE).read_text().splitlines()]
     assert records[0]["world_size"] == 2

@@ -28,7 +28,9 @@ class KeyValue:
     @staticmethod
     def cat(parts: list[KeyValue]) -> KeyValue:
         return KeyValue(
-            torch.cat([p.k for p in parts], 2), torch.cat([p.v for p in parts], 2), torch.cat([p.valid for p in parts], 1)
+            torch.cat([p.k for p in parts], 2),
+            torch.cat([p.v for p in parts], 2),
+            torch.cat([p.valid for p in parts], 1),
         )
 
 
@@ -71,7 +73,9 @@ def attention_bias(
     its (discarded) outputs stay finite rather than NaN; valid sequences are unaffected.
     """
     key_valid = key_valid | ~key_valid.any(-1, keepdim=True)
-    bias = torch.zeros(key_valid.shape[0], 1, num_queries, key_valid.shape[1], dtype=dtype, device=key_valid.device)
+    bias = torch.zeros(
+        key_valid.shape[0], 1, num_queries, key_valid.shape[1], dtype=dtype, device=key_valid.device
+    )
     if distance_bias is not None:
         bias = bias + distance_bias.to(dtype)
     return bias.masked_fill(~key_valid[:, None, None, :], float("-inf"))
@@ -104,13 +108,17 @@ class Attention(nn.Module):
 
 def mlp(width: int, ratio: float, out: int | None = None) -> nn.Sequential:
     hidden = int(width * ratio)
-    return nn.Sequential(nn.Linear(width, hidden), nn.GELU(approximate="tanh"), nn.Linear(hidden, out or width))
+    return nn.Sequential(
+        nn.Linear(width, hidden), nn.GELU(approximate="tanh"), nn.Linear(hidden, out or width)
+    )
 
 
 class Block(nn.Module):
     """Pre-norm transformer block: attention of `x` to a context (itself or another set) + MLP."""
 
-    def __init__(self, width: int, num_heads: int, mlp_ratio: float, rope: Rope3D, cross: bool = False) -> None:
+    def __init__(
+        self, width: int, num_heads: int, mlp_ratio: float, rope: Rope3D, cross: bool = False
+    ) -> None:
         super().__init__()
         self.norm_q = nn.LayerNorm(width)
         self.norm_kv = nn.LayerNorm(width) if cross else None
@@ -148,8 +156,15 @@ class AdaBlock(nn.Module):
     the denoising step and can be projected once per query (`context_kv`).
     """
 
-    def __init__(self, width: int, num_heads: int, mlp_ratio: float, rope: Rope3D, attend_self: bool,
-                 uses_context: bool) -> None:
+    def __init__(
+        self,
+        width: int,
+        num_heads: int,
+        mlp_ratio: float,
+        rope: Rope3D,
+        attend_self: bool,
+        uses_context: bool,
+    ) -> None:
         super().__init__()
         self.attend_self = attend_self
         self.uses_context = uses_context
@@ -174,7 +189,9 @@ class AdaBlock(nn.Module):
         h = self.norm1(x) * (1 + scale1) + shift1
         parts = [context_kv] if self.uses_context else []
         if self.attend_self:
-            parts.append(self.attn.project_kv(h, pos, torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)))
+            parts.append(
+                self.attn.project_kv(h, pos, torch.ones(x.shape[:2], dtype=torch.bool, device=x.device))
+            )
         kv = parts[0] if len(parts) == 1 else KeyValue.cat(parts)
         x = x + gate1 * self.attn(h, pos, kv, attention_bias(kv.valid, x.shape[1], x.dtype))
         return x + gate2 * self.mlp(self.norm2(x) * (1 + scale2) + shift2)
@@ -183,7 +200,9 @@ class AdaBlock(nn.Module):
 def sinusoidal(values: torch.Tensor, dim: int, max_period: float = 10_000.0) -> torch.Tensor:
     """Transformer sinusoidal embedding of real values [...] -> [..., dim]."""
     half = dim // 2
-    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=values.device, dtype=torch.float32) / half)
+    freqs = torch.exp(
+        -math.log(max_period) * torch.arange(half, device=values.device, dtype=torch.float32) / half
+    )
     ang = values.float()[..., None] * freqs
     emb = torch.cat((ang.cos(), ang.sin()), -1)
     return F.pad(emb, (0, dim - 2 * half))

@@ -64,8 +64,16 @@ class PolicyConfig:
     num_modes: int = 19
 
     def validate(self) -> PolicyConfig:
-        positive = ("cloth_feature_dim", "num_cloth_tokens", "width", "num_heads", "horizon",
-                    "num_inference_steps", "execute_steps", "num_modes")
+        positive = (
+            "cloth_feature_dim",
+            "num_cloth_tokens",
+            "width",
+            "num_heads",
+            "horizon",
+            "num_inference_steps",
+            "execute_steps",
+            "num_modes",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"model.{name}: must be positive, got {getattr(self, name)}")
@@ -203,12 +211,29 @@ def preset(name: str) -> InstantFoldPolicyConfig:
         return InstantFoldPolicyConfig(
             name="cpu-small",
             model=PolicyConfig(
-                cloth_feature_dim=32, num_cloth_tokens=32, width=64, num_heads=2, mlp_ratio=2.0, spatial_layers=1,
-                temporal_layers=1, num_summary_tokens=2, fusion_layers=1, horizon=4, num_modes=4,
+                cloth_feature_dim=32,
+                num_cloth_tokens=32,
+                width=64,
+                num_heads=2,
+                mlp_ratio=2.0,
+                spatial_layers=1,
+                temporal_layers=1,
+                num_summary_tokens=2,
+                fusion_layers=1,
+                horizon=4,
+                num_modes=4,
             ),
             train=TrainingConfig(
-                batch_size=16, steps=600, lr=2e-3, weight_decay=0.0, warmup_steps=30, ema_decay=0.9,
-                log_every=25, checkpoint_every=200, recovery_prob=0.0, occlusion_prob=0.0,
+                batch_size=16,
+                steps=600,
+                lr=2e-3,
+                weight_decay=0.0,
+                warmup_steps=30,
+                ema_decay=0.9,
+                log_every=25,
+                checkpoint_every=200,
+                recovery_prob=0.0,
+                occlusion_prob=0.0,
             ),
         ).validate()
     raise ConfigError(f"unknown policy preset {name!r} (expected paper, paper-real or cpu-small)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from instant_fold_core.policy.attention import Block, Rope3D, alibi_slopes, mlp, sinusoidal
+from instant_fold_core.policy.attention import Block, Rope3D, alibi_slopes, sinusoidal
 from instant_fold_core.policy.configuration import PolicyConfig
 
 
@@ -19,7 +19,9 @@ class SceneTokenizer(nn.Module):
     def __init__(self, cfg: PolicyConfig) -> None:
         super().__init__()
         w = cfg.width
-        self.cloth_proj = nn.Sequential(nn.LayerNorm(cfg.cloth_feature_dim), nn.Linear(cfg.cloth_feature_dim, w))
+        self.cloth_proj = nn.Sequential(
+            nn.LayerNorm(cfg.cloth_feature_dim), nn.Linear(cfg.cloth_feature_dim, w)
+        )
         self.state_encoder = nn.Sequential(nn.Linear(4, w), nn.GELU(approximate="tanh"), nn.Linear(w, w))
         self.hand = nn.Embedding(2, w)
         self.kind = nn.Embedding(2, w)  # 0 = cloth token, 1 = robot-state token
@@ -35,7 +37,7 @@ class SceneTokenizer(nn.Module):
         tokens = self.cloth_proj(features) + self.kind.weight[0]
         if state is None:
             return tokens, positions, valid
-        robot_valid = torch.ones(valid.shape[:-1] + (2,), dtype=torch.bool, device=valid.device)
+        robot_valid = torch.ones((*valid.shape[:-1], 2), dtype=torch.bool, device=valid.device)
         return (
             torch.cat((tokens, self.robot(state)), -2),
             torch.cat((positions, state[..., :3]), -2),
@@ -56,16 +58,19 @@ class ContextEncoder(nn.Module):
         self.width = cfg.width
         self.use_alibi = cfg.use_alibi
         self.alibi_scale = cfg.alibi_length_scale_m
-        make = lambda n: nn.ModuleList(Block(cfg.width, cfg.num_heads, cfg.mlp_ratio, rope) for _ in range(n))  # noqa: E731
-        self.spatial = make(cfg.spatial_layers if enabled else 0)
-        self.temporal = make(cfg.temporal_layers if enabled else 0)
+
+        def stack(n: int) -> nn.ModuleList:
+            return nn.ModuleList(Block(cfg.width, cfg.num_heads, cfg.mlp_ratio, rope) for _ in range(n))
+
+        self.spatial = stack(cfg.spatial_layers if enabled else 0)
+        self.temporal = stack(cfg.temporal_layers if enabled else 0)
         self.register_buffer("slopes", alibi_slopes(cfg.num_heads), persistent=False)
 
     def forward(
         self, tokens: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """[B, K, L, *] keyframe tokens (valid already masked by frame padding) -> [B, K*L, *]."""
-        b, k, n = tokens.shape[:3]
+        b, k = tokens.shape[:2]
         x, p, v = tokens.flatten(0, 1), pos.flatten(0, 1), valid.flatten(0, 1)
         if self.spatial:
             bias = None
@@ -102,8 +107,12 @@ class SummaryTokens(nn.Module):
         centroid = (pos * w).sum(1, keepdim=True) / w.sum(1, keepdim=True).clamp_min(1)
         q_pos = centroid.expand(b, s, 3)
         q = self.queries.to(tokens.dtype).expand(b, s, -1)
-        out = self.block(q, q_pos, torch.ones(b, s, dtype=torch.bool, device=tokens.device),
-                         self.block.context_kv(tokens, pos, valid))
+        out = self.block(
+            q,
+            q_pos,
+            torch.ones(b, s, dtype=torch.bool, device=tokens.device),
+            self.block.context_kv(tokens, pos, valid),
+        )
         return out, q_pos, torch.ones(b, s, dtype=torch.bool, device=tokens.device)
 
 
@@ -117,7 +126,9 @@ class StateEventEncoder(nn.Module):
     def __init__(self, cfg: PolicyConfig) -> None:
         super().__init__()
         self.width = cfg.width
-        self.mlp = nn.Sequential(nn.Linear(8, cfg.width), nn.GELU(approximate="tanh"), nn.Linear(cfg.width, cfg.width))
+        self.mlp = nn.Sequential(
+            nn.Linear(8, cfg.width), nn.GELU(approximate="tanh"), nn.Linear(cfg.width, cfg.width)
+        )
         self.hand = nn.Embedding(2, cfg.width)
 
     def forward(

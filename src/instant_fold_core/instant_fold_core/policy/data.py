@@ -123,8 +123,13 @@ class TokenizedEpisode:
         """Attach per-frame cloth tokens ([T, N, 3], [T, N, D], [T, N]) to a validated `Episode`."""
         episode.validate()
         return cls(
-            np.asarray(positions, np.float32), np.asarray(features, np.float32), np.asarray(valid, bool),
-            episode.gripper_state, episode.action, episode.keyframes, dict(episode.meta),
+            np.asarray(positions, np.float32),
+            np.asarray(features, np.float32),
+            np.asarray(valid, bool),
+            episode.gripper_state,
+            episode.action,
+            episode.keyframes,
+            dict(episode.meta),
         ).validate()
 
     def validate(self) -> TokenizedEpisode:
@@ -157,9 +162,14 @@ class TokenizedEpisode:
     def save(self, path: str | Path) -> None:
         """Write as a pickle-free .npz (meta as a JSON string)."""
         np.savez_compressed(
-            path, cloth_positions=self.cloth_positions, cloth_features=self.cloth_features,
-            cloth_valid=self.cloth_valid, gripper_state=self.gripper_state, action=self.action,
-            keyframes=self.keyframes, meta_json=np.array(json.dumps(self.meta)),
+            path,
+            cloth_positions=self.cloth_positions,
+            cloth_features=self.cloth_features,
+            cloth_valid=self.cloth_valid,
+            gripper_state=self.gripper_state,
+            action=self.action,
+            keyframes=self.keyframes,
+            meta_json=np.array(json.dumps(self.meta)),
         )
 
     @classmethod
@@ -169,8 +179,15 @@ class TokenizedEpisode:
                 arrays = {k: f[k] for k in f.files}
         except (OSError, ValueError) as exc:
             raise PolicyDataError(f"{path}: not a readable tokenised episode ({exc})") from exc
-        missing = {"cloth_positions", "cloth_features", "cloth_valid", "gripper_state", "action", "keyframes",
-                   "meta_json"} - set(arrays)
+        missing = {
+            "cloth_positions",
+            "cloth_features",
+            "cloth_valid",
+            "gripper_state",
+            "action",
+            "keyframes",
+            "meta_json",
+        } - set(arrays)
         if missing:
             raise PolicyDataError(f"{path}: missing arrays {sorted(missing)}")
         meta = json.loads(str(arrays.pop("meta_json")))
@@ -230,17 +247,25 @@ def collate(samples: list[PolicySample]) -> PolicyBatch:
         return out
 
     def stack(name: str, padded: bool = False) -> torch.Tensor:
-        return torch.from_numpy(np.stack([pad(getattr(s, name)) if padded else getattr(s, name) for s in samples]))
+        return torch.from_numpy(
+            np.stack([pad(getattr(s, name)) if padded else getattr(s, name) for s in samples])
+        )
 
     frame_mask = torch.zeros(len(samples), k_max, dtype=torch.bool)
     for i, s in enumerate(samples):
         frame_mask[i, : s.demo_gripper_state.shape[0]] = True
     demo = DemoTokens(
-        stack("demo_cloth_positions", True), stack("demo_cloth_features", True), stack("demo_cloth_valid", True),
-        stack("demo_gripper_state", True), frame_mask, torch.tensor([s.mode_id for s in samples], dtype=torch.long),
+        stack("demo_cloth_positions", True),
+        stack("demo_cloth_features", True),
+        stack("demo_cloth_valid", True),
+        stack("demo_gripper_state", True),
+        frame_mask,
+        torch.tensor([s.mode_id for s in samples], dtype=torch.long),
     )
-    obs = ObservationTokens(stack("cloth_positions"), stack("cloth_features"), stack("cloth_valid"),
-                            stack("gripper_state"))
-    target = ActionTargets(stack("traj_delta"), stack("traj_gripper"), stack("keypose_delta"),
-                           stack("keypose_gripper"))
+    obs = ObservationTokens(
+        stack("cloth_positions"), stack("cloth_features"), stack("cloth_valid"), stack("gripper_state")
+    )
+    target = ActionTargets(
+        stack("traj_delta"), stack("traj_gripper"), stack("keypose_delta"), stack("keypose_gripper")
+    )
     return PolicyBatch(demo, obs, target)

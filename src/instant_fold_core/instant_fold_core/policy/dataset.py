@@ -20,19 +20,28 @@ from instant_fold_core.policy.normalization import ActionNormalizers
 class PolicyDataset:
     """Indexes every (episode, frame) pair; `sample(i, rng)` builds one `PolicySample`."""
 
-    def __init__(self, episodes: list[TokenizedEpisode], horizon: int, train: TrainingConfig | None = None,
-                 mode_ids: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        episodes: list[TokenizedEpisode],
+        horizon: int,
+        train: TrainingConfig | None = None,
+        mode_ids: dict[str, int] | None = None,
+    ) -> None:
         if not episodes:
             raise PolicyDataError("PolicyDataset: no episodes")
         for e in episodes:
             e.validate()
         dims = {e.cloth_features.shape[-1] for e in episodes}
         if len(dims) != 1:
-            raise PolicyDataError(f"cloth_features: episodes disagree on the feature dimension {sorted(dims)}")
+            raise PolicyDataError(
+                f"cloth_features: episodes disagree on the feature dimension {sorted(dims)}"
+            )
         self.episodes = episodes
         self.horizon = horizon
         self.train = train or TrainingConfig()
-        self.mode_ids = mode_ids or {m: i for i, m in enumerate(sorted({str(e.meta["mode"]) for e in episodes}))}
+        self.mode_ids = mode_ids or {
+            m: i for i, m in enumerate(sorted({str(e.meta["mode"]) for e in episodes}))
+        }
         groups: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, e in enumerate(episodes):
             groups[(str(e.meta["garment_id"]), str(e.meta["mode"]))].append(i)
@@ -70,15 +79,26 @@ class PolicyDataset:
         positions, valid = episode.cloth_positions[t], episode.cloth_valid[t]
         if augment and rng.random() < self.train.recovery_prob:
             state, (traj_delta, traj_grip, kp_delta, kp_grip) = recovery_targets(
-                episode, t, self.horizon, rng, self.train.recovery_noise_m)
+                episode, t, self.horizon, rng, self.train.recovery_noise_m
+            )
         else:
             traj_delta, traj_grip, kp_delta, kp_grip = chunk_targets(episode, t, self.horizon)
         if augment and rng.random() < self.train.occlusion_prob:
             valid = occlude_tokens(positions, valid, state[:, :3], self.train.occlusion_radius_m)
         return PolicySample(
-            demo.cloth_positions[kf], demo.cloth_features[kf], demo.cloth_valid[kf], demo.gripper_state[kf],
-            positions, episode.cloth_features[t], valid, state.astype(np.float32),
-            traj_delta, traj_grip, kp_delta, kp_grip, self.mode_ids[str(episode.meta["mode"])],
+            demo.cloth_positions[kf],
+            demo.cloth_features[kf],
+            demo.cloth_valid[kf],
+            demo.gripper_state[kf],
+            positions,
+            episode.cloth_features[t],
+            valid,
+            state.astype(np.float32),
+            traj_delta,
+            traj_grip,
+            kp_delta,
+            kp_grip,
+            self.mode_ids[str(episode.meta["mode"])],
         )
 
 
@@ -103,7 +123,9 @@ def recovery_targets(
     return state, ((targets - prev).astype(np.float32), grip, kp_delta, kp_grip)
 
 
-def occlude_tokens(positions: np.ndarray, valid: np.ndarray, grippers: np.ndarray, radius: float) -> np.ndarray:
+def occlude_tokens(
+    positions: np.ndarray, valid: np.ndarray, grippers: np.ndarray, radius: float
+) -> np.ndarray:
     """Token-level gripper occlusion under a top-down camera.
 
     A cloth token is hidden when it lies behind a gripper (farther from the camera) and its

@@ -67,13 +67,18 @@ class ActionDenoiser(nn.Module):
         hand = torch.arange(2).repeat(cfg.horizon)
         step = torch.arange(1, cfg.horizon + 1).repeat_interleave(2)
         if cfg.use_keypose_aux:
-            hand, step = torch.cat((torch.arange(2), hand)), torch.cat((torch.zeros(2, dtype=torch.long), step))
+            hand, step = (
+                torch.cat((torch.arange(2), hand)),
+                torch.cat((torch.zeros(2, dtype=torch.long), step)),
+            )
         self.register_buffer("hand_ids", hand, persistent=False)
         self.register_buffer("step_ids", step, persistent=False)
 
     def context_kv(self, context: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor) -> list[KeyValue]:
         """Keys/values of the scene context for every block that reads it (fixed across Euler steps)."""
-        blocks = [self.cross, self.trajectory.joint] + ([self.keypose.joint] if self.keypose is not None else [])
+        blocks = [self.cross, self.trajectory.joint] + (
+            [self.keypose.joint] if self.keypose is not None else []
+        )
         return [b.context_kv(context, pos, valid) for b in blocks]
 
     def proprio_condition(self, robot_tokens: torch.Tensor) -> torch.Tensor:
@@ -108,8 +113,11 @@ class ActionDenoiser(nn.Module):
         x = self.cross(x, pos, modulations[0], context_kv[0])
         n_kp = 2 if self.use_keypose else 0
         traj_v, traj_g = self.trajectory(x[:, n_kp:], pos[:, n_kp:], modulations[1:3], context_kv[1])
-        out = DecoderOutput(traj_v.unflatten(1, (self.horizon, 2)), traj_g.unflatten(1, (self.horizon, 2)), None, None)
+        out = DecoderOutput(
+            traj_v.unflatten(1, (self.horizon, 2)), traj_g.unflatten(1, (self.horizon, 2)), None, None
+        )
         if self.keypose is not None:
             out.keypose_velocity, out.keypose_gripper_logit = self.keypose(
-                x[:, :n_kp], pos[:, :n_kp], modulations[3:5], context_kv[2])
+                x[:, :n_kp], pos[:, :n_kp], modulations[3:5], context_kv[2]
+            )
         return out

@@ -18,7 +18,7 @@ import torch
 
 from instant_fold_core.policy.data import DemoTokens, ObservationTokens
 from instant_fold_core.policy.decoder import DecoderOutput
-from instant_fold_core.policy.modeling import DemoContext, InstantFoldPolicy, SceneCache, euler_times
+from instant_fold_core.policy.modeling import DemoContext, InstantFoldPolicy, euler_times
 
 
 class PolicyInputError(ValueError):
@@ -58,8 +58,12 @@ def euler_sample(
     return SampledActions(z_traj, out.traj_gripper_logit, z_kp, out.keypose_gripper_logit)
 
 
-def sample_cached(policy: InstantFoldPolicy, obs: ObservationTokens, context: DemoContext,
-                  generator: torch.Generator | None = None) -> SampledActions:
+def sample_cached(
+    policy: InstantFoldPolicy,
+    obs: ObservationTokens,
+    context: DemoContext,
+    generator: torch.Generator | None = None,
+) -> SampledActions:
     """The fast path: the demonstration `context` is already encoded; the scene is fused and its
     keys/values and the AdaLN schedule are computed once, then only the action branch runs per step."""
     steps = policy.cfg.num_inference_steps
@@ -68,8 +72,13 @@ def sample_cached(policy: InstantFoldPolicy, obs: ObservationTokens, context: De
     return euler_sample(partial(policy.velocity, scene), noise_traj, noise_kp, steps)
 
 
-def sample_naive(policy: InstantFoldPolicy, demo: DemoTokens, obs: ObservationTokens,
-                 generator: torch.Generator | None = None, steps: int | None = None) -> SampledActions:
+def sample_naive(
+    policy: InstantFoldPolicy,
+    demo: DemoTokens,
+    obs: ObservationTokens,
+    generator: torch.Generator | None = None,
+    steps: int | None = None,
+) -> SampledActions:
     """Reference path that recomputes everything (demo encoding, fusion, K/V) at every step."""
     b = obs.gripper_state.shape[0]
     noise_traj, noise_kp = draw_noise(policy, b, obs.gripper_state, generator)
@@ -80,11 +89,16 @@ def sample_naive(policy: InstantFoldPolicy, demo: DemoTokens, obs: ObservationTo
     return euler_sample(velocity, noise_traj, noise_kp, steps or policy.cfg.num_inference_steps)
 
 
-def draw_noise(policy: InstantFoldPolicy, batch: int, like: torch.Tensor,
-               generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def draw_noise(
+    policy: InstantFoldPolicy, batch: int, like: torch.Tensor, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     h = policy.cfg.horizon
     traj = torch.randn(batch, h, 2, 3, generator=generator).to(like.device, like.dtype)
-    kp = torch.randn(batch, 2, 3, generator=generator).to(like.device, like.dtype) if policy.cfg.use_keypose_aux else None
+    kp = (
+        torch.randn(batch, 2, 3, generator=generator).to(like.device, like.dtype)
+        if policy.cfg.use_keypose_aux
+        else None
+    )
     return traj, kp
 
 
@@ -108,7 +122,9 @@ class ActionChunk:
         return self.targets[: self.execute_steps]
 
 
-def to_absolute(policy: InstantFoldPolicy, sampled: SampledActions, gripper_state: torch.Tensor) -> list[ActionChunk]:
+def to_absolute(
+    policy: InstantFoldPolicy, sampled: SampledActions, gripper_state: torch.Tensor
+) -> list[ActionChunk]:
     """Per-step deltas -> absolute targets from the current state (cumulative sum), grippers thresholded."""
     norm = policy.normalizers
     cur = gripper_state[..., :3].float()
@@ -121,8 +137,13 @@ def to_absolute(policy: InstantFoldPolicy, sampled: SampledActions, gripper_stat
         kp_pos = cur + norm.keypose.unnormalize(sampled.keypose.float())
         keypose = torch.cat((kp_pos, (sampled.keypose_gripper_logit.float() > 0).float()[..., None]), -1)
     return [
-        ActionChunk(targets[i].cpu().numpy(), deltas[i].cpu().numpy(), prob[i].cpu().numpy(),
-                    None if keypose is None else keypose[i].cpu().numpy(), policy.cfg.execute_steps)
+        ActionChunk(
+            targets[i].cpu().numpy(),
+            deltas[i].cpu().numpy(),
+            prob[i].cpu().numpy(),
+            None if keypose is None else keypose[i].cpu().numpy(),
+            policy.cfg.execute_steps,
+        )
         for i in range(targets.shape[0])
     ]
 
@@ -143,8 +164,13 @@ def _array(name: str, value: np.ndarray | torch.Tensor, shape: tuple[int | None,
 class PolicyRunner:
     """Stateful policy for a robot: load a demonstration once, then answer observation queries."""
 
-    def __init__(self, policy: InstantFoldPolicy, device: str | torch.device = "cpu",
-                 dtype: torch.dtype = torch.float32, compile: bool = False) -> None:
+    def __init__(
+        self,
+        policy: InstantFoldPolicy,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        compile: bool = False,
+    ) -> None:
         if not policy.normalizers.calibrated:
             raise PolicyInputError("policy: normalisers are not calibrated (load a trained checkpoint)")
         self.device = torch.device(device)
@@ -155,16 +181,27 @@ class PolicyRunner:
         self._context: DemoContext | None = None
 
     @classmethod
-    def from_checkpoint(cls, directory: str | Path, device: str | torch.device = "cpu",
-                        dtype: torch.dtype = torch.float32, compile: bool = False) -> PolicyRunner:
+    def from_checkpoint(
+        cls,
+        directory: str | Path,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        compile: bool = False,
+    ) -> PolicyRunner:
         policy, _ = InstantFoldPolicy.from_pretrained(directory, "cpu")
         return cls(policy, device, dtype, compile)
 
-    def _cloth(self, prefix: str, positions, features, valid, lead: tuple[int | None, ...]) -> tuple[np.ndarray, ...]:
+    def _cloth(
+        self, prefix: str, positions, features, valid, lead: tuple[int | None, ...]
+    ) -> tuple[np.ndarray, ...]:
         n, d = self.cfg.num_cloth_tokens, self.cfg.cloth_feature_dim
         pos = _array(f"{prefix}cloth_positions", positions, (*lead, n, 3))
         feat = _array(f"{prefix}cloth_features", features, (*lead, n, d))
-        val = np.ones(pos.shape[:-1], bool) if valid is None else _array(f"{prefix}cloth_valid", valid, (*lead, n))
+        val = (
+            np.ones(pos.shape[:-1], bool)
+            if valid is None
+            else _array(f"{prefix}cloth_valid", valid, (*lead, n))
+        )
         if val.dtype != np.bool_:
             raise PolicyInputError(f"{prefix}cloth_valid: expected bool, got {val.dtype}")
         if not val.reshape(-1, n).any(-1).all():
@@ -186,8 +223,12 @@ class PolicyRunner:
             raise PolicyInputError("demo: needs at least one keyframe")
         state = _array("demo.gripper_state", gripper_state, (k, 2, 4))
         demo = DemoTokens(
-            self._tensor(pos[None]), self._tensor(feat[None]), self._tensor(val[None]), self._tensor(state[None]),
-            torch.ones(1, k, dtype=torch.bool, device=self.device), torch.zeros(1, dtype=torch.long, device=self.device),
+            self._tensor(pos[None]),
+            self._tensor(feat[None]),
+            self._tensor(val[None]),
+            self._tensor(state[None]),
+            torch.ones(1, k, dtype=torch.bool, device=self.device),
+            torch.zeros(1, dtype=torch.long, device=self.device),
         )
         self._context = self.policy.encode_context(demo)
 
@@ -200,7 +241,8 @@ class PolicyRunner:
             raise PolicyInputError(f"mode_id: {mode_id} outside [0, {self.cfg.num_modes})")
         empty = torch.zeros(1, 0, device=self.device)
         self._context = self.policy.encode_context(
-            DemoTokens(empty, empty, empty, empty, empty, torch.tensor([int(mode_id)], device=self.device)))
+            DemoTokens(empty, empty, empty, empty, empty, torch.tensor([int(mode_id)], device=self.device))
+        )
 
     def clear_demonstration(self) -> None:
         self._context = None
@@ -210,16 +252,30 @@ class PolicyRunner:
         return self._context is not None
 
     @torch.inference_mode()
-    def predict(self, cloth_positions, cloth_features, gripper_state, cloth_valid=None,
-                generator: torch.Generator | None = None) -> ActionChunk:
+    def predict(
+        self,
+        cloth_positions,
+        cloth_features,
+        gripper_state,
+        cloth_valid=None,
+        generator: torch.Generator | None = None,
+    ) -> ActionChunk:
         """One query: [N, 3] positions, [N, D] features, [2, 4] arm states -> an `ActionChunk`."""
         if self._context is None:
-            raise PolicyInputError("no demonstration loaded: call load_demonstration() (or load_mode()) first")
+            raise PolicyInputError(
+                "no demonstration loaded: call load_demonstration() (or load_mode()) first"
+            )
         pos, feat, val = self._cloth("", cloth_positions, cloth_features, cloth_valid, ())
         state = _array("gripper_state", gripper_state, (2, 4))
-        obs = ObservationTokens(self._tensor(pos[None]), self._tensor(feat[None]), self._tensor(val[None]),
-                                self._tensor(state[None]))
+        obs = ObservationTokens(
+            self._tensor(pos[None]),
+            self._tensor(feat[None]),
+            self._tensor(val[None]),
+            self._tensor(state[None]),
+        )
         scene = self.policy.prepare_scene(obs, self._context, self.cfg.num_inference_steps)
         noise_traj, noise_kp = draw_noise(self.policy, 1, scene.proprio, generator)
-        sampled = euler_sample(partial(self._velocity, scene), noise_traj, noise_kp, self.cfg.num_inference_steps)
+        sampled = euler_sample(
+            partial(self._velocity, scene), noise_traj, noise_kp, self.cfg.num_inference_steps
+        )
         return to_absolute(self.policy, sampled, obs.gripper_state)[0]

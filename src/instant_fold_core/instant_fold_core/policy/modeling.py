@@ -24,7 +24,12 @@ from torch import nn
 from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
 from instant_fold_core.policy.attention import Block, KeyValue, Rope3D
 from instant_fold_core.policy.configuration import ConfigError, InstantFoldPolicyConfig, PolicyConfig
-from instant_fold_core.policy.context_encoder import ContextEncoder, SceneTokenizer, StateEventEncoder, SummaryTokens
+from instant_fold_core.policy.context_encoder import (
+    ContextEncoder,
+    SceneTokenizer,
+    StateEventEncoder,
+    SummaryTokens,
+)
 from instant_fold_core.policy.data import ActionTargets, DemoTokens, ObservationTokens, PolicyBatch
 from instant_fold_core.policy.decoder import ActionDenoiser, DecoderOutput
 from instant_fold_core.policy.normalization import ActionNormalizers, NormalizerError
@@ -32,7 +37,9 @@ from instant_fold_core.policy.normalization import ActionNormalizers, Normalizer
 NORMALIZERS_FILE = "normalizers"
 
 
-def euler_times(steps: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def euler_times(
+    steps: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """The Euler schedule t_i = 1 - i / steps, i = 0..steps-1 (from noise at t = 1 towards data)."""
     return 1.0 - torch.arange(steps, device=device, dtype=dtype) / steps
 
@@ -91,7 +98,9 @@ class InstantFoldPolicy(nn.Module):
             valid = torch.ones(b, 1, dtype=torch.bool, device=tokens.device)
         else:
             state = demo.gripper_state if self.cfg.use_proprio_in_context else None
-            tokens, pos, valid = self.tokenizer.scene(demo.cloth_positions, demo.cloth_features, demo.cloth_valid, state)
+            tokens, pos, valid = self.tokenizer.scene(
+                demo.cloth_positions, demo.cloth_features, demo.cloth_valid, state
+            )
             tokens, pos, valid = self.context_encoder(tokens, pos, valid & demo.frame_mask[..., None])
             if self.summary is not None:
                 s_tok, s_pos, s_valid = self.summary(tokens, pos, valid)
@@ -103,13 +112,17 @@ class InstantFoldPolicy(nn.Module):
         return DemoContext(tokens, pos, valid, *events, fusion_kv)
 
     # ------------------------------------------------------------------ stage 2: query
-    def prepare_scene(self, obs: ObservationTokens, context: DemoContext, steps: int | None = None) -> SceneCache:
+    def prepare_scene(
+        self, obs: ObservationTokens, context: DemoContext, steps: int | None = None
+    ) -> SceneCache:
         """Fuse the current scene with the demonstration context and project the scene-context K/V.
 
         With `steps`, the AdaLN modulations of the whole Euler schedule (t = 1, 1 - 1/steps, ...)
         are computed here in one batch instead of once per step.
         """
-        x, pos, valid = self.tokenizer.scene(obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.gripper_state)
+        x, pos, valid = self.tokenizer.scene(
+            obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.gripper_state
+        )
         for block, kv in zip(self.fusion, context.fusion_kv, strict=True):
             x = block(x, pos, valid, kv)
         if context.event_tokens is not None:
@@ -136,7 +149,11 @@ class InstantFoldPolicy(nn.Module):
         return traj, keypose
 
     def velocity(
-        self, scene: SceneCache, z_traj: torch.Tensor, z_keypose: torch.Tensor | None, t: torch.Tensor,
+        self,
+        scene: SceneCache,
+        z_traj: torch.Tensor,
+        z_keypose: torch.Tensor | None,
+        t: torch.Tensor,
         step: int | None = None,
     ) -> DecoderOutput:
         """Velocity at time t; `step` selects the precomputed modulations of `scene.schedule`."""
@@ -150,11 +167,18 @@ class InstantFoldPolicy(nn.Module):
     # ------------------------------------------------------------------ training
     def normalized_targets(self, target: ActionTargets) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.normalizers.calibrated:
-            raise NormalizerError("policy normalisers are not calibrated; calibrate them on the training data")
-        return self.normalizers.delta.normalize(target.traj_delta), self.normalizers.keypose.normalize(target.keypose_delta)
+            raise NormalizerError(
+                "policy normalisers are not calibrated; calibrate them on the training data"
+            )
+        return self.normalizers.delta.normalize(target.traj_delta), self.normalizers.keypose.normalize(
+            target.keypose_delta
+        )
 
     def compute_loss(
-        self, batch: PolicyBatch, t: torch.Tensor | None = None, noise: tuple[torch.Tensor, torch.Tensor] | None = None,
+        self,
+        batch: PolicyBatch,
+        t: torch.Tensor | None = None,
+        noise: tuple[torch.Tensor, torch.Tensor] | None = None,
         generator: torch.Generator | None = None,
     ) -> dict[str, torch.Tensor]:
         """Rectified flow (z_t = (1-t) x + t eps, target eps - x) + gripper BCE, keypose auxiliary x weight."""
@@ -163,8 +187,10 @@ class InstantFoldPolicy(nn.Module):
         if t is None:
             t = torch.rand(b, generator=generator, device="cpu").to(x_traj.device)
         if noise is None:
-            noise = (torch.randn(x_traj.shape, generator=generator).to(x_traj.device),
-                     torch.randn(x_kp.shape, generator=generator).to(x_kp.device))
+            noise = (
+                torch.randn(x_traj.shape, generator=generator).to(x_traj.device),
+                torch.randn(x_kp.shape, generator=generator).to(x_kp.device),
+            )
         eps_traj, eps_kp = noise
         z_traj = (1 - t[:, None, None, None]) * x_traj + t[:, None, None, None] * eps_traj
         z_kp = (1 - t[:, None, None]) * x_kp + t[:, None, None] * eps_kp
@@ -172,31 +198,46 @@ class InstantFoldPolicy(nn.Module):
         out = self.velocity(scene, z_traj, z_kp if self.cfg.use_keypose_aux else None, t)
         losses = {
             "flow": F.mse_loss(out.traj_velocity.float(), (eps_traj - x_traj).float()),
-            "gripper": F.binary_cross_entropy_with_logits(out.traj_gripper_logit.float(), batch.target.traj_gripper.float()),
+            "gripper": F.binary_cross_entropy_with_logits(
+                out.traj_gripper_logit.float(), batch.target.traj_gripper.float()
+            ),
         }
         total = losses["flow"] + losses["gripper"]
         if self.cfg.use_keypose_aux:
             losses["keypose_flow"] = F.mse_loss(out.keypose_velocity.float(), (eps_kp - x_kp).float())
             losses["keypose_gripper"] = F.binary_cross_entropy_with_logits(
-                out.keypose_gripper_logit.float(), batch.target.keypose_gripper.float())
-            total = total + self.cfg.keypose_loss_weight * (losses["keypose_flow"] + losses["keypose_gripper"])
+                out.keypose_gripper_logit.float(), batch.target.keypose_gripper.float()
+            )
+            total = total + self.cfg.keypose_loss_weight * (
+                losses["keypose_flow"] + losses["keypose_gripper"]
+            )
         losses["loss"] = total
         return losses
 
-    def forward(self, batch: PolicyBatch, t: torch.Tensor | None = None,
-                noise: tuple[torch.Tensor, torch.Tensor] | None = None,
-                generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    def forward(
+        self,
+        batch: PolicyBatch,
+        t: torch.Tensor | None = None,
+        noise: tuple[torch.Tensor, torch.Tensor] | None = None,
+        generator: torch.Generator | None = None,
+    ) -> dict[str, torch.Tensor]:
         """Training forward (what DDP wraps): the losses of `compute_loss`."""
         return self.compute_loss(batch, t, noise, generator)
 
     # ------------------------------------------------------------------ persistence
-    def save_pretrained(self, directory: str | Path, config: InstantFoldPolicyConfig,
-                        state_dict: dict[str, torch.Tensor] | None = None) -> Path:
+    def save_pretrained(
+        self,
+        directory: str | Path,
+        config: InstantFoldPolicyConfig,
+        state_dict: dict[str, torch.Tensor] | None = None,
+    ) -> Path:
         """Weights (safetensors), the full config (JSON) and the normaliser statistics (JSON)."""
         if config.model != self.cfg:
             raise ConfigError("save_pretrained: config.model does not describe this policy")
         tensors = state_dict if state_dict is not None else self.state_dict()
-        return save_checkpoint(directory, tensors, config.to_dict(), {NORMALIZERS_FILE: self.normalizers.to_dict()})
+        return save_checkpoint(
+            directory, tensors, config.to_dict(), {NORMALIZERS_FILE: self.normalizers.to_dict()}
+        )
 
     @classmethod
     def from_pretrained(

@@ -32,11 +32,15 @@ PHASES = {"approach": 8, "fold": 12, "retract": 6}
 def _features(uv: np.ndarray, dim: int) -> np.ndarray:
     """Deterministic 'semantic' features of material coordinates (same for every episode)."""
     proj = np.random.default_rng(1234).normal(size=(8, dim))
-    freq = np.concatenate([np.sin(np.pi * uv * k) for k in (1, 2)] + [np.cos(np.pi * uv * k) for k in (1, 2)], -1)
+    freq = np.concatenate(
+        [np.sin(np.pi * uv * k) for k in (1, 2)] + [np.cos(np.pi * uv * k) for k in (1, 2)], -1
+    )
     return np.tanh(freq @ proj).astype(np.float32)
 
 
-def _sheet(uv: np.ndarray, size: np.ndarray, rot: float, centre: np.ndarray, mode: str, progress: float) -> np.ndarray:
+def _sheet(
+    uv: np.ndarray, size: np.ndarray, rot: float, centre: np.ndarray, mode: str, progress: float
+) -> np.ndarray:
     """Camera-frame positions of material points uv [M, 2] with the fold at `progress` in [0, 1]."""
     axis, side, _ = MODES[mode]
     local = np.concatenate([uv * size, np.zeros((len(uv), 1))], -1)  # x, y in plane, height 0
@@ -50,8 +54,9 @@ def _sheet(uv: np.ndarray, size: np.ndarray, rot: float, centre: np.ndarray, mod
     return np.concatenate([xy, TABLE_DEPTH_M - local[:, 2:3]], -1).astype(np.float32)
 
 
-def make_episode(garment_id: int, mode: str, start_seed: int, feature_dim: int,
-                 num_tokens: int = GRID * GRID) -> TokenizedEpisode:
+def make_episode(
+    garment_id: int, mode: str, start_seed: int, feature_dim: int, num_tokens: int = GRID * GRID
+) -> TokenizedEpisode:
     """One episode; equal (garment_id, start_seed) give the same start state for every mode.
 
     With `num_tokens` < 64 each frame keeps a random subset of the material grid, like FPS picking
@@ -102,17 +107,32 @@ def make_episode(garment_id: int, mode: str, start_seed: int, feature_dim: int,
         features.append(feats[perm])
     n_frames = len(states)
     return TokenizedEpisode(
-        np.stack(positions), np.stack(features), np.ones((n_frames, num_tokens), bool), state, action,
+        np.stack(positions),
+        np.stack(features),
+        np.ones((n_frames, num_tokens), bool),
+        state,
+        action,
         np.array([0, grasp_frame, release_frame, n_frames - 1], np.int32),
-        {"garment_id": f"synthetic_{garment_id}", "mode": mode, "mode_id": list(MODES).index(mode),
-         "start_seed": start_seed},
+        {
+            "garment_id": f"synthetic_{garment_id}",
+            "mode": mode,
+            "mode_id": list(MODES).index(mode),
+            "start_seed": start_seed,
+        },
     ).validate()
 
 
-def synthetic_episodes(num_garments: int, modes: tuple[str, ...], starts_per_garment: int,
-                       feature_dim: int, num_tokens: int = GRID * GRID) -> list[TokenizedEpisode]:
+def synthetic_episodes(
+    num_garments: int,
+    modes: tuple[str, ...],
+    starts_per_garment: int,
+    feature_dim: int,
+    num_tokens: int = GRID * GRID,
+) -> list[TokenizedEpisode]:
     """Every (garment, start, mode) combination: each start state appears once per mode."""
     return [
         make_episode(g, m, s, feature_dim, num_tokens)
-        for g in range(num_garments) for s in range(starts_per_garment) for m in modes
+        for g in range(num_garments)
+        for s in range(starts_per_garment)
+        for m in modes
     ]

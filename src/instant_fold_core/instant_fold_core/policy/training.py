@@ -94,8 +94,14 @@ class EMA:
                 self.state[k].copy_(v)
 
 
-def save_train_state(out: Path, cfg: InstantFoldPolicyConfig, policy: InstantFoldPolicy, ema: EMA,
-                     optimizer: torch.optim.Optimizer, step: int) -> None:
+def save_train_state(
+    out: Path,
+    cfg: InstantFoldPolicyConfig,
+    policy: InstantFoldPolicy,
+    ema: EMA,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+) -> None:
     """Raw + EMA weights and AdamW moments as safetensors; step and param groups as JSON."""
     tensors = {f"model.{k}": v for k, v in policy.state_dict().items()}
     tensors.update({f"ema.{k}": v for k, v in ema.state.items()})
@@ -103,11 +109,18 @@ def save_train_state(out: Path, cfg: InstantFoldPolicyConfig, policy: InstantFol
     for idx, state in opt["state"].items():
         for key, value in state.items():
             tensors[f"optim.{idx}.{key}"] = torch.as_tensor(value)
-    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in opt["param_groups"]]
-    save_checkpoint(out / TRAIN_STATE_DIR, tensors, cfg.to_dict(), {
-        "train_state": {"step": step, "param_groups": groups},
-        "normalizers": policy.normalizers.to_dict(),
-    })
+    groups = [
+        {k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in opt["param_groups"]
+    ]
+    save_checkpoint(
+        out / TRAIN_STATE_DIR,
+        tensors,
+        cfg.to_dict(),
+        {
+            "train_state": {"step": step, "param_groups": groups},
+            "normalizers": policy.normalizers.to_dict(),
+        },
+    )
 
 
 def load_train_state(out: Path, policy: InstantFoldPolicy, ema: EMA, optimizer: torch.optim.Optimizer) -> int:
@@ -129,7 +142,9 @@ def load_train_state(out: Path, policy: InstantFoldPolicy, ema: EMA, optimizer: 
 
 
 @torch.no_grad()
-def action_error(policy: InstantFoldPolicy, dataset: PolicyDataset, indices: list[int], seed: int = 0) -> float:
+def action_error(
+    policy: InstantFoldPolicy, dataset: PolicyDataset, indices: list[int], seed: int = 0
+) -> float:
     """Mean distance (m) between sampled absolute position targets and the expert's, over `indices`."""
     rng, gen = step_generators(seed, 0, 0)
     device = next(policy.parameters()).device
@@ -144,11 +159,14 @@ def action_error(policy: InstantFoldPolicy, dataset: PolicyDataset, indices: lis
     return float((pred - truth).norm(dim=-1).mean())
 
 
-def load_episodes(data: str | None, synthetic: int | None, cfg: InstantFoldPolicyConfig) -> list[TokenizedEpisode]:
+def load_episodes(
+    data: str | None, synthetic: int | None, cfg: InstantFoldPolicyConfig
+) -> list[TokenizedEpisode]:
     """Tokenised episodes from a directory of .npz files, or synthetic folding episodes."""
     if synthetic:
-        return synthetic_episodes(synthetic, tuple(MODES)[:2], 2, cfg.model.cloth_feature_dim,
-                                  cfg.model.num_cloth_tokens)
+        return synthetic_episodes(
+            synthetic, tuple(MODES)[:2], 2, cfg.model.cloth_feature_dim, cfg.model.num_cloth_tokens
+        )
     if not data:
         raise PolicyDataError("no training data: pass --data DIR (tokenised .npz episodes) or --synthetic N")
     files = sorted(Path(data).glob("*.npz"))
@@ -157,8 +175,16 @@ def load_episodes(data: str | None, synthetic: int | None, cfg: InstantFoldPolic
     return [TokenizedEpisode.load(f) for f in files]
 
 
-def train(cfg: InstantFoldPolicyConfig, episodes: list[TokenizedEpisode], out: str | Path, device: str = "cpu",
-          resume: bool = False, eval_samples: int = 32, log: bool = True, stop_at: int | None = None) -> dict[str, Any]:
+def train(
+    cfg: InstantFoldPolicyConfig,
+    episodes: list[TokenizedEpisode],
+    out: str | Path,
+    device: str = "cpu",
+    resume: bool = False,
+    eval_samples: int = 32,
+    log: bool = True,
+    stop_at: int | None = None,
+) -> dict[str, Any]:
     """Train (or resume) a policy; returns a summary with the final losses and action errors.
 
     `stop_at` ends this run early at that step (after checkpointing), as a preempted job would;
@@ -172,8 +198,10 @@ def train(cfg: InstantFoldPolicyConfig, episodes: list[TokenizedEpisode], out: s
     dataset = PolicyDataset(episodes, cfg.model.horizon, tr)
     n, d = episodes[0].cloth_features.shape[1:]
     if (n, d) != (cfg.model.num_cloth_tokens, cfg.model.cloth_feature_dim):
-        raise PolicyDataError(f"cloth_features: data has N={n} tokens of D={d}, config expects "
-                              f"N={cfg.model.num_cloth_tokens}, D={cfg.model.cloth_feature_dim}")
+        raise PolicyDataError(
+            f"cloth_features: data has N={n} tokens of D={d}, config expects "
+            f"N={cfg.model.num_cloth_tokens}, D={cfg.model.cloth_feature_dim}"
+        )
     torch.manual_seed(tr.seed)  # identical initial weights on every rank
     policy = InstantFoldPolicy(cfg.model)
     dataset.calibrate(policy.normalizers)
@@ -185,18 +213,35 @@ def train(cfg: InstantFoldPolicyConfig, episodes: list[TokenizedEpisode], out: s
         start = load_train_state(out, policy, ema, optimizer)
     model = DistributedDataParallel(policy) if info.world_size > 1 else policy
     per_rank = max(1, tr.batch_size // info.world_size)
-    eval_idx = list(np.random.default_rng(tr.seed).choice(len(dataset), min(eval_samples, len(dataset)), replace=False))
+    eval_idx = list(
+        np.random.default_rng(tr.seed).choice(len(dataset), min(eval_samples, len(dataset)), replace=False)
+    )
     use_amp = tr.amp and device.startswith("cuda")
     if info.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        _log(out, log, {"event": "start", "config": cfg.name, "parameters": policy_summary(policy), "world_size":
-                        info.world_size, "samples": len(dataset), "episodes": len(episodes), "start_step": start})
-    history: dict[str, Any] = {"initial_action_error": action_error(policy, dataset, eval_idx)} if start == 0 else {}
+        _log(
+            out,
+            log,
+            {
+                "event": "start",
+                "config": cfg.name,
+                "parameters": policy_summary(policy),
+                "world_size": info.world_size,
+                "samples": len(dataset),
+                "episodes": len(episodes),
+                "start_step": start,
+            },
+        )
+    history: dict[str, Any] = (
+        {"initial_action_error": action_error(policy, dataset, eval_idx)} if start == 0 else {}
+    )
     tic, losses = time.perf_counter(), None
     end = min(tr.steps, stop_at) if stop_at else tr.steps
     for step in range(start, end):
         rng, gen = step_generators(tr.seed, step, info.rank)
-        batch = collate([dataset.sample(int(i), rng) for i in rng.integers(len(dataset), size=per_rank)]).to(device)
+        batch = collate([dataset.sample(int(i), rng) for i in rng.integers(len(dataset), size=per_rank)]).to(
+            device
+        )
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, step)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
@@ -208,9 +253,14 @@ def train(cfg: InstantFoldPolicyConfig, episodes: list[TokenizedEpisode], out: s
         ema.update(policy, step)
         done = step + 1
         if info.is_main and (done % tr.log_every == 0 or done in (tr.steps, end)):
-            record = {"event": "train", "step": done, "lr": learning_rate(cfg, step), "grad_norm": float(grad_norm),
-                      "steps_per_s": tr.log_every / max(1e-9, time.perf_counter() - tic),
-                      **{k: float(v.detach()) for k, v in losses.items()}}
+            record = {
+                "event": "train",
+                "step": done,
+                "lr": learning_rate(cfg, step),
+                "grad_norm": float(grad_norm),
+                "steps_per_s": tr.log_every / max(1e-9, time.perf_counter() - tic),
+                **{k: float(v.detach()) for k, v in losses.items()},
+            }
             if done % tr.checkpoint_every == 0 or done in (tr.steps, end):
                 record["action_error_m"] = action_error(policy, dataset, eval_idx)
             _log(out, log, record)
@@ -225,8 +275,14 @@ def train(cfg: InstantFoldPolicyConfig, episodes: list[TokenizedEpisode], out: s
         history["ranks_in_sync"] = ranks_in_sync(policy)
     if info.is_main and losses is not None:
         ema_policy, _ = InstantFoldPolicy.from_pretrained(out / CHECKPOINT_DIR, device)
-        history.update({"final_loss": float(losses["loss"].detach()), "final_action_error": action_error(policy, dataset, eval_idx),
-                        "ema_action_error": action_error(ema_policy, dataset, eval_idx), "world_size": info.world_size})
+        history.update(
+            {
+                "final_loss": float(losses["loss"].detach()),
+                "final_action_error": action_error(policy, dataset, eval_idx),
+                "ema_action_error": action_error(ema_policy, dataset, eval_idx),
+                "world_size": info.world_size,
+            }
+        )
         _log(out, log, {"event": "end", **history})
     return history
 
@@ -244,10 +300,14 @@ def _log(out: Path, echo: bool, record: dict[str, Any]) -> None:
         f.write(json.dumps(record) + "\n")
     if echo:
         if record["event"] == "train":
-            extra = f" action_err {record['action_error_m'] * 100:.2f} cm" if "action_error_m" in record else ""
-            print(f"[policy] step {record['step']}: loss {record['loss']:.4f} flow {record['flow']:.4f} "
-                  f"gripper {record['gripper']:.4f} lr {record['lr']:.2e} {record['steps_per_s']:.1f} it/s{extra}",
-                  flush=True)
+            extra = (
+                f" action_err {record['action_error_m'] * 100:.2f} cm" if "action_error_m" in record else ""
+            )
+            print(
+                f"[policy] step {record['step']}: loss {record['loss']:.4f} flow {record['flow']:.4f} "
+                f"gripper {record['gripper']:.4f} lr {record['lr']:.2e} {record['steps_per_s']:.1f} it/s{extra}",
+                flush=True,
+            )
         else:
             print(f"[policy] {json.dumps(record)}", flush=True)
 
@@ -287,10 +347,15 @@ def plot_training_curves(log_path: str | Path, png_path: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="train_policy", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="cpu-small", help="preset (paper, paper-real, cpu-small) or YAML file")
-    parser.add_argument("--out", required=True, help="output directory (checkpoint/, train_state/, log.jsonl)")
+    parser = argparse.ArgumentParser(
+        prog="train_policy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--config", default="cpu-small", help="preset (paper, paper-real, cpu-small) or YAML file"
+    )
+    parser.add_argument(
+        "--out", required=True, help="output directory (checkpoint/, train_state/, log.jsonl)"
+    )
     parser.add_argument("--data", help="directory of tokenised episodes (*.npz, see TokenizedEpisode.save)")
     parser.add_argument("--synthetic", type=int, help="train on N synthetic garments instead of --data")
     parser.add_argument("--steps", type=int, help="override train.steps")
