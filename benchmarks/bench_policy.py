@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -49,26 +50,36 @@ def _inputs(cfg, device, dtype, seed: int = 0) -> tuple[DemoTokens, ObservationT
         torch.ones(1, k, dtype=torch.bool),
         torch.zeros(1, dtype=torch.long),
     )
-    obs = ObservationTokens(cloud(1), torch.randn(1, n, d, generator=g), torch.ones(1, n, dtype=torch.bool), state(1))
+    obs = ObservationTokens(
+        cloud(1), torch.randn(1, n, d, generator=g), torch.ones(1, n, dtype=torch.bool), state(1)
+    )
     return demo.to(device, dtype), obs.to(device, dtype)
 
 
-def _time(fn, repeats: int, warmup: int, device: torch.device) -> list[float]:
-    out = []
+def _time(fn, repeats: int, warmup: int, device: torch.device) -> dict[str, float]:
+    """Wall-clock and process-CPU milliseconds per call.
+
+    On a shared CPU the wall clock includes time the process waits for a core; the CPU time of a
+    single-threaded run (--threads 1) is what the call costs when it has a core to itself.
+    """
+    wall, cpu = [], []
     for i in range(warmup + repeats):
         if device.type == "cuda":
             torch.cuda.synchronize()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         if device.type == "cuda":
             torch.cuda.synchronize()
         if i >= warmup:
-            out.append((time.perf_counter() - start) * 1000)
-    return out
-
-
-def _stats(ms: list[float]) -> dict[str, float]:
-    return {"median_ms": statistics.median(ms), "p95_ms": float(np.percentile(ms, 95)), "n": len(ms)}
+            wall.append((time.perf_counter() - start) * 1000)
+            cpu.append((time.process_time() - start_cpu) * 1000)
+    return {
+        "median_ms": statistics.median(wall),
+        "p95_ms": float(np.percentile(wall, 95)),
+        "cpu_median_ms": statistics.median(cpu),
+        "cpu_p95_ms": float(np.percentile(cpu, 95)),
+        "n": len(wall),
+    }
 
 
 def bench(name: str, device: torch.device, dtype: torch.dtype, repeats: int, naive_repeats: int) -> dict:
@@ -93,11 +104,9 @@ def bench(name: str, device: torch.device, dtype: torch.dtype, repeats: int, nai
             "demo_tokens": KEYFRAMES * (cfg.num_cloth_tokens + 2),
             "horizon": HORIZON,
             "euler_steps": cfg.num_inference_steps,
-            "encode_demo": _stats(
-                _time(lambda: policy.encode_context(demo), max(5, repeats // 4), 2, device)
-            ),
-            "query_cached": _stats(_time(query, repeats, 5, device)),
-            "query_naive": _stats(_time(lambda: sample_naive(policy, demo, obs), naive_repeats, 1, device)),
+            "encode_demo": _time(lambda: policy.encode_context(demo), max(5, repeats // 4), 2, device),
+            "query_cached": _time(query, repeats, 5, device),
+            "query_naive": _time(lambda: sample_naive(policy, demo, obs), naive_repeats, 1, device),
         }
     result["speedup_naive_over_cached"] = (
         result["query_naive"]["median_ms"] / result["query_cached"]["median_ms"]
@@ -122,6 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype) if args.dtype else torch.float32
     report = {
+        "load_average_1_5_15": os.getloadavg(),
         "host": {
             "platform": platform.platform(),
             "cpu_threads": torch.get_num_threads(),

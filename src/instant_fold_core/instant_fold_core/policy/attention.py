@@ -16,26 +16,45 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+#: cos/sin of RoPE angles, each [B, 1, L, rot_dim / 2]; computed once per set of positions.
+Angles = tuple[torch.Tensor, torch.Tensor]
+
+
+def key_bias(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Additive key mask [B, 1, 1, L]: 0 on valid keys, -inf on padding.
+
+    A sequence with no valid key at all (a padded keyframe) attends to everything instead, so its
+    (discarded) outputs stay finite rather than NaN; sequences with a valid key are unaffected.
+    """
+    valid = valid | ~valid.any(-1, keepdim=True)
+    bias = torch.zeros(valid.shape, dtype=dtype, device=valid.device).masked_fill(~valid, float("-inf"))
+    return bias[:, None, None, :]
+
 
 @dataclass
 class KeyValue:
-    """Projected keys (already rotated by RoPE) and values, [B, heads, L, head_dim], plus key validity."""
+    """Projected keys (already rotated by RoPE) and values, [B, heads, L, head_dim], and the key mask
+    as an additive bias [B, 1, 1, L]."""
 
     k: torch.Tensor
     v: torch.Tensor
-    valid: torch.Tensor  # bool [B, L]
+    bias: torch.Tensor
 
     @staticmethod
     def cat(parts: list[KeyValue]) -> KeyValue:
         return KeyValue(
             torch.cat([p.k for p in parts], 2),
             torch.cat([p.v for p in parts], 2),
-            torch.cat([p.valid for p in parts], 1),
+            torch.cat([p.bias for p in parts], 3),
         )
 
 
 class Rope3D(nn.Module):
-    """Rotary embedding of 3D positions: head_dim // 6 frequencies per axis, remaining dims pass through."""
+    """Rotary embedding of 3D positions: head_dim // 6 frequencies per axis, remaining dims pass through.
+
+    Rotation pairs dimension i with i + rot_dim / 2 ("rotate half"); which dimensions are paired
+    is immaterial because the projections before it are learned.
+    """
 
     def __init__(self, head_dim: int, min_wavelength: float, max_wavelength: float) -> None:
         super().__init__()
@@ -46,39 +65,21 @@ class Rope3D(nn.Module):
         )
         self.register_buffer("omega", (2 * math.pi / wavelengths).float(), persistent=False)
 
-    def angles(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos/sin of [B, L, 3] positions, shaped [B, 1, L, rot_dim / 2] (computed in float32)."""
-        ang = (pos.float()[..., None] * self.omega).flatten(-2)
-        return ang.cos()[:, None], ang.sin()[:, None]
+    def angles(self, pos: torch.Tensor, dtype: torch.dtype) -> Angles:
+        """cos/sin of [B, L, 3] positions (angles computed in float32, returned in `dtype`)."""
+        ang = (pos.float()[..., None] * self.omega).flatten(-2)[:, None]
+        return ang.cos().to(dtype), ang.sin().to(dtype)
 
-    def rotate(self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        cos, sin = (c.to(x.dtype) for c in cos_sin)
-        rot, rest = x[..., : self.rot_dim], x[..., self.rot_dim :]
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]
-        rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2)
-        return torch.cat((rotated, rest), -1)
+    def rotate(self, x: torch.Tensor, angles: Angles) -> torch.Tensor:
+        cos, sin = angles
+        half = self.rot_dim // 2
+        x1, x2, rest = x[..., :half], x[..., half : self.rot_dim], x[..., self.rot_dim :]
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest), -1)
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
     """ALiBi's geometric head slopes 2^(-8h/n), h = 1..n: some heads local, some nearly global."""
     return torch.tensor([2.0 ** (-8.0 * (h + 1) / num_heads) for h in range(num_heads)])
-
-
-def attention_bias(
-    key_valid: torch.Tensor, num_queries: int, dtype: torch.dtype, distance_bias: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Additive bias [B, 1|heads, Lq, Lk]: -inf on padded keys, plus an optional distance bias.
-
-    A sequence with no valid key at all (a padded keyframe) attends to everything instead, so
-    its (discarded) outputs stay finite rather than NaN; valid sequences are unaffected.
-    """
-    key_valid = key_valid | ~key_valid.any(-1, keepdim=True)
-    bias = torch.zeros(
-        key_valid.shape[0], 1, num_queries, key_valid.shape[1], dtype=dtype, device=key_valid.device
-    )
-    if distance_bias is not None:
-        bias = bias + distance_bias.to(dtype)
-    return bias.masked_fill(~key_valid[:, None, None, :], float("-inf"))
 
 
 class Attention(nn.Module):
@@ -96,13 +97,21 @@ class Attention(nn.Module):
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
 
-    def project_kv(self, x: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor) -> KeyValue:
+    def project_kv(self, x: torch.Tensor, angles: Angles, valid: torch.Tensor | None) -> KeyValue:
+        """Keys/values of tokens `x`; `valid` None means every token is a valid key."""
         k, v = self.kv(x).chunk(2, -1)
-        return KeyValue(self.rope.rotate(self._heads(k), self.rope.angles(pos)), self._heads(v), valid)
+        if valid is None:
+            bias = torch.zeros(x.shape[0], 1, 1, x.shape[1], dtype=x.dtype, device=x.device)
+        else:
+            bias = key_bias(valid, x.dtype)
+        return KeyValue(self.rope.rotate(self._heads(k), angles), self._heads(v), bias)
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor, kv: KeyValue, bias: torch.Tensor) -> torch.Tensor:
-        q = self.rope.rotate(self._heads(self.q(x)), self.rope.angles(pos))
-        out = F.scaled_dot_product_attention(q, kv.k, kv.v, attn_mask=bias.to(q.dtype))
+    def forward(
+        self, x: torch.Tensor, angles: Angles, kv: KeyValue, distance_bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        q = self.rope.rotate(self._heads(self.q(x)), angles)
+        bias = kv.bias if distance_bias is None else kv.bias + distance_bias.to(x.dtype)
+        out = F.scaled_dot_product_attention(q, kv.k, kv.v, attn_mask=bias)
         return self.out(out.transpose(1, 2).flatten(-2))
 
 
@@ -129,7 +138,7 @@ class Block(nn.Module):
     def context_kv(self, context: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor) -> KeyValue:
         """Keys/values of a cross-attention context; reusable while the context does not change."""
         assert self.norm_kv is not None, "context_kv needs a block built with cross=True"
-        return self.attn.project_kv(self.norm_kv(context), pos, valid)
+        return self.attn.project_kv(self.norm_kv(context), self.attn.rope.angles(pos, context.dtype), valid)
 
     def forward(
         self,
@@ -141,9 +150,9 @@ class Block(nn.Module):
     ) -> torch.Tensor:
         """Self-attention when `context_kv` is None, else cross-attention to that context."""
         h = self.norm_q(x)
-        kv = self.attn.project_kv(h, pos, valid) if context_kv is None else context_kv
-        bias = attention_bias(kv.valid, x.shape[1], x.dtype, distance_bias)
-        x = x + self.attn(h, pos, kv, bias)
+        angles = self.attn.rope.angles(pos, x.dtype)
+        kv = self.attn.project_kv(h, angles, valid) if context_kv is None else context_kv
+        x = x + self.attn(h, angles, kv, distance_bias)
         return x + self.mlp(self.norm_mlp(x))
 
 
@@ -179,21 +188,19 @@ class AdaBlock(nn.Module):
 
     def context_kv(self, context: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor) -> KeyValue:
         assert self.norm_ctx is not None, "context_kv called on a block without context"
-        return self.attn.project_kv(self.norm_ctx(context), pos, valid)
+        return self.attn.project_kv(self.norm_ctx(context), self.attn.rope.angles(pos, context.dtype), valid)
 
     def forward(
-        self, x: torch.Tensor, pos: torch.Tensor, modulation: torch.Tensor, context_kv: KeyValue | None
+        self, x: torch.Tensor, angles: Angles, modulation: torch.Tensor, context_kv: KeyValue | None
     ) -> torch.Tensor:
         """`modulation` = self.modulation(cond), [B, 6W]: precomputable for a known timestep schedule."""
         shift1, scale1, gate1, shift2, scale2, gate2 = modulation[:, None].chunk(6, -1)
         h = self.norm1(x) * (1 + scale1) + shift1
         parts = [context_kv] if self.uses_context else []
         if self.attend_self:
-            parts.append(
-                self.attn.project_kv(h, pos, torch.ones(x.shape[:2], dtype=torch.bool, device=x.device))
-            )
+            parts.append(self.attn.project_kv(h, angles, None))
         kv = parts[0] if len(parts) == 1 else KeyValue.cat(parts)
-        x = x + gate1 * self.attn(h, pos, kv, attention_bias(kv.valid, x.shape[1], x.dtype))
+        x = x + gate1 * self.attn(h, angles, kv)
         return x + gate2 * self.mlp(self.norm2(x) * (1 + scale2) + shift2)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from instant_fold_core.policy.attention import AdaBlock, KeyValue, Rope3D, mlp, sinusoidal
+from instant_fold_core.policy.attention import AdaBlock, Angles, KeyValue, Rope3D, mlp, sinusoidal
 from instant_fold_core.policy.configuration import PolicyConfig
 
 
@@ -42,9 +42,9 @@ class _Branch(nn.Module):
         self.gripper_head = mlp(w, 1.0, 1)
 
     def forward(
-        self, x: torch.Tensor, pos: torch.Tensor, modulations: list[torch.Tensor], context_kv: KeyValue
+        self, x: torch.Tensor, angles: Angles, modulations: list[torch.Tensor], context_kv: KeyValue
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        x = self.refine(self.joint(x, pos, modulations[0], context_kv), pos, modulations[1], None)
+        x = self.refine(self.joint(x, angles, modulations[0], context_kv), angles, modulations[1], None)
         x = self.norm(x)
         return self.position_head(x), self.gripper_head(x)[..., 0]
 
@@ -55,6 +55,7 @@ class ActionDenoiser(nn.Module):
         w = cfg.width
         self.horizon = cfg.horizon
         self.width = w
+        self.rope = rope
         self.use_keypose = cfg.use_keypose_aux
         self.action_tokenizer = nn.Linear(3, w)
         self.hand = nn.Embedding(2, w)
@@ -110,14 +111,16 @@ class ActionDenoiser(nn.Module):
         if self.use_keypose:
             z, pos = torch.cat((z_keypose, z), 1), torch.cat((keypose_pos, pos), 1)
         x = self.action_tokenizer(z) + self.hand(self.hand_ids) + self.step(self.step_ids)
-        x = self.cross(x, pos, modulations[0], context_kv[0])
+        cos, sin = self.rope.angles(pos, x.dtype)  # shared by every block of this step
+        x = self.cross(x, (cos, sin), modulations[0], context_kv[0])
         n_kp = 2 if self.use_keypose else 0
-        traj_v, traj_g = self.trajectory(x[:, n_kp:], pos[:, n_kp:], modulations[1:3], context_kv[1])
+        traj_angles = (cos[:, :, n_kp:], sin[:, :, n_kp:])
+        traj_v, traj_g = self.trajectory(x[:, n_kp:], traj_angles, modulations[1:3], context_kv[1])
         out = DecoderOutput(
             traj_v.unflatten(1, (self.horizon, 2)), traj_g.unflatten(1, (self.horizon, 2)), None, None
         )
         if self.keypose is not None:
             out.keypose_velocity, out.keypose_gripper_logit = self.keypose(
-                x[:, :n_kp], pos[:, :n_kp], modulations[3:5], context_kv[2]
+                x[:, :n_kp], (cos[:, :, :n_kp], sin[:, :, :n_kp]), modulations[3:5], context_kv[2]
             )
         return out
