@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 
@@ -378,3 +379,24 @@ def test_minmax_normalizer_maps_range_and_rejects_garbage():
         MinMaxNormalizer(3).to_dict()
     flat = MinMaxNormalizer(1).calibrate(np.zeros((4, 1)))  # motionless axis: no division by zero
     assert torch.isfinite(flat.normalize(torch.zeros(1))).all()
+
+
+def test_runner_half_precision_matches_float32(episodes):
+    """bf16 (the GPU inference dtype; bf16 kernels also exist on CPU) gives nearly the float32 chunk."""
+    policy, _ = make_policy(small_config(), episodes)
+    ep = episodes[0]
+    kf = ep.keyframes
+    chunks = []
+    for dtype in (torch.float32, torch.bfloat16):
+        runner = PolicyRunner(copy.deepcopy(policy), dtype=dtype)  # the runner casts its policy
+        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.gripper_state[kf])
+        chunks.append(
+            runner.predict(
+                ep.cloth_positions[3],
+                ep.cloth_features[3],
+                ep.gripper_state[3],
+                generator=torch.Generator().manual_seed(0),
+            )
+        )
+    assert np.isfinite(chunks[1].targets).all()
+    assert np.abs(chunks[0].targets[..., :3] - chunks[1].targets[..., :3]).max() < 0.02

@@ -168,3 +168,16 @@ def test_ddp_two_processes_gloo(tmp_path):
     end = records[-1]
     assert end["event"] == "end" and end["ranks_in_sync"] is True and end["world_size"] == 2
     InstantFoldPolicy.from_pretrained(out / CHECKPOINT_DIR)
+
+
+@pytest.mark.gpu
+def test_gpu_mixed_precision_training_and_half_precision_inference(episodes, tmp_path):
+    history = train(small(4, log_every=2, checkpoint_every=4, batch_size=4), episodes, tmp_path, device="cuda")
+    assert np.isfinite(history["final_loss"])
+    ep = episodes[0]
+    kf = ep.keyframes
+    for dtype in (torch.bfloat16, torch.float16):
+        runner = PolicyRunner.from_checkpoint(tmp_path / CHECKPOINT_DIR, device="cuda", dtype=dtype)
+        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.gripper_state[kf])
+        chunk = runner.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.gripper_state[0])
+        assert np.isfinite(chunk.targets).all()

@@ -176,6 +176,7 @@ class PolicyRunner:
         self.device = torch.device(device)
         self.dtype = dtype
         self.policy = policy.to(self.device, dtype).eval()
+        self.policy.normalizers.float()  # statistics stay float32: actions are rebuilt in float32
         self.cfg = policy.cfg
         self._velocity = torch.compile(policy.velocity, dynamic=False) if compile else policy.velocity
         self._context: DemoContext | None = None
