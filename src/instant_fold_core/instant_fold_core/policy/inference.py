@@ -20,6 +20,9 @@ from instant_fold_core.policy.data import DemoTokens, ObservationTokens
 from instant_fold_core.policy.decoder import DecoderOutput
 from instant_fold_core.policy.modeling import DemoContext, InstantFoldPolicy, euler_times
 
+#: Arrays accepted at the policy boundary (numpy or torch, any float dtype; converted and checked).
+Array = np.ndarray | torch.Tensor
+
 
 class PolicyInputError(ValueError):
     """An observation/demonstration given to the policy is unusable; the message names the field."""
@@ -63,13 +66,15 @@ def sample_cached(
     obs: ObservationTokens,
     context: DemoContext,
     generator: torch.Generator | None = None,
+    velocity: Callable[..., DecoderOutput] | None = None,
 ) -> SampledActions:
     """The fast path: the demonstration `context` is already encoded; the scene is fused and its
-    keys/values and the AdaLN schedule are computed once, then only the action branch runs per step."""
+    keys/values and the AdaLN schedule are computed once, then only the action branch runs per step.
+    `velocity` replaces `policy.velocity` (e.g. a compiled version of it)."""
     steps = policy.cfg.num_inference_steps
     scene = policy.prepare_scene(obs, context, steps)
     noise_traj, noise_kp = draw_noise(policy, obs.gripper_state.shape[0], scene.proprio, generator)
-    return euler_sample(partial(policy.velocity, scene), noise_traj, noise_kp, steps)
+    return euler_sample(partial(velocity or policy.velocity, scene), noise_traj, noise_kp, steps)
 
 
 def sample_naive(
@@ -151,7 +156,7 @@ def to_absolute(
 # ---------------------------------------------------------------------- validated runner
 
 
-def _array(name: str, value: np.ndarray | torch.Tensor, shape: tuple[int | None, ...]) -> np.ndarray:
+def _array(name: str, value: Array, shape: tuple[int | None, ...]) -> np.ndarray:
     arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
     if arr.ndim != len(shape) or any(s is not None and a != s for a, s in zip(arr.shape, shape, strict=True)):
         want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
@@ -193,8 +198,13 @@ class PolicyRunner:
         return cls(policy, device, dtype, compile)
 
     def _cloth(
-        self, prefix: str, positions, features, valid, lead: tuple[int | None, ...]
-    ) -> tuple[np.ndarray, ...]:
+        self,
+        prefix: str,
+        positions: Array,
+        features: Array,
+        valid: Array | None,
+        lead: tuple[int | None, ...],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n, d = self.cfg.num_cloth_tokens, self.cfg.cloth_feature_dim
         pos = _array(f"{prefix}cloth_positions", positions, (*lead, n, 3))
         feat = _array(f"{prefix}cloth_features", features, (*lead, n, d))
@@ -214,7 +224,13 @@ class PolicyRunner:
         return t.to(self.device, self.dtype if t.is_floating_point() else None)
 
     @torch.inference_mode()
-    def load_demonstration(self, cloth_positions, cloth_features, gripper_state, cloth_valid=None) -> None:
+    def load_demonstration(
+        self,
+        cloth_positions: Array,
+        cloth_features: Array,
+        gripper_state: Array,
+        cloth_valid: Array | None = None,
+    ) -> None:
         """Encode and cache the K context keyframes ([K, N, 3], [K, N, D], [K, 2, 4], [K, N])."""
         if self.cfg.conditioning != "demo":
             raise PolicyInputError("policy is language-conditioned: use load_mode(mode_id)")
@@ -255,10 +271,10 @@ class PolicyRunner:
     @torch.inference_mode()
     def predict(
         self,
-        cloth_positions,
-        cloth_features,
-        gripper_state,
-        cloth_valid=None,
+        cloth_positions: Array,
+        cloth_features: Array,
+        gripper_state: Array,
+        cloth_valid: Array | None = None,
         generator: torch.Generator | None = None,
     ) -> ActionChunk:
         """One query: [N, 3] positions, [N, D] features, [2, 4] arm states -> an `ActionChunk`."""
@@ -274,9 +290,5 @@ class PolicyRunner:
             self._tensor(val[None]),
             self._tensor(state[None]),
         )
-        scene = self.policy.prepare_scene(obs, self._context, self.cfg.num_inference_steps)
-        noise_traj, noise_kp = draw_noise(self.policy, 1, scene.proprio, generator)
-        sampled = euler_sample(
-            partial(self._velocity, scene), noise_traj, noise_kp, self.cfg.num_inference_steps
-        )
+        sampled = sample_cached(self.policy, obs, self._context, generator, self._velocity)
         return to_absolute(self.policy, sampled, obs.gripper_state)[0]

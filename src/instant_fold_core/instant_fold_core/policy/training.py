@@ -332,8 +332,10 @@ def plot_training_curves(log_path: str | Path, png_path: str | Path) -> Path:
     axes[0].set_xlabel("step")
     axes[0].set_title("training losses")
     axes[0].legend()
-    evals = [r for r in train if "action_error_m" in r]
-    axes[1].plot([r["step"] for r in evals], [r["action_error_m"] * 100 for r in evals], marker="o")
+    evals = [(r["step"], r["action_error_m"]) for r in train if "action_error_m" in r]
+    evals += [(0, r["initial_action_error"]) for r in records if "initial_action_error" in r]
+    evals.sort()
+    axes[1].plot([s for s, _ in evals], [e * 100 for _, e in evals], marker="o")
     axes[1].set_yscale("log")
     axes[1].set_xlabel("step")
     axes[1].set_ylabel("cm")
