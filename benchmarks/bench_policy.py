@@ -5,6 +5,7 @@ Setting of the issue: 10 Euler steps, horizon H = 8, a demonstration of 8 keyfra
 them) with calibrated normalisers. Prints a table and writes JSON.
 
     python benchmarks/bench_policy.py --out bench_policy.json [--configs paper cpu-small] [--device cuda]
+        [--dtype bfloat16] [--threads 1]
 """
 
 from __future__ import annotations
@@ -123,7 +124,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--dtype", default=None, help="float32 (CPU default) | bfloat16 | float16 (GPU)")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--naive-repeats", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: batch-1 queries gain nothing from more on a shared CPU)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench_policy.json"))
     args = parser.parse_args(argv)
     if args.threads:

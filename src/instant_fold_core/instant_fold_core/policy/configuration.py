@@ -38,8 +38,9 @@ class PolicyConfig:
     #: Dense spatio-temporal self-attention layers of the context encoder (RoPE, no ALiBi).
     temporal_layers: int = 4
     num_summary_tokens: int = 4
-    #: Cross-attention layers fusing the current scene with the demonstration context.
-    fusion_layers: int = 2
+    #: Cross-attention layers fusing the current scene with the demonstration context (the paper
+    #: describes one cross-attention step and gives no count).
+    fusion_layers: int = 1
     #: Trajectory horizon H (4 in simulation, 8 on the real robot).
     horizon: int = 4
     num_inference_steps: int = 10
