@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.policy.configuration import TrainingConfig
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, chunk_targets, collate
 from instant_fold_core.policy.dataset import PolicyDataset, occlude_tokens, recovery_targets
@@ -156,3 +157,33 @@ def test_tokenized_episode_file_round_trip_and_errors(episodes, tmp_path):
             e.keyframes,
             {"garment_id": "x"},
         ).validate()
+
+
+def test_tokenized_episode_from_an_episode():
+    """Tokens attach to the shared `Episode` contract; its arrays and meta carry over."""
+    synthetic = make_episode(0, "bottom_up", 0, 8, 16)
+    t = synthetic.num_frames
+    episode = Episode(
+        rgb=np.zeros((t, 4, 4, 3), np.uint8),
+        depth=np.ones((t, 4, 4), np.float32),
+        mask=np.ones((t, 4, 4), bool),
+        intrinsics=np.eye(3, dtype=np.float32),
+        extrinsics=np.eye(4, dtype=np.float32),
+        gripper_state=synthetic.gripper_state,
+        action=synthetic.action,
+        particles=np.zeros((t, 0, 3), np.float32),
+        particle_visible=np.zeros((t, 0), bool),
+        keypoints=np.zeros((t, 7, 3), np.float32),
+        keypoint_particle_ids=np.full(7, -1, np.int32),
+        keyframes=synthetic.keyframes,
+        meta={"garment_id": "g0", "mode": "bottom_up"},
+    )
+    tokenized = TokenizedEpisode.from_episode(
+        episode, synthetic.cloth_positions, synthetic.cloth_features, synthetic.cloth_valid
+    )
+    np.testing.assert_array_equal(tokenized.action, episode.action)
+    assert tokenized.meta == episode.meta and tokenized.cloth_features.shape == (t, 16, 8)
+    with pytest.raises(PolicyDataError, match="cloth_positions: expected shape"):
+        TokenizedEpisode.from_episode(
+            episode, synthetic.cloth_positions[:-1], synthetic.cloth_features, synthetic.cloth_valid
+        )
