@@ -83,7 +83,9 @@ def _time(fn, repeats: int, warmup: int, device: torch.device) -> dict[str, floa
     }
 
 
-def bench(name: str, device: torch.device, dtype: torch.dtype, repeats: int, naive_repeats: int) -> dict:
+def bench(
+    name: str, device: torch.device, dtype: torch.dtype, repeats: int, naive_repeats: int, compile_: bool
+) -> dict:
     cfg = preset(name).model
     cfg.horizon, cfg.execute_steps = HORIZON, min(cfg.execute_steps, HORIZON)
     policy = InstantFoldPolicy(cfg)
@@ -91,6 +93,8 @@ def bench(name: str, device: torch.device, dtype: torch.dtype, repeats: int, nai
     policy.normalizers.keypose.set_range(torch.full((3,), -0.4), torch.full((3,), 0.4))
     policy = policy.to(device, dtype).eval()
     demo, obs = _inputs(cfg, device, dtype)
+    if compile_:
+        policy.denoiser.compile(dynamic=False)  # as PolicyRunner(compile=True)
     with torch.inference_mode():
         context = policy.encode_context(demo)
 
@@ -99,6 +103,7 @@ def bench(name: str, device: torch.device, dtype: torch.dtype, repeats: int, nai
 
         result = {
             "config": name,
+            "compiled": compile_,
             "device": str(device),
             "dtype": str(dtype).removeprefix("torch."),
             "parameters": policy_summary(policy),
@@ -130,6 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
         default=1,
         help="torch intra-op threads (default 1: batch-1 queries gain nothing from more on a shared CPU)",
     )
+    parser.add_argument("--compile", action="store_true", help="torch.compile the per-step action branch")
     parser.add_argument("--out", type=Path, default=Path("bench_policy.json"))
     args = parser.parse_args(argv)
     if args.threads:
@@ -144,7 +150,10 @@ def main(argv: list[str] | None = None) -> dict:
             "torch": torch.__version__,
             "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
         },
-        "results": [bench(name, device, dtype, args.repeats, args.naive_repeats) for name in args.configs],
+        "results": [
+            bench(name, device, dtype, args.repeats, args.naive_repeats, args.compile)
+            for name in args.configs
+        ],
     }
     for r in report["results"]:
         print(

@@ -400,3 +400,22 @@ def test_runner_half_precision_matches_float32(episodes):
         )
     assert np.isfinite(chunks[1].targets).all()
     assert np.abs(chunks[0].targets[..., :3] - chunks[1].targets[..., :3]).max() < 0.02
+
+
+@pytest.mark.slow
+def test_compiled_runner_matches_eager(episodes):
+    policy, _ = make_policy(small_config(), episodes)
+    ep = episodes[0]
+    kf = ep.keyframes
+    targets = []
+    for compile_ in (False, True):
+        runner = PolicyRunner(copy.deepcopy(policy), compile=compile_)
+        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.gripper_state[kf])
+        chunk = runner.predict(
+            ep.cloth_positions[2],
+            ep.cloth_features[2],
+            ep.gripper_state[2],
+            generator=torch.Generator().manual_seed(0),
+        )
+        targets.append(chunk.targets)
+    np.testing.assert_allclose(targets[0], targets[1], atol=1e-4)

@@ -66,15 +66,13 @@ def sample_cached(
     obs: ObservationTokens,
     context: DemoContext,
     generator: torch.Generator | None = None,
-    velocity: Callable[..., DecoderOutput] | None = None,
 ) -> SampledActions:
     """The fast path: the demonstration `context` is already encoded; the scene is fused and its
-    keys/values and the AdaLN schedule are computed once, then only the action branch runs per step.
-    `velocity` replaces `policy.velocity` (e.g. a compiled version of it)."""
+    keys/values and the AdaLN schedule are computed once, then only the action branch runs per step."""
     steps = policy.cfg.num_inference_steps
     scene = policy.prepare_scene(obs, context, steps)
     noise_traj, noise_kp = draw_noise(policy, obs.gripper_state.shape[0], scene.proprio, generator)
-    return euler_sample(partial(velocity or policy.velocity, scene), noise_traj, noise_kp, steps)
+    return euler_sample(partial(policy.velocity, scene), noise_traj, noise_kp, steps)
 
 
 def sample_naive(
@@ -183,7 +181,9 @@ class PolicyRunner:
         self.policy = policy.to(self.device, dtype).eval()
         self.policy.normalizers.float()  # statistics stay float32: actions are rebuilt in float32
         self.cfg = policy.cfg
-        self._velocity = torch.compile(policy.velocity, dynamic=False) if compile else policy.velocity
+        if compile:
+            # Only the per-step action branch is compiled; it sees fixed shapes for a given demo length.
+            self.policy.denoiser.compile(dynamic=False)
         self._context: DemoContext | None = None
 
     @classmethod
@@ -290,5 +290,5 @@ class PolicyRunner:
             self._tensor(val[None]),
             self._tensor(state[None]),
         )
-        sampled = sample_cached(self.policy, obs, self._context, generator, self._velocity)
+        sampled = sample_cached(self.policy, obs, self._context, generator)
         return to_absolute(self.policy, sampled, obs.gripper_state)[0]

@@ -56,9 +56,12 @@ def init_distributed(device: str) -> DistInfo:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistInfo()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.startswith("cuda"):
+        torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
-    return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank)
 
 
 def step_generators(seed: int, step: int, rank: int) -> tuple[np.random.Generator, torch.Generator]:
