@@ -19,6 +19,7 @@ from instant_fold_core.policy.inference import PolicyInputError, PolicyRunner, s
 from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_core.policy.normalization import MinMaxNormalizer, NormalizerError
 from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
+from instant_fold_core.policy.visualize import Expert, plot_demo_conditioning
 
 ABLATIONS = (
     "use_context_encoder",
@@ -419,3 +420,13 @@ def test_compiled_runner_matches_eager(episodes):
         )
         targets.append(chunk.targets)
     np.testing.assert_allclose(targets[0], targets[1], atol=1e-4)
+
+
+def test_demo_conditioning_plot(episodes, tmp_path):
+    policy, _ = make_policy(small_config(), episodes)
+    runner = PolicyRunner(policy)
+    demos = {"A": episodes[2], "B": episodes[3]}
+    experts = {"A": Expert.from_episode(episodes[0], 0, 4), "B": Expert.from_episode(episodes[1], 0, 4)}
+    path = plot_demo_conditioning(runner, episodes[0], 0, demos, tmp_path / "cond.png", experts)
+    assert path.stat().st_size > 10_000
+    np.testing.assert_allclose(experts["A"].chunk[-1], episodes[0].action[3, :, :3], atol=1e-6)
