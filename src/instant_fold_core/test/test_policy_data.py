@@ -8,7 +8,7 @@ import pytest
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.policy.configuration import TrainingConfig
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, chunk_targets, collate
-from instant_fold_core.policy.dataset import PolicyDataset, occlude_tokens, recovery_targets
+from instant_fold_core.policy.dataset import PolicyDataset, mode_ids, occlude_tokens, recovery_targets
 from instant_fold_core.policy.synthetic import MODES, make_episode, synthetic_episodes
 
 
@@ -187,3 +187,34 @@ def test_tokenized_episode_from_an_episode():
         TokenizedEpisode.from_episode(
             episode, synthetic.cloth_positions[:-1], synthetic.cloth_features, synthetic.cloth_valid
         )
+
+
+def test_mode_ids_follow_the_generator_or_sorted_names(episodes):
+    assert mode_ids(episodes) == {"right_over_left": 0, "bottom_up": 1}  # meta["mode_id"]
+    plain = [
+        TokenizedEpisode(
+            e.cloth_positions,
+            e.cloth_features,
+            e.cloth_valid,
+            e.gripper_state,
+            e.action,
+            e.keyframes,
+            {"garment_id": "g", "mode": e.meta["mode"]},
+        )
+        for e in episodes
+    ]
+    assert mode_ids(plain) == {"bottom_up": 0, "right_over_left": 1}
+    clash = [
+        TokenizedEpisode(
+            e.cloth_positions,
+            e.cloth_features,
+            e.cloth_valid,
+            e.gripper_state,
+            e.action,
+            e.keyframes,
+            {**e.meta, "mode_id": 0},
+        )
+        for e in episodes
+    ]
+    with pytest.raises(PolicyDataError, match="share an id"):
+        mode_ids(clash)

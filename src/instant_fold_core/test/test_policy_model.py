@@ -59,6 +59,7 @@ def make_policy(
     policy = InstantFoldPolicy(cfg.model)
     dataset = PolicyDataset(episodes, cfg.model.horizon, cfg.train)
     dataset.calibrate(policy.normalizers)
+    policy.mode_ids = dataset.mode_ids
     return randomise(policy, seed).eval(), dataset
 
 
@@ -276,6 +277,16 @@ def test_language_conditioned_variant(episodes):
     )
     assert chunk.targets.shape == (policy.cfg.horizon, 2, 4)
     assert np.abs(chunk0.targets - chunk1.targets).max() > 1e-6  # the mode id conditions the actions
+    other.load_mode("bottom_up")  # by name, through the training data's mode ids
+    by_name = other.predict(
+        ep.cloth_positions[0],
+        ep.cloth_features[0],
+        ep.gripper_state[0],
+        generator=torch.Generator().manual_seed(0),
+    )
+    np.testing.assert_array_equal(by_name.targets, chunk1.targets)  # "bottom_up" is mode id 1
+    with pytest.raises(PolicyInputError, match="unknown mode 'diagonal'"):
+        other.load_mode("diagonal")
     with pytest.raises(PolicyInputError, match="language-conditioned"):
         runner.load_demonstration(ep.cloth_positions[:2], ep.cloth_features[:2], ep.gripper_state[:2])
 
@@ -325,6 +336,7 @@ def test_checkpoint_round_trip_is_exact(episodes, tmp_path):
     for (k, a), (k2, b) in zip(policy.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert k == k2 and torch.equal(a, b), k
     assert loaded.normalizers.to_dict() == policy.normalizers.to_dict()
+    assert loaded.mode_ids == policy.mode_ids == {"right_over_left": 0, "bottom_up": 1}
     batch = make_batch(dataset)
     assert torch.equal(
         fixed_velocity(policy, batch).traj_velocity, fixed_velocity(loaded.eval(), batch).traj_velocity

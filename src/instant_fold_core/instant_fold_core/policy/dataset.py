@@ -21,27 +21,21 @@ class PolicyDataset:
     """Indexes every (episode, frame) pair; `sample(i, rng)` builds one `PolicySample`."""
 
     def __init__(
-        self,
-        episodes: list[TokenizedEpisode],
-        horizon: int,
-        train: TrainingConfig | None = None,
-        mode_ids: dict[str, int] | None = None,
+        self, episodes: list[TokenizedEpisode], horizon: int, train: TrainingConfig | None = None
     ) -> None:
         if not episodes:
             raise PolicyDataError("PolicyDataset: no episodes")
         for e in episodes:
             e.validate()
-        dims = {e.cloth_features.shape[-1] for e in episodes}
-        if len(dims) != 1:
+        shapes = {e.cloth_features.shape[1:] for e in episodes}
+        if len(shapes) != 1:
             raise PolicyDataError(
-                f"cloth_features: episodes disagree on the feature dimension {sorted(dims)}"
+                f"cloth_features: episodes disagree on (tokens, feature dim): {sorted(shapes)}"
             )
         self.episodes = episodes
         self.horizon = horizon
         self.train = train or TrainingConfig()
-        self.mode_ids = mode_ids or {
-            m: i for i, m in enumerate(sorted({str(e.meta["mode"]) for e in episodes}))
-        }
+        self.mode_ids = mode_ids(episodes)
         groups: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, e in enumerate(episodes):
             groups[(str(e.meta["garment_id"]), str(e.meta["mode"]))].append(i)
@@ -100,6 +94,21 @@ class PolicyDataset:
             kp_grip,
             self.mode_ids[str(episode.meta["mode"])],
         )
+
+
+def mode_ids(episodes: list[TokenizedEpisode]) -> dict[str, int]:
+    """Mode name -> id: the episodes' `meta["mode_id"]` when all carry one (the generator's own
+    numbering), else the sorted mode names. Used by the language-conditioned variant."""
+    if all("mode_id" in e.meta for e in episodes):
+        ids: dict[str, int] = {}
+        for e in episodes:
+            name, idx = str(e.meta["mode"]), int(e.meta["mode_id"])
+            if ids.setdefault(name, idx) != idx:
+                raise PolicyDataError(f"meta.mode_id: mode {name!r} has ids {ids[name]} and {idx}")
+        if len(set(ids.values())) != len(ids):
+            raise PolicyDataError(f"meta.mode_id: two modes share an id ({ids})")
+        return ids
+    return {m: i for i, m in enumerate(sorted({str(e.meta["mode"]) for e in episodes}))}
 
 
 def recovery_targets(

@@ -250,15 +250,20 @@ class PolicyRunner:
         self._context = self.policy.encode_context(demo)
 
     @torch.inference_mode()
-    def load_mode(self, mode_id: int) -> None:
-        """Language-conditioned variant: condition on a folding-mode id instead of a demonstration."""
+    @torch.inference_mode()
+    def load_mode(self, mode: int | str) -> None:
+        """Language-conditioned variant: condition on a folding mode (id, or name seen in training)."""
         if self.cfg.conditioning != "language":
             raise PolicyInputError("policy is demonstration-conditioned: use load_demonstration(...)")
-        if not 0 <= int(mode_id) < self.cfg.num_modes:
-            raise PolicyInputError(f"mode_id: {mode_id} outside [0, {self.cfg.num_modes})")
+        if isinstance(mode, str):
+            if mode not in self.policy.mode_ids:
+                raise PolicyInputError(f"mode: unknown mode {mode!r} (known: {sorted(self.policy.mode_ids)})")
+            mode = self.policy.mode_ids[mode]
+        if not 0 <= int(mode) < self.cfg.num_modes:
+            raise PolicyInputError(f"mode: id {mode} outside [0, {self.cfg.num_modes})")
         empty = torch.zeros(1, 0, device=self.device)
         self._context = self.policy.encode_context(
-            DemoTokens(empty, empty, empty, empty, empty, torch.tensor([int(mode_id)], device=self.device))
+            DemoTokens(empty, empty, empty, empty, empty, torch.tensor([int(mode)], device=self.device))
         )
 
     def clear_demonstration(self) -> None:

@@ -35,6 +35,7 @@ from instant_fold_core.policy.decoder import ActionDenoiser, DecoderOutput
 from instant_fold_core.policy.normalization import ActionNormalizers, NormalizerError
 
 NORMALIZERS_FILE = "normalizers"
+MODES_FILE = "modes"
 
 
 def euler_times(
@@ -86,6 +87,8 @@ class InstantFoldPolicy(nn.Module):
         )
         self.denoiser = ActionDenoiser(cfg, rope)
         self.normalizers = ActionNormalizers()
+        #: Mode name -> id of the training data (what the language-conditioned variant is told).
+        self.mode_ids: dict[str, int] = {}
 
     # ------------------------------------------------------------------ stage 1: demonstration
     def encode_context(self, demo: DemoTokens) -> DemoContext:
@@ -235,9 +238,8 @@ class InstantFoldPolicy(nn.Module):
         if config.model != self.cfg:
             raise ConfigError("save_pretrained: config.model does not describe this policy")
         tensors = state_dict if state_dict is not None else self.state_dict()
-        return save_checkpoint(
-            directory, tensors, config.to_dict(), {NORMALIZERS_FILE: self.normalizers.to_dict()}
-        )
+        extras = {NORMALIZERS_FILE: self.normalizers.to_dict(), MODES_FILE: dict(self.mode_ids)}
+        return save_checkpoint(directory, tensors, config.to_dict(), extras)
 
     @classmethod
     def from_pretrained(
@@ -257,6 +259,8 @@ class InstantFoldPolicy(nn.Module):
             policy.normalizers.load_dict(read_json(directory, NORMALIZERS_FILE))
         except NormalizerError as exc:
             raise CheckpointError(f"checkpoint {directory}: {exc}") from exc
+        if (Path(directory) / f"{MODES_FILE}.json").is_file():
+            policy.mode_ids = {str(k): int(v) for k, v in read_json(directory, MODES_FILE).items()}
         return policy, config
 
 

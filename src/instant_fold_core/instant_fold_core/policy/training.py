@@ -208,6 +208,11 @@ def train(
     torch.manual_seed(tr.seed)  # identical initial weights on every rank
     policy = InstantFoldPolicy(cfg.model)
     dataset.calibrate(policy.normalizers)
+    policy.mode_ids = dataset.mode_ids
+    if cfg.model.conditioning == "language" and max(dataset.mode_ids.values()) >= cfg.model.num_modes:
+        raise PolicyDataError(
+            f"meta.mode_id: ids {dataset.mode_ids} exceed model.num_modes={cfg.model.num_modes}"
+        )
     policy.to(device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=tr.lr, weight_decay=tr.weight_decay)
     ema = EMA(policy, tr.ema_decay)
