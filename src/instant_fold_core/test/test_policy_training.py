@@ -123,9 +123,9 @@ def test_cli_trains_and_writes_checkpoint_log_and_plot(tmp_path, capsys):
     assert cfg.name == "cpu-small" and cfg.train.steps == 4 and policy.normalizers.calibrated
     assert (tmp_path / "curves.png").stat().st_size > 1000
     assert "[policy] step 4" in capsys.readouterr().out
-    assert (
-        main(["--config", "cpu-small", "--out", str(tmp_path / "x"), "--data", str(tmp_path / "empty")]) == 2
-    )
+    assert main(["--config", "cpu-small", "--out", str(tmp_path / "x"), "--data", str(tmp_path / "no")]) == 2
+    assert main(["--config", "nope", "--out", str(tmp_path / "x"), "--synthetic", "1"]) == 2
+    assert "neither a YAML file nor a policy preset" in capsys.readouterr().err
 
 
 def test_ddp_two_processes_gloo(tmp_path):

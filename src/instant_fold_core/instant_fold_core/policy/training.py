@@ -27,12 +27,13 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from instant_fold_core.checkpoint import load_checkpoint, read_json, save_checkpoint
-from instant_fold_core.policy.configuration import InstantFoldPolicyConfig, load_config
+from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
+from instant_fold_core.policy.configuration import ConfigError, InstantFoldPolicyConfig, load_config
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, collate
 from instant_fold_core.policy.dataset import PolicyDataset
 from instant_fold_core.policy.inference import sample_cached, to_absolute
 from instant_fold_core.policy.modeling import InstantFoldPolicy, policy_summary
+from instant_fold_core.policy.normalization import NormalizerError
 from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
 
 CHECKPOINT_DIR = "checkpoint"
@@ -374,16 +375,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from <out>/train_state if present")
     parser.add_argument("--plot", help="write training curves to this PNG at the end")
     args = parser.parse_args(argv)
-    cfg = load_config(args.config)
-    if args.steps:
-        cfg.train.steps = args.steps
-    if args.batch_size:
-        cfg.train.batch_size = args.batch_size
-    cfg.validate()
     try:
+        cfg = load_config(args.config)
+        if args.steps:
+            cfg.train.steps = args.steps
+        if args.batch_size:
+            cfg.train.batch_size = args.batch_size
+        cfg.validate()
         episodes = load_episodes(args.data, args.synthetic, cfg)
         train(cfg, episodes, args.out, args.device, resume=args.resume)
-    except PolicyDataError as exc:
+    except (ConfigError, PolicyDataError, NormalizerError, CheckpointError) as exc:
         print(f"train_policy: {exc}", file=sys.stderr)
         return 2
     finally:
