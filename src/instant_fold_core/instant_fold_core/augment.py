@@ -1,0 +1,100 @@
+"""Image-space augmentations shared by encoder pretraining and policy training.
+
+Both work on batched torch tensors in the tokenizer's input convention (rgb float [B,3,H,W] in
+[0,1], depth [B,H,W] m, mask bool [B,H,W], intrinsics [B,3,3]) and take an explicit
+`torch.Generator` so a training step is reproducible (and resumable) from its seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .geometry import project_points
+
+
+@dataclass
+class ColorJitter:
+    """Random brightness, contrast, saturation and per-channel gain (appearance randomisation)."""
+
+    brightness: float = 0.3
+    contrast: float = 0.3
+    saturation: float = 0.3
+    channel_gain: float = 0.1
+
+    def __call__(self, rgb: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        b = rgb.shape[0]
+
+        def factor(spread: float, shape: tuple[int, ...]) -> torch.Tensor:
+            u = torch.rand(shape, generator=generator, device="cpu").to(rgb.device)
+            return 1.0 + (2 * u - 1) * spread
+
+        out = rgb * factor(self.brightness, (b, 1, 1, 1))
+        mean = out.mean(dim=(1, 2, 3), keepdim=True)
+        out = (out - mean) * factor(self.contrast, (b, 1, 1, 1)) + mean
+        gray = out.mean(dim=1, keepdim=True)
+        out = (out - gray) * factor(self.saturation, (b, 1, 1, 1)) + gray
+        out = out * factor(self.channel_gain, (b, 3, 1, 1))
+        return out.clamp(0.0, 1.0)
+
+
+def gripper_template(
+    centers: torch.Tensor, intrinsics: torch.Tensor, height: int, width: int, radius: float = 0.03
+) -> torch.Tensor:
+    """Pixels covered by grippers at camera-frame `centers` [B,G,3]: a disk of metric `radius`
+    whose image size follows the gripper's depth, plus the arm that holds it, a bar of the same
+    width running from the disk to the image's top edge (the arm comes from above the table).
+    Returns bool [B,H,W]."""
+    uv = project_points(centers, intrinsics)  # [B,G,2]
+    z = centers[..., 2].clamp_min(1e-3)
+    r_px = intrinsics[:, None, 0, 0] * radius / z  # [B,G]
+    v, u = torch.meshgrid(
+        torch.arange(height, device=centers.device, dtype=torch.float32),
+        torch.arange(width, device=centers.device, dtype=torch.float32),
+        indexing="ij",
+    )
+    du = u[None, None] - uv[..., 0, None, None]
+    dv = v[None, None] - uv[..., 1, None, None]
+    r = r_px[..., None, None]
+    disk = du.square() + dv.square() <= r.square()
+    arm = (du.abs() <= 0.5 * r) & (dv <= 0)
+    return (disk | arm).any(dim=1)
+
+
+def occlude_with_grippers(
+    rgb: torch.Tensor,
+    depth: torch.Tensor,
+    mask: torch.Tensor,
+    intrinsics: torch.Tensor,
+    centers: torch.Tensor,
+    radius: float = 0.03,
+    color: tuple[float, float, float] = (0.15, 0.15, 0.17),
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Paint gripper occluders (see `gripper_template`) into an observation.
+
+    Covered pixels take the gripper colour, the gripper's depth and leave the cloth mask, so the
+    encoder learns tokens that survive the robot hiding part of the cloth. Returns
+    (rgb, depth, mask, covered).
+    """
+    _, _, h, w = rgb.shape
+    covered = gripper_template(centers, intrinsics.to(centers.dtype), h, w, radius)
+    # the arm and disk sit at the gripper's depth (nearest gripper when several overlap)
+    gripper_depth = centers[..., 2].min(dim=1).values[:, None, None].expand(-1, h, w)
+    paint = torch.tensor(color, device=rgb.device, dtype=rgb.dtype).view(1, 3, 1, 1)
+    rgb = torch.where(covered[:, None], paint, rgb)
+    depth = torch.where(covered, gripper_depth.to(depth.dtype), depth)
+    return rgb, depth, mask & ~covered, covered
+
+
+def random_gripper_centers(
+    points: torch.Tensor, valid: torch.Tensor, count: int, lift: float = 0.03, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Pick `count` gripper positions per batch element: random valid cloth points [B,P,3] raised
+    `lift` metres toward the camera (a gripper just above the cloth it grasps). Returns [B,G,3]."""
+    scores = torch.rand(valid.shape, generator=generator, device="cpu").to(points.device)
+    scores = torch.where(valid, scores, torch.full_like(scores, -1.0))
+    idx = scores.topk(count, dim=1).indices
+    centers = points.gather(1, idx[..., None].expand(-1, -1, 3)).clone()
+    centers[..., 2] -= lift
+    return centers
