@@ -337,7 +337,7 @@ def pretrain(
             torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip)
         optimizer.step()
         tokens_seen += int(out["tokens"])
-        record = {"step": step, "loss": float(out["loss"]), "same": float(out["same"]), "cross": float(out["cross"]),
+        record = {"step": step, "loss": float(out["loss"].detach()), "same": float(out["same"]), "cross": float(out["cross"]),
                   "tau": tau, "lr": optimizer.param_groups[0]["lr"],
                   "tokens_per_s": tokens_seen * world / (time.perf_counter() - t0)}
         history.append(record)
