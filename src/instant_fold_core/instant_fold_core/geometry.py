@@ -185,7 +185,10 @@ def sample_features(feature_map: torch.Tensor, uv: torch.Tensor, image_size: tup
     h, w = image_size
     grid = torch.stack([(uv[..., 0] + 0.5) / w * 2 - 1, (uv[..., 1] + 0.5) / h * 2 - 1], dim=-1)
     sampled = F.grid_sample(
-        feature_map, grid[:, :, None, :].to(feature_map.dtype), mode="bilinear", align_corners=False,
+        feature_map,
+        grid[:, :, None, :].to(feature_map.dtype),
+        mode="bilinear",
+        align_corners=False,
         padding_mode="border",
     )
     return sampled[..., 0].transpose(1, 2)

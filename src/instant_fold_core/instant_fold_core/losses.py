@@ -175,22 +175,31 @@ def _check_same_cloth_inputs(token_pos, token_feat, particle_pos, particle_vis, 
         raise LossInputError(f"token_valid: expected bool [{f}, {n}], got {tuple(token_valid.shape)}")
 
 
-def _exclusive_group_sums(values: torch.Tensor, weights: torch.Tensor, groups: torch.Tensor, num_groups: int):
+def _first_max(scores: torch.Tensor, groups: torch.Tensor, num_groups: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-group maximum of `scores` and a mask of the first token attaining it in each group."""
+    u = scores.shape[0]
+    group_max = torch.full((num_groups,), -torch.inf, dtype=scores.dtype, device=scores.device)
+    group_max = group_max.scatter_reduce(0, groups, scores, "amax")
+    order = torch.arange(u, device=scores.device)
+    at_max = torch.where(scores == group_max[groups], order, torch.full_like(order, u))
+    first = torch.full((num_groups,), u, device=scores.device, dtype=order.dtype)
+    first = first.scatter_reduce(0, groups, at_max, reduce="amin")
+    return group_max, order == first[groups]
+
+
+def _exclusive_group_sums(
+    values: torch.Tensor, weights: torch.Tensor, groups: torch.Tensor, num_groups: int, is_max: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token sums over the *other* members of its group: (sum w_v values_v, sum w_v).
 
-    `weights` must be scaled so that each group's maximum is exactly 1. Subtracting the own term
-    from the group sum is accurate for every member except the maximum, where the rest may be
-    many orders of magnitude smaller; that member gets a sum computed without it instead.
+    Subtracting the own term from the group sum is accurate for every member except the group's
+    largest weight (`is_max`), where the rest may be orders of magnitude smaller; that member
+    gets a sum computed without it instead.
     """
-    u = values.shape[0]
-    order = torch.arange(u, device=values.device)
-    at_max = torch.where(weights == 1, order, torch.full_like(order, u))
-    first_max = torch.full((num_groups,), u, device=values.device, dtype=order.dtype)
-    first_max = first_max.scatter_reduce(0, groups, at_max, reduce="amin")
-    is_max = order == first_max[groups]
     weighted = weights[:, None] * values
     keep = (~is_max).to(values.dtype)
-    sum_all, w_all = _group_sum(weighted, groups, num_groups)[groups], _group_sum(weights, groups, num_groups)[groups]
+    sum_all = _group_sum(weighted, groups, num_groups)[groups]
+    w_all = _group_sum(weights, groups, num_groups)[groups]
     sum_rest = _group_sum(weighted * keep[:, None], groups, num_groups)[groups]
     w_rest = _group_sum(weights * keep, groups, num_groups)[groups]
     excl_sum = torch.where(is_max[:, None], sum_rest, sum_all - weighted)
@@ -212,9 +221,8 @@ def same_cloth_positives(
     W_uv = [a_u = a_v] exp(-(d_u^2 + d_v^2) / 4 sigma^2) = [a_u = a_v] g_u g_v with
     g = exp(-d^2 / 4 sigma^2). The anchor's own g_u cancels in the normalised weights, so the
     positive term needs only the exclusive per-particle sums of g_v z_v and g_v, computed in
-    O(U*D). g is rescaled per particle by its maximum (which also cancels) so nothing underflows:
-    an anchor has positives exactly when another valid token shares its particle, as in exact
-    arithmetic. `particle_offset` shifts the returned particle ids so pools of different cloths
+    O(U*D). g is rescaled per particle by its maximum (which also cancels) so the weights never
+    underflow; the anchor test follows the dense formula in the working dtype. `particle_offset` shifts the returned particle ids so pools of different cloths
     can be concatenated without sharing positives (batch-global denominator).
     """
     _check_same_cloth_inputs(token_pos, token_feat, particle_pos, particle_vis, token_valid)
@@ -228,11 +236,16 @@ def same_cloth_positives(
         valid = valid & token_valid.reshape(-1)
     a = assign.reshape(-1).clamp_min(0)
     log_g = torch.where(valid, -dist.reshape(-1).to(dtype).square() / (4 * sigma**2), -torch.inf)
-    group_max = torch.full((m,), -torch.inf, dtype=dtype, device=z.device).scatter_reduce(0, a, log_g, "amax")
+    group_max, is_max = _first_max(log_g, a, m)
     g = torch.where(valid, torch.exp(log_g - group_max[a]), torch.zeros_like(log_g))
-    positive_sum, positive_weight = _exclusive_group_sums(z, g, a, m)
-    others = _group_sum(valid.to(dtype), a, m)[a] - valid.to(dtype)
-    has_positive = valid & (others > 0) & (positive_weight > 0)
+    positive_sum, positive_weight = _exclusive_group_sums(z, g, a, m, is_max)
+    # Algorithm 1 keeps an anchor when sum_v W_uv > 0 as computed, i.e. when some positive's
+    # weight exp(log g_u + log g_v) does not underflow in this dtype.
+    second = torch.full((m,), -torch.inf, dtype=dtype, device=z.device)
+    second = second.scatter_reduce(0, a, torch.where(is_max, -torch.inf, log_g), "amax")
+    best_other = torch.where(is_max, second[a], group_max[a])
+    finfo = torch.finfo(dtype)
+    has_positive = valid & (log_g + best_other > math.log(finfo.tiny * finfo.eps)) & (positive_weight > 0)
     return {
         "z": z,
         "valid": valid,
@@ -270,8 +283,9 @@ def same_cloth_contrastive_loss(
     return soft_supcon(pool["z"], pool["valid"], pool["positive_sum"], pool["positive_weight"], tau, impl, block)
 
 
-def batch_global_same_cloth_loss(pools: list[dict[str, torch.Tensor]], tau: float, impl: Impl = "blockwise",
-                                 block: int = 2048) -> torch.Tensor:
+def batch_global_same_cloth_loss(
+    pools: list[dict[str, torch.Tensor]], tau: float, impl: Impl = "blockwise", block: int = 2048
+) -> torch.Tensor:
     """Same-cloth positives with one denominator over the whole batch (all pools concatenated).
 
     The paper restricts C(u) to the cloth pool because the dense global matrix does not fit; the

@@ -42,8 +42,9 @@ class EncodedTrajectory:
 
 
 @torch.no_grad()
-def encode_trajectory(tokenizer: ClothTokenizer, episode: Episode, max_frames: int = 15,
-                      batch: int = 16) -> EncodedTrajectory:
+def encode_trajectory(
+    tokenizer: ClothTokenizer, episode: Episode, max_frames: int = 15, batch: int = 16
+) -> EncodedTrajectory:
     """Tokenize the motion-filtered frames of an episode (FPS from index 0: deterministic)."""
     frames = motion_filter(episode.particles, max_frames=max_frames)
     data = load_frames(episode, frames, tokenizer.config.image_size)
@@ -51,18 +52,31 @@ def encode_trajectory(tokenizer: ClothTokenizer, episode: Episode, max_frames: i
     pos, feat, valid = [], [], []
     for i in range(0, len(frames), batch):
         sl = slice(i, i + batch)
-        tokens = tokenizer(data["rgb"][sl].to(device), data["depth"][sl].to(device), data["mask"][sl].to(device),
-                           data["intrinsics"][sl].to(device), deterministic=True)
+        tokens = tokenizer(
+            data["rgb"][sl].to(device),
+            data["depth"][sl].to(device),
+            data["mask"][sl].to(device),
+            data["intrinsics"][sl].to(device),
+            deterministic=True,
+        )
         pos.append(tokens.positions.cpu())
         feat.append(F.normalize(tokens.features.float(), dim=-1).cpu())
         valid.append(tokens.valid.cpu())
     return EncodedTrajectory(
-        str(episode.meta.get("garment_id")), torch.cat(pos), torch.cat(feat), torch.cat(valid),
-        data["particles"], data["particle_visible"], data["keypoints"], data["keypoint_visible"],
+        str(episode.meta.get("garment_id")),
+        torch.cat(pos),
+        torch.cat(feat),
+        torch.cat(valid),
+        data["particles"],
+        data["particle_visible"],
+        data["keypoints"],
+        data["keypoint_visible"],
     )
 
 
-def knn_predict(query: torch.Tensor, feat: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
+def knn_predict(
+    query: torch.Tensor, feat: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor, k: int
+) -> torch.Tensor:
     """Similarity-weighted mean position of the k most cosine-similar valid target tokens."""
     sim = (query @ feat.T).masked_fill(~valid[None, :], -2.0)
     top, idx = sim.topk(min(k, int(valid.sum())), dim=1)
@@ -70,9 +84,14 @@ def knn_predict(query: torch.Tensor, feat: torch.Tensor, pos: torch.Tensor, vali
     return (w[..., None] * pos[idx]).sum(1) / w.sum(1, keepdim=True)
 
 
-def _particle_errors(src: EncodedTrajectory, s: int, dst: EncodedTrajectory, t: int, k: int) -> torch.Tensor:
-    assign, _ = assign_tokens_to_particles(src.positions[s : s + 1], src.particles[s : s + 1],
-                                           src.particle_visible[s : s + 1])
+def particle_correspondence_errors(
+    src: EncodedTrajectory, s: int, dst: EncodedTrajectory, t: int, k: int
+) -> torch.Tensor:
+    """Errors (m) of source-frame tokens predicted in the target frame, ground truth = target
+    position of each token's nearest visible source particle (skipped when hidden in the target)."""
+    assign, _ = assign_tokens_to_particles(
+        src.positions[s : s + 1], src.particles[s : s + 1], src.particle_visible[s : s + 1]
+    )
     a = assign[0]
     ok = src.valid[s] & (a >= 0)
     ok = ok & dst.particle_visible[t][a.clamp_min(0)]
@@ -82,10 +101,19 @@ def _particle_errors(src: EncodedTrajectory, s: int, dst: EncodedTrajectory, t: 
     return torch.linalg.norm(pred - dst.particles[t][a[ok]], dim=-1)
 
 
-def _keypoint_errors(src: EncodedTrajectory, s: int, dst: EncodedTrajectory, t: int, k: int,
-                     radius: float) -> torch.Tensor:
-    feat, ok = keypoint_features(src.positions[s : s + 1], src.features[s : s + 1], src.valid[s : s + 1],
-                                 src.keypoints[s : s + 1], src.keypoint_visible[s : s + 1], radius)
+def keypoint_correspondence_errors(
+    src: EncodedTrajectory, s: int, dst: EncodedTrajectory, t: int, k: int, radius: float
+) -> torch.Tensor:
+    """Errors (m) of source keypoint features (from nearby tokens) predicted in the target frame
+    against the target's same keypoint; keypoints hidden in either frame are skipped."""
+    feat, ok = keypoint_features(
+        src.positions[s : s + 1],
+        src.features[s : s + 1],
+        src.valid[s : s + 1],
+        src.keypoints[s : s + 1],
+        src.keypoint_visible[s : s + 1],
+        radius,
+    )
     ok = ok[0] & dst.keypoint_visible[t]
     if not ok.any():
         return torch.empty(0)
@@ -98,13 +126,23 @@ def _summary(errors: list[torch.Tensor]) -> dict[str, float]:
     if e.numel() == 0:
         return {"err_cm": float("nan"), "err_std_cm": float("nan"), "pck2": float("nan"), "pck5": float("nan"), "n": 0}
     cm = e * 100
-    return {"err_cm": float(cm.mean()), "err_std_cm": float(cm.std()) if cm.numel() > 1 else 0.0,
-            "pck2": float((cm < 2).float().mean() * 100), "pck5": float((cm < 5).float().mean() * 100),
-            "n": int(cm.numel())}
+    return {
+        "err_cm": float(cm.mean()),
+        "err_std_cm": float(cm.std()) if cm.numel() > 1 else 0.0,
+        "pck2": float((cm < 2).float().mean() * 100),
+        "pck5": float((cm < 5).float().mean() * 100),
+        "n": int(cm.numel()),
+    }
 
 
-def correspondence_probe(tokenizer: ClothTokenizer, episodes: Sequence[Episode], k: int = 5,
-                         max_pairs: int = 200, keypoint_radius: float = 0.05, seed: int = 0) -> dict[str, dict]:
+def correspondence_probe(
+    tokenizer: ClothTokenizer,
+    episodes: Sequence[Episode],
+    k: int = 5,
+    max_pairs: int = 200,
+    keypoint_radius: float = 0.05,
+    seed: int = 0,
+) -> dict[str, dict]:
     """Intra-trajectory, cross-trajectory and cross-cloth correspondence metrics.
 
     Frame pairs: every ordered pair within a trajectory; for trajectory pairs (same cloth, or
@@ -126,9 +164,12 @@ def correspondence_probe(tokenizer: ClothTokenizer, episodes: Sequence[Episode],
         if len(chosen) > max_pairs:
             chosen = [chosen[x] for x in rng.choice(len(chosen), max_pairs, replace=False)]
         if key == "cross_cloth":
-            errs = [_keypoint_errors(encoded[i], s, encoded[j], t, k, keypoint_radius) for i, s, j, t in chosen]
+            errs = [
+                keypoint_correspondence_errors(encoded[i], s, encoded[j], t, k, keypoint_radius)
+                for i, s, j, t in chosen
+            ]
         else:
-            errs = [_particle_errors(encoded[i], s, encoded[j], t, k) for i, s, j, t in chosen]
+            errs = [particle_correspondence_errors(encoded[i], s, encoded[j], t, k) for i, s, j, t in chosen]
         results[key] = _summary(errs)
     return results
 
@@ -169,8 +210,9 @@ def pca_figure(models: dict[str, ClothTokenizer], episode: Episode, path: str | 
     from .geometry import project_points
 
     frames = motion_filter(episode.particles, max_frames=max_frames)
-    fig, axes = plt.subplots(len(models) + 1, len(frames), figsize=(2.2 * len(frames), 2.3 * (len(models) + 1)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(models) + 1, len(frames), figsize=(2.2 * len(frames), 2.3 * (len(models) + 1)), squeeze=False
+    )
     for col, f in enumerate(frames):
         axes[0, col].imshow(episode.rgb[f])
         axes[0, col].set_title(f"frame {f}", fontsize=8)

@@ -137,8 +137,14 @@ def to_official_dinov3(state: dict[str, torch.Tensor], q_bias: float = 0.0) -> d
             continue
         if ".attn.k_proj." in key or ".attn.v_proj." in key:
             continue
-        for new, old in (("reg_token", "storage_tokens"), ("gamma_1", "ls1.gamma"), ("gamma_2", "ls2.gamma"),
-                         ("mlp.fc1_g", "mlp.w1"), ("mlp.fc1_x", "mlp.w2"), ("mlp.fc2", "mlp.w3")):
+        for new, old in (
+            ("reg_token", "storage_tokens"),
+            ("gamma_1", "ls1.gamma"),
+            ("gamma_2", "ls2.gamma"),
+            ("mlp.fc1_g", "mlp.w1"),
+            ("mlp.fc1_x", "mlp.w2"),
+            ("mlp.fc2", "mlp.w3"),
+        ):
             key = key.replace(new, old)
         out[key] = value
     return out
@@ -155,8 +161,9 @@ def test_loads_official_dinov3_checkpoint_layout(tmp_path):
     backbone = MultiLayerBackbone(cfg).eval()
     x = torch.rand(1, 3, 64, 64)
     with torch.no_grad():
-        expected = torch.cat(source.forward_intermediates(x, indices=[2, 5, 8, 11], norm=True,
-                                                          intermediates_only=True), dim=1)
+        expected = torch.cat(
+            source.forward_intermediates(x, indices=[2, 5, 8, 11], norm=True, intermediates_only=True), dim=1
+        )
         assert torch.allclose(backbone(x), expected, atol=1e-5)
 
     torch.save(to_official_dinov3(source.state_dict(), q_bias=0.5), path)

@@ -1,5 +1,6 @@
 """Losses equal Algorithm 1 / the explicit cross-cloth definition, blockwise equals dense."""
 
+import itertools
 import math
 
 import pytest
@@ -117,17 +118,21 @@ def test_no_positive_anywhere_gives_zero_with_gradient_graph():
 
 def test_shape_errors_name_the_field():
     with pytest.raises(LossInputError, match="token_feat"):
-        same_cloth_contrastive_loss(torch.rand(2, 4, 3), torch.rand(2, 5, 8), torch.rand(2, 6, 3),
-                                    torch.ones(2, 6, dtype=torch.bool), 0.01, 0.1)
+        same_cloth_contrastive_loss(
+            torch.rand(2, 4, 3), torch.rand(2, 5, 8), torch.rand(2, 6, 3), torch.ones(2, 6, dtype=torch.bool), 0.01, 0.1
+        )
     with pytest.raises(LossInputError, match="particle_vis"):
-        same_cloth_contrastive_loss(torch.rand(2, 4, 3), torch.rand(2, 4, 8), torch.rand(2, 6, 3),
-                                    torch.ones(2, 6), 0.01, 0.1)
+        same_cloth_contrastive_loss(
+            torch.rand(2, 4, 3), torch.rand(2, 4, 8), torch.rand(2, 6, 3), torch.ones(2, 6), 0.01, 0.1
+        )
 
 
 def test_batch_global_denominator_matches_dense_over_concatenated_pools():
     pools_in = [random_pool(f=4, n=8, m=20, seed=s, dtype=torch.float32) for s in (10, 11)]
-    pools = [same_cloth_positives(tp, tf, pp, pv, 0.01, particle_offset=20 * i)
-             for i, (tp, tf, pp, pv) in enumerate(pools_in)]
+    pools = [
+        same_cloth_positives(tp, tf, pp, pv, 0.01, particle_offset=20 * i)
+        for i, (tp, tf, pp, pv) in enumerate(pools_in)
+    ]
     glob = batch_global_same_cloth_loss(pools, 0.1, impl="blockwise", block=5)
     dense = batch_global_same_cloth_loss(pools, 0.1, impl="dense")
     assert torch.allclose(glob, dense, rtol=1e-5)
@@ -177,8 +182,9 @@ def test_keypoint_features_average_nearby_tokens_only():
     token_pos = torch.tensor([[[0.0, 0, 1], [0.01, 0, 1], [0.5, 0, 1]]])
     feat = torch.tensor([[[1.0, 0], [1.0, 0], [0.0, 1]]])
     kp = torch.tensor([[[0.005, 0, 1], [2.0, 0, 1]]])
-    out, ok = keypoint_features(token_pos, feat, torch.ones(1, 3, dtype=torch.bool), kp,
-                                torch.ones(1, 2, dtype=torch.bool), radius=0.05)
+    out, ok = keypoint_features(
+        token_pos, feat, torch.ones(1, 3, dtype=torch.bool), kp, torch.ones(1, 2, dtype=torch.bool), radius=0.05
+    )
     assert ok.tolist() == [[True, False]]
     assert torch.allclose(out[0, 0], torch.tensor([1.0, 0.0]))
 
@@ -186,4 +192,28 @@ def test_keypoint_features_average_nearby_tokens_only():
 def test_temperature_annealing_is_monotone_from_start_to_end():
     taus = [annealed_temperature(s, 100, 0.2, 0.05) for s in range(100)]
     assert taus[0] == pytest.approx(0.2) and taus[-1] == pytest.approx(0.05)
-    assert all(a >= b for a, b in zip(taus, taus[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(taus))
+
+
+def test_float32_matches_the_dense_formula_when_one_token_dominates_its_particle():
+    """A token 4 cm from its particle shares it with one 0.5 mm away: its weight is ~1e-7 of the
+    near one's, so a subtract-self group sum would cancel in float32; the result must still equal
+    Algorithm 1 evaluated densely in float32 (including which anchors underflow away)."""
+    tp, tf, pp, _ = random_pool(f=4, n=12, m=20, seed=8)
+    tp = tp.clone()
+    tp[1, 3] = pp[1, 5] + torch.tensor([0.0, 0.0, 0.0005], dtype=tp.dtype)
+    tp[2, 4] = pp[2, 5] + torch.tensor([0.0, 0.0, 0.04], dtype=tp.dtype)
+    pp = pp.clone()
+    pp[2, :5] += 1.0  # frame 2: every token's nearest particle is 5, most of them far away
+    pp[2, 6:] += 1.0
+    vis = torch.ones(4, 20, dtype=torch.bool)
+    tf32 = tf.detach().float().requires_grad_()
+    ref = algorithm1_reference(tp.float(), tf32, pp.float(), vis, 0.005, 0.1)
+    (g_ref,) = torch.autograd.grad(ref, tf32)
+    out = same_cloth_contrastive_loss(tp.float(), tf32, pp.float(), vis, 0.005, 0.1)
+    (g_out,) = torch.autograd.grad(out, tf32)
+    assert torch.allclose(out, ref, rtol=1e-5)
+    assert torch.allclose(g_out, g_ref, rtol=1e-3, atol=1e-6)
+    # in float64 fewer weights underflow, so more anchors survive: the dtype matters, as in the formula
+    ref64 = algorithm1_reference(tp, tf.detach(), pp, vis, 0.005, 0.1)
+    assert torch.allclose(same_cloth_contrastive_loss(tp, tf.detach(), pp, vis, 0.005, 0.1), ref64, rtol=1e-7)

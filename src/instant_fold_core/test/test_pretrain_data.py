@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from instant_fold_core.augment import ColorJitter, gripper_template, occlude_with_grippers, random_gripper_centers
+from instant_fold_core.augment import (
+    ColorJitter,
+    gripper_template,
+    occlude_with_grippers,
+    random_gripper_centers,
+)
 from instant_fold_core.encoder.data import DataError, PKSampler, PretrainDataset, motion_filter
 from instant_fold_core.encoder.synthetic import make_cloth, synthetic_episode
 
@@ -87,7 +92,9 @@ def test_gripper_template_scales_with_depth_and_occludes_the_cloth():
     mask = torch.ones(1, 100, 100, dtype=torch.bool)
     rgb2, depth2, mask2, covered = occlude_with_grippers(rgb, depth, mask, k, torch.tensor([[[0.0, 0.0, 0.5]]]))
     assert torch.equal(covered, near) and not mask2[covered].any() and mask2[~covered].all()
-    assert torch.allclose(depth2[covered], torch.tensor(0.5)) and torch.equal(rgb2[:, :, ~covered[0]], rgb[:, :, ~covered[0]])
+    assert torch.allclose(depth2[covered], torch.tensor(0.5)) and torch.equal(
+        rgb2[:, :, ~covered[0]], rgb[:, :, ~covered[0]]
+    )
 
 
 def test_random_gripper_centers_sit_above_valid_points_and_color_jitter_is_reproducible():

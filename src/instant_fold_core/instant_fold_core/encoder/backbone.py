@@ -62,7 +62,7 @@ def convert_dinov3_state_dict(state: dict[str, torch.Tensor], model: nn.Module) 
             key = key.replace(old, new)
         if key.endswith("attn.qkv.weight"):
             stem = key[: -len("qkv.weight")]
-            for part, chunk in zip("qkv", value.chunk(3, dim=0)):
+            for part, chunk in zip("qkv", value.chunk(3, dim=0), strict=True):
                 out[f"{stem}{part}_proj.weight"] = chunk
         elif key.endswith("attn.qkv.bias"):
             stem = key[: -len("qkv.bias")]
@@ -95,8 +95,7 @@ def load_official_weights(model: nn.Module, path: str | Path) -> None:
     for key, value in converted.items():
         if value.shape != expected[key].shape:
             raise CheckpointError(
-                f"backbone_checkpoint: {key} has shape {tuple(value.shape)}, model expects "
-                f"{tuple(expected[key].shape)}"
+                f"backbone_checkpoint: {key} has shape {tuple(value.shape)}, model expects {tuple(expected[key].shape)}"
             )
     model.load_state_dict(converted, strict=True)
 
@@ -126,8 +125,9 @@ class MultiLayerBackbone(nn.Module):
         if config.freeze_backbone:
             self.vit.requires_grad_(False)
         if config.lora_rank > 0:
-            apply_lora(self.vit.blocks, config.lora_last_blocks, config.lora_targets, config.lora_rank,
-                       config.lora_alpha)
+            apply_lora(
+                self.vit.blocks, config.lora_last_blocks, config.lora_targets, config.lora_rank, config.lora_alpha
+            )
         self.indices = [layer - 1 for layer in config.layers]
         self.out_channels = self.vit.embed_dim * len(self.indices)
         self.patch_size = int(self.vit.patch_embed.patch_size[0])

@@ -63,8 +63,10 @@ class TrajectoryBatch:
     keypoint_visible: torch.Tensor
 
     def to(self, device: torch.device | str) -> TrajectoryBatch:
-        moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else [x.to(device) for x in v])
-                 for k, v in self.__dict__.items()}
+        moved = {
+            k: (v.to(device) if isinstance(v, torch.Tensor) else [x.to(device) for x in v])
+            for k, v in self.__dict__.items()
+        }
         return TrajectoryBatch(**moved)
 
 
@@ -80,7 +82,10 @@ def load_frames(episode: Episode, frames: np.ndarray, image_size: int) -> dict[s
     vis = torch.from_numpy(episode.particle_visible[frames])
     kp_vis = torch.where(ids >= 0, vis[:, ids.clamp_min(0)], torch.ones(n, len(ids), dtype=torch.bool))
     return {
-        "rgb": rgb, "depth": depth, "mask": mask, "intrinsics": k,
+        "rgb": rgb,
+        "depth": depth,
+        "mask": mask,
+        "intrinsics": k,
         "gripper": torch.from_numpy(episode.gripper_state[frames, :, :3]),
         "particles": torch.from_numpy(episode.particles[frames]),
         "particle_visible": vis,
@@ -92,8 +97,14 @@ def load_frames(episode: Episode, frames: np.ndarray, image_size: int) -> dict[s
 class PretrainDataset:
     """Index of trajectories by cloth identity (`meta["garment_id"]`) with their kept frames."""
 
-    def __init__(self, episodes: Sequence[Episode], image_size: int, motion_dist: float = 0.02,
-                 motion_frac: float = 0.15, max_frames: int = 15) -> None:
+    def __init__(
+        self,
+        episodes: Sequence[Episode],
+        image_size: int,
+        motion_dist: float = 0.02,
+        motion_frac: float = 0.15,
+        max_frames: int = 15,
+    ) -> None:
         self.episodes = episodes
         self.image_size = image_size
         self.frames: list[np.ndarray] = []
@@ -121,10 +132,17 @@ class PretrainDataset:
             return torch.cat([x[key] for x in parts])
 
         return TrajectoryBatch(
-            rgb=cat("rgb"), depth=cat("depth"), mask=cat("mask"), intrinsics=cat("intrinsics"),
-            gripper=cat("gripper"), cloth=torch.tensor(cloth), trajectory=torch.tensor(traj),
-            particles=[x["particles"] for x in parts], particle_visible=[x["particle_visible"] for x in parts],
-            keypoints=cat("keypoints"), keypoint_visible=cat("keypoint_visible"),
+            rgb=cat("rgb"),
+            depth=cat("depth"),
+            mask=cat("mask"),
+            intrinsics=cat("intrinsics"),
+            gripper=cat("gripper"),
+            cloth=torch.tensor(cloth),
+            trajectory=torch.tensor(traj),
+            particles=[x["particles"] for x in parts],
+            particle_visible=[x["particle_visible"] for x in parts],
+            keypoints=cat("keypoints"),
+            keypoint_visible=cat("keypoint_visible"),
         )
 
 

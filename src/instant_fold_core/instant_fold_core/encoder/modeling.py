@@ -84,9 +84,7 @@ def token_geometry(
     counts = valid.sum(dim=1)
     if (counts == 0).any():
         bad = torch.nonzero(counts == 0)[:, 0].tolist()
-        raise GeometryError(
-            f"mask: batch element(s) {bad} have no cloth pixel with valid depth in [{near}, {far}] m"
-        )
+        raise GeometryError(f"mask: batch element(s) {bad} have no cloth pixel with valid depth in [{near}, {far}] m")
     start = valid.to(torch.uint8).argmax(dim=1) if deterministic else None
     index = farthest_point_sampling(points, num_tokens, start=start, valid=valid, generator=generator)
     positions = gather_points(points, index)
@@ -155,8 +153,9 @@ class ClothTokenizer(nn.Module):
         validate_observation(rgb, depth, mask, intrinsics)
         size = self.config.image_size
         rgb, depth, mask, k = center_crop_resize(rgb, depth, mask, intrinsics.to(rgb.device), size)
-        geo = token_geometry(depth, mask, k, self.config.num_tokens, self.config.near, self.config.far,
-                             deterministic, generator)
+        geo = token_geometry(
+            depth, mask, k, self.config.num_tokens, self.config.near, self.config.far, deterministic, generator
+        )
         fmap = self.feature_map(rgb, mask)
         features = self.projection(sample_features(fmap, geo.pixels, (size, size)).float())
         return ClothTokens(geo.positions, features, geo.valid)

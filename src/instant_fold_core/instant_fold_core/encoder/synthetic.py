@@ -64,7 +64,9 @@ def _fold(pos: np.ndarray, progress: float, params: dict) -> np.ndarray:
     height = TABLE_DEPTH - pos[:, 2]  # height above the table
     # rotate (signed distance, height) about the line, then lift the moved layer onto the stack
     new_s = signed * np.cos(angle) - height * np.sin(angle)
-    new_h = np.abs(signed * np.sin(angle) + height * np.cos(angle)) + (LAYER + params["stack"]) * (1 - np.cos(angle)) / 2
+    new_h = (
+        np.abs(signed * np.sin(angle) + height * np.cos(angle)) + (LAYER + params["stack"]) * (1 - np.cos(angle)) / 2
+    )
     out = pos.copy()
     along = rel @ direction
     out[moving, :2] = point + along[moving, None] * direction + new_s[moving, None] * normal
@@ -123,8 +125,15 @@ def _render(pos: np.ndarray, colors: np.ndarray, k: np.ndarray, size: int, shade
 def keypoint_ids() -> np.ndarray:
     """Particle ids of the 7 semantic keypoints on the sheet (schema order)."""
     rows, cols = GRID
-    rc = [(0, 0), (0, cols - 1), (rows - 1, 0), (rows - 1, cols - 1), (2, cols // 5), (2, cols - 1 - cols // 5),
-          (rows // 2, cols // 2)]
+    rc = [
+        (0, 0),
+        (0, cols - 1),
+        (rows - 1, 0),
+        (rows - 1, cols - 1),
+        (2, cols // 5),
+        (2, cols - 1 - cols // 5),
+        (rows // 2, cols // 2),
+    ]
     return np.array([r * cols + c for r, c in rc], dtype=np.int32)
 
 
@@ -139,7 +148,8 @@ def synthetic_episode(cloth: ClothIdentity, seed: int, frames: int = 8, image_si
     rot = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
     flat = canon @ rot.T + rng.uniform(-0.03, 0.03, 2)
     pos0 = np.concatenate([flat, np.full((len(flat), 1), TABLE_DEPTH)], 1)
-    pos0[:, 2] -= 0.004 * np.sin(canon[:, 0] * rng.uniform(20, 40)) * np.sin(canon[:, 1] * rng.uniform(20, 40))
+    wrinkles = np.sin(canon[:, 0] * rng.uniform(20, 40)) * np.sin(canon[:, 1] * rng.uniform(20, 40))
+    pos0[:, 2] -= 0.002 * (1 + wrinkles)  # small wrinkles, always above the table
     ops = []
     for _ in range(int(rng.integers(1, 3))):
         if rng.random() < 0.6:
@@ -147,8 +157,16 @@ def synthetic_episode(cloth: ClothIdentity, seed: int, frames: int = 8, image_si
             d /= np.linalg.norm(d)
             ops.append(("fold", {"point": flat.mean(0) + rng.uniform(-0.05, 0.05, 2), "direction": d}))
         else:
-            ops.append(("drag", {"grasp": int(rng.integers(len(canon))), "radius": rng.uniform(0.06, 0.1),
-                                 "shift": rng.uniform(-0.12, 0.12, 2)}))
+            ops.append(
+                (
+                    "drag",
+                    {
+                        "grasp": int(rng.integers(len(canon))),
+                        "radius": rng.uniform(0.06, 0.1),
+                        "shift": rng.uniform(-0.12, 0.12, 2),
+                    },
+                )
+            )
     f = image_size * rng.uniform(1.1, 1.25)
     k = np.array([[f, 0, (image_size - 1) / 2], [0, f, (image_size - 1) / 2], [0, 0, 1]], dtype=np.float32)
     shade = rng.uniform(0.8, 1.15)
@@ -188,13 +206,18 @@ def synthetic_episode(cloth: ClothIdentity, seed: int, frames: int = 8, image_si
         keypoints=particles[:, keypoint_ids()],
         keypoint_particle_ids=keypoint_ids(),
         keyframes=np.arange(frames, dtype=np.int32),
-        meta={"garment_id": f"synthetic-{cloth.cloth_id}", "mode": "random_deformation", "seed": seed,
-              "source": "instant_fold_core.encoder.synthetic"},
+        meta={
+            "garment_id": f"synthetic-{cloth.cloth_id}",
+            "mode": "random_deformation",
+            "seed": seed,
+            "source": "instant_fold_core.encoder.synthetic",
+        },
     ).validate()
 
 
-def synthetic_dataset(num_cloths: int, trajectories: int, frames: int = 8, image_size: int = 128,
-                      first_cloth: int = 0, seed: int = 0) -> list[Episode]:
+def synthetic_dataset(
+    num_cloths: int, trajectories: int, frames: int = 8, image_size: int = 128, first_cloth: int = 0, seed: int = 0
+) -> list[Episode]:
     """`trajectories` episodes for each of `num_cloths` cloth identities."""
     return [
         synthetic_episode(make_cloth(c), seed * 1_000_003 + c * 1000 + j, frames, image_size)

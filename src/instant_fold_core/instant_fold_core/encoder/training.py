@@ -97,8 +97,17 @@ def train_preset(name: str) -> TrainConfig:
     if name == "paper":
         return TrainConfig()
     if name == "cpu-small":
-        return TrainConfig(steps=300, clothes_per_batch=2, trajectories_per_cloth=2, max_frames=8, lr=1e-3,
-                           warmup_steps=20, save_every=100, log_every=10, loss_block=1024)
+        return TrainConfig(
+            steps=300,
+            clothes_per_batch=2,
+            trajectories_per_cloth=2,
+            max_frames=8,
+            lr=1e-3,
+            warmup_steps=20,
+            save_every=100,
+            log_every=10,
+            loss_block=1024,
+        )
     raise ConfigError(f"preset: unknown training preset {name!r} (expected 'paper' or 'cpu-small')")
 
 
@@ -175,11 +184,16 @@ class PretrainModel(nn.Module):
         same = self._same_cloth(batch, covered, tokens.positions, z, tokens.valid, tau)
         cross = self._cross_cloth(batch, covered, tokens.positions, z, tokens.valid, tau)
         total = cfg.same_weight * same + cfg.cross_weight * cross
-        return {"loss": total, "same": same.detach(), "cross": cross.detach(),
-                "tokens": tokens.valid.sum().detach()}
+        return {"loss": total, "same": same.detach(), "cross": cross.detach(), "tokens": tokens.valid.sum().detach()}
 
-    def _visible_after_occlusion(self, batch: TrajectoryBatch, covered: torch.Tensor, frames: torch.Tensor,
-                                 points: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    def _visible_after_occlusion(
+        self,
+        batch: TrajectoryBatch,
+        covered: torch.Tensor,
+        frames: torch.Tensor,
+        points: torch.Tensor,
+        visible: torch.Tensor,
+    ) -> torch.Tensor:
         """Particles/keypoints under a painted gripper are no longer visible."""
         size = covered.shape[-1]
         uv = project_points(points, batch.intrinsics[frames]).round().long().clamp(0, size - 1)
@@ -196,16 +210,22 @@ class PretrainModel(nn.Module):
             pvis = self._visible_after_occlusion(
                 batch, covered, frames, ppos, torch.cat([batch.particle_visible[t] for t in trajs])
             )
-            pools.append(losses.same_cloth_positives(pos[frames], z[frames], ppos, pvis, cfg.sigma, valid[frames],
-                                                     particle_offset=offset))
+            pools.append(
+                losses.same_cloth_positives(
+                    pos[frames], z[frames], ppos, pvis, cfg.sigma, valid[frames], particle_offset=offset
+                )
+            )
             offset += ppos.shape[1]
         if cfg.denominator == "batch":
             return losses.batch_global_same_cloth_loss(pools, tau, "blockwise", cfg.loss_block)
-        return torch.stack([
-            losses.soft_supcon(p["z"], p["valid"], p["positive_sum"], p["positive_weight"], tau, "blockwise",
-                               cfg.loss_block)
-            for p in pools
-        ]).mean()
+        return torch.stack(
+            [
+                losses.soft_supcon(
+                    p["z"], p["valid"], p["positive_sum"], p["positive_weight"], tau, "blockwise", cfg.loss_block
+                )
+                for p in pools
+            ]
+        ).mean()
 
     def _cross_cloth(self, batch, covered, pos, z, valid, tau) -> torch.Tensor:
         cfg = self.training_config
@@ -215,9 +235,13 @@ class PretrainModel(nn.Module):
         f, k = ok.shape
         labels = torch.arange(k, device=pos.device).expand(f, k)
         return losses.cross_cloth_keypoint_loss(
-            feat.reshape(f * k, -1), ok.reshape(-1), labels.reshape(-1),
-            batch.cloth[:, None].expand(f, k).reshape(-1), batch.trajectory[:, None].expand(f, k).reshape(-1),
-            tau, cfg.curriculum,
+            feat.reshape(f * k, -1),
+            ok.reshape(-1),
+            labels.reshape(-1),
+            batch.cloth[:, None].expand(f, k).reshape(-1),
+            batch.trajectory[:, None].expand(f, k).reshape(-1),
+            tau,
+            cfg.curriculum,
         )
 
 
@@ -238,8 +262,9 @@ def temperature(step: int, cfg: TrainConfig) -> float:
 # ----------------------------------------------------------------------------- checkpoints
 
 
-def save_training_checkpoint(directory: Path, step: int, model: PretrainModel, optimizer: torch.optim.Optimizer,
-                             config: PretrainConfig) -> Path:
+def save_training_checkpoint(
+    directory: Path, step: int, model: PretrainModel, optimizer: torch.optim.Optimizer, config: PretrainConfig
+) -> Path:
     """Model (tokenizer + head), AdamW moments and the step, as safetensors + JSON."""
     tensors = {k: v for k, v in model.state_dict().items()}
     state = optimizer.state_dict()
@@ -247,8 +272,9 @@ def save_training_checkpoint(directory: Path, step: int, model: PretrainModel, o
         for name, value in entries.items():
             tensors[f"optimizer.{pid}.{name}"] = torch.as_tensor(value)
     meta = {"step": step, "param_groups": state["param_groups"]}
-    return save_checkpoint(directory, tensors, {"kind": PRETRAIN_KIND, **config.to_dict()},
-                           extras={"train_state": meta})
+    return save_checkpoint(
+        directory, tensors, {"kind": PRETRAIN_KIND, **config.to_dict()}, extras={"train_state": meta}
+    )
 
 
 def load_training_checkpoint(directory: Path, model: PretrainModel, optimizer: torch.optim.Optimizer) -> int:
@@ -337,9 +363,15 @@ def pretrain(
             torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip)
         optimizer.step()
         tokens_seen += int(out["tokens"])
-        record = {"step": step, "loss": float(out["loss"].detach()), "same": float(out["same"]), "cross": float(out["cross"]),
-                  "tau": tau, "lr": optimizer.param_groups[0]["lr"],
-                  "tokens_per_s": tokens_seen * world / (time.perf_counter() - t0)}
+        record = {
+            "step": step,
+            "loss": float(out["loss"].detach()),
+            "same": float(out["same"]),
+            "cross": float(out["cross"]),
+            "tau": tau,
+            "lr": optimizer.param_groups[0]["lr"],
+            "tokens_per_s": tokens_seen * world / (time.perf_counter() - t0),
+        }
         history.append(record)
         if log is not None and (step % tcfg.log_every == 0 or step == tcfg.steps - 1):
             log.write(json.dumps(record) + "\n")
@@ -363,8 +395,13 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pretrain_encoder", description=__doc__.split("\n")[0])
     p.add_argument("--config", default="cpu-small", help="preset (paper, cpu-small) or YAML file")
     p.add_argument("--output", required=True, help="run directory (checkpoints, metrics.jsonl, tokenizer/)")
-    p.add_argument("--synthetic", nargs=3, type=int, metavar=("CLOTHS", "TRAJECTORIES", "FRAMES"),
-                   help="train on generated synthetic cloth episodes instead of a dataset")
+    p.add_argument(
+        "--synthetic",
+        nargs=3,
+        type=int,
+        metavar=("CLOTHS", "TRAJECTORIES", "FRAMES"),
+        help="train on generated synthetic cloth episodes instead of a dataset",
+    )
     p.add_argument("--steps", type=int, help="override training.steps")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda if available)")
     p.add_argument("--resume", help="checkpoint directory or 'auto'")
@@ -381,8 +418,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.backbone_checkpoint:
         config.encoder.backbone_checkpoint = args.backbone_checkpoint
     if not args.synthetic:
-        raise SystemExit("no training data: pass --synthetic CLOTHS TRAJECTORIES FRAMES (dataset reading "
-                         "arrives with the simulator's dataset reader)")
+        raise SystemExit(
+            "no training data: pass --synthetic CLOTHS TRAJECTORIES FRAMES (dataset reading "
+            "arrives with the simulator's dataset reader)"
+        )
     from .synthetic import synthetic_dataset
 
     cloths, trajs, frames = args.synthetic
@@ -390,8 +429,10 @@ def main(argv: list[str] | None = None) -> int:
     summary = pretrain(episodes, config, args.output, args.device, args.resume, progress=not args.no_progress)
     if summary["rank"] == 0 and summary["history"]:
         first, last = summary["history"][0], summary["history"][-1]
-        print(f"steps {summary['start_step']}->{last['step'] + 1}: loss {first['loss']:.4f} -> {last['loss']:.4f}, "
-              f"{last['tokens_per_s']:.0f} tokens/s; tokenizer saved to {Path(args.output) / 'tokenizer'}")
+        print(
+            f"steps {summary['start_step']}->{last['step'] + 1}: loss {first['loss']:.4f} -> {last['loss']:.4f}, "
+            f"{last['tokens_per_s']:.0f} tokens/s; tokenizer saved to {Path(args.output) / 'tokenizer'}"
+        )
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0
