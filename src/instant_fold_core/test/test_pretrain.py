@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -150,6 +151,9 @@ def test_ddp_with_two_cpu_processes(tmp_path):
         "OMP_NUM_THREADS": "1",
         "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]),
     }
+    with socket.socket() as sock:  # a free port: other test sessions may share the machine
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
     cmd = [
         sys.executable,
         "-m",
@@ -157,7 +161,7 @@ def test_ddp_with_two_cpu_processes(tmp_path):
         "--nproc_per_node",
         "2",
         "--master_port",
-        "29517",
+        port,
         "-m",
         "instant_fold_core.encoder.training",
         "--config",
