@@ -39,13 +39,13 @@ class ColorJitter:
         return out.clamp(0.0, 1.0)
 
 
-def gripper_template(
+def gripper_masks(
     centers: torch.Tensor, intrinsics: torch.Tensor, height: int, width: int, radius: float = 0.03
 ) -> torch.Tensor:
-    """Pixels covered by grippers at camera-frame `centers` [B,G,3]: a disk of metric `radius`
+    """Pixels covered by each gripper at camera-frame `centers` [B,G,3]: a disk of metric `radius`
     whose image size follows the gripper's depth, plus the arm that holds it, a bar of the same
     width running from the disk to the image's top edge (the arm comes from above the table).
-    Returns bool [B,H,W]."""
+    Returns bool [B,G,H,W]."""
     uv = project_points(centers, intrinsics)  # [B,G,2]
     z = centers[..., 2].clamp_min(1e-3)
     r_px = intrinsics[:, None, 0, 0] * radius / z  # [B,G]
@@ -59,7 +59,14 @@ def gripper_template(
     r = r_px[..., None, None]
     disk = du.square() + dv.square() <= r.square()
     arm = (du.abs() <= 0.5 * r) & (dv <= 0)
-    return (disk | arm).any(dim=1)
+    return disk | arm
+
+
+def gripper_template(
+    centers: torch.Tensor, intrinsics: torch.Tensor, height: int, width: int, radius: float = 0.03
+) -> torch.Tensor:
+    """Union of `gripper_masks` over the grippers: bool [B,H,W]."""
+    return gripper_masks(centers, intrinsics, height, width, radius).any(dim=1)
 
 
 def occlude_with_grippers(
@@ -70,20 +77,25 @@ def occlude_with_grippers(
     centers: torch.Tensor,
     radius: float = 0.03,
     color: tuple[float, float, float] = (0.15, 0.15, 0.17),
+    contact_margin: float = 0.01,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Paint gripper occluders (see `gripper_template`) into an observation.
+    """Paint gripper occluders (see `gripper_masks`) into an observation.
 
-    Covered pixels take the gripper colour, the gripper's depth and leave the cloth mask, so the
-    encoder learns tokens that survive the robot hiding part of the cloth. Returns
+    A gripper hides a pixel when it is nearer to the camera than the scene there, up to
+    `contact_margin` (a gripper holding the cloth sits at the cloth's depth, its body above), or
+    when the depth is invalid; hidden pixels take the gripper colour and depth and leave the cloth mask, so the
+    encoder learns tokens that survive the robot covering part of the cloth. Returns
     (rgb, depth, mask, covered).
     """
     _, _, h, w = rgb.shape
-    covered = gripper_template(centers, intrinsics.to(centers.dtype), h, w, radius)
-    # the arm and disk sit at the gripper's depth (nearest gripper when several overlap)
-    gripper_depth = centers[..., 2].min(dim=1).values[:, None, None].expand(-1, h, w)
+    masks = gripper_masks(centers, intrinsics.to(centers.dtype), h, w, radius)
+    z = centers[..., 2].to(depth.dtype)[..., None, None]
+    gripper_depth = torch.where(masks, z, torch.full_like(z, torch.inf)).min(dim=1).values
+    covered = torch.isfinite(gripper_depth) & ((depth <= 0) | (gripper_depth < depth + contact_margin))
+    gripper_depth = torch.minimum(gripper_depth, depth.where(depth > 0, gripper_depth))
     paint = torch.tensor(color, device=rgb.device, dtype=rgb.dtype).view(1, 3, 1, 1)
     rgb = torch.where(covered[:, None], paint, rgb)
-    depth = torch.where(covered, gripper_depth.to(depth.dtype), depth)
+    depth = torch.where(covered, gripper_depth, depth)
     return rgb, depth, mask & ~covered, covered
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .validation import ValidationError
 
-class GeometryError(ValueError):
+
+class GeometryError(ValidationError):
     """Geometric input is unusable; the message names the offending field."""
 
 

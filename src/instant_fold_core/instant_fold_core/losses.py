@@ -20,6 +20,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from .validation import ValidationError
+
 Impl = Literal["blockwise", "dense"]
 
 #: Curriculum weights of the cross-cloth keypoint loss: same trajectory, same cloth across
@@ -27,7 +29,7 @@ Impl = Literal["blockwise", "dense"]
 CURRICULUM_WEIGHTS: tuple[float, float, float] = (0.3, 0.5, 1.0)
 
 
-class LossInputError(ValueError):
+class LossInputError(ValidationError):
     """Loss inputs have inconsistent shapes or types; the message names the field."""
 
 

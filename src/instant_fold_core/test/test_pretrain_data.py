@@ -92,6 +92,9 @@ def test_gripper_template_scales_with_depth_and_occludes_the_cloth():
     mask = torch.ones(1, 100, 100, dtype=torch.bool)
     rgb2, depth2, mask2, covered = occlude_with_grippers(rgb, depth, mask, k, torch.tensor([[[0.0, 0.0, 0.5]]]))
     assert torch.equal(covered, near) and not mask2[covered].any() and mask2[~covered].all()
+    # a gripper behind the cloth (farther than the scene) hides nothing
+    behind = occlude_with_grippers(rgb, depth, mask, k, torch.tensor([[[0.0, 0.0, 0.9]]]))
+    assert not behind[3].any() and torch.equal(behind[2], mask)
     assert torch.allclose(depth2[covered], torch.tensor(0.5)) and torch.equal(
         rgb2[:, :, ~covered[0]], rgb[:, :, ~covered[0]]
     )

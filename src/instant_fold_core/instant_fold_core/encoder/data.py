@@ -16,9 +16,10 @@ import torch
 
 from ..dataset.schema import Episode
 from ..geometry import center_crop_resize
+from ..validation import ValidationError
 
 
-class DataError(ValueError):
+class DataError(ValidationError):
     """The pretraining data cannot form batches; the message says why."""
 
 

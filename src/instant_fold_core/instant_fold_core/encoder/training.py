@@ -165,7 +165,7 @@ class PretrainModel(nn.Module):
                 if cfg.random_occluders > 0:
                     extra = random_gripper_centers(points, valid, cfg.random_occluders, generator=generator)
                     centers = torch.cat([centers, extra], dim=1)
-                # grippers far above the cloth (idle arms) are pushed out of view by the template
+                # the recorded grippers plus random ones hovering over the cloth
                 aug = occlude_with_grippers(rgb, depth, mask, batch.intrinsics, centers, cfg.occlusion_radius)
                 keep = chosen & (aug[2].flatten(1).sum(1) > 0)
                 sel = keep[:, None, None]
