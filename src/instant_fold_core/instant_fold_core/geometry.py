@@ -151,7 +151,7 @@ def farthest_point_sampling(
     position = torch.empty_like(full_order).scatter_(
         1, full_order, torch.arange(p, device=points.device).expand(b, p).contiguous()
     )
-    compact = gather_points(points.to(torch.float32), order)
+    compact = gather_points(points.to(torch.promote_types(points.dtype, torch.float32)), order)
     picked = _greedy_fps(compact, compact_valid, position.gather(1, first[:, None])[:, 0], n)
     return order.gather(1, picked)
 
@@ -161,7 +161,7 @@ def _greedy_fps(pts: torch.Tensor, valid: torch.Tensor, first: torch.Tensor, n: 
     b, p, _ = pts.shape
     out = torch.empty(b, n, dtype=torch.long, device=pts.device)
     # Invalid points keep distance -1 so argmax never prefers them over any valid point.
-    dist = torch.where(valid, torch.full((b, p), float("inf"), device=pts.device), -1.0)
+    dist = torch.where(valid, torch.full((b, p), float("inf"), device=pts.device, dtype=pts.dtype), -1.0)
     rows = torch.arange(b, device=pts.device)
     current = first
     for i in range(n):
