@@ -224,8 +224,9 @@ def same_cloth_positives(
     g = exp(-d^2 / 4 sigma^2). The anchor's own g_u cancels in the normalised weights, so the
     positive term needs only the exclusive per-particle sums of g_v z_v and g_v, computed in
     O(U*D). g is rescaled per particle by its maximum (which also cancels) so the weights never
-    underflow; the anchor test follows the dense formula in the working dtype. `particle_offset` shifts the returned particle ids so pools of different cloths
-    can be concatenated without sharing positives (batch-global denominator).
+    underflow; the anchor test follows the dense formula in the working dtype. `particle_offset`
+    shifts the returned particle ids so pools of different cloths can be concatenated without
+    sharing positives (batch-global denominator).
     """
     _check_same_cloth_inputs(token_pos, token_feat, particle_pos, particle_vis, token_valid)
     f, n, _ = token_pos.shape
