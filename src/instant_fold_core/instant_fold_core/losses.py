@@ -33,42 +33,51 @@ class LossInputError(ValidationError):
     """Loss inputs have inconsistent shapes or types; the message names the field."""
 
 
-def _tile_logits(
-    zi: torch.Tensor, zj: torch.Tensor, valid_j: torch.Tensor, i0: int, j0: int, tau: float
-) -> torch.Tensor:
-    """Logits of one (anchor tile, key tile) pair with invalid keys and self pairs set to -inf."""
+def _tile_logits(zi: torch.Tensor, zj: torch.Tensor, i0: int, j0: int, tau: float) -> torch.Tensor:
+    """Logits of one (anchor tile, key tile) pair with self pairs set to -inf."""
     logits = zi @ zj.T / tau
-    logits = logits.masked_fill(~valid_j[None, :], float("-inf"))
-    if i0 < j0 + zj.shape[0] and j0 < i0 + zi.shape[0]:
-        rows = torch.arange(i0, i0 + zi.shape[0], device=zi.device)[:, None]
-        cols = torch.arange(j0, j0 + zj.shape[0], device=zi.device)[None, :]
-        logits = logits.masked_fill(rows == cols, float("-inf"))
+    if i0 == j0:
+        logits = logits.fill_diagonal_(float("-inf"))
     return logits
+
+
+def _tile_pairs(u: int, block: int):
+    """Tile pairs (i0, j0) with i0 <= j0: each off-diagonal pair serves both directions."""
+    starts = range(0, u, block)
+    return [(i0, j0) for i0 in starts for j0 in starts if i0 <= j0]
+
+
+def _online_update(run_max: torch.Tensor, run_sum: torch.Tensor, logits: torch.Tensor) -> None:
+    """Fold a tile of logits (rows = anchors) into running max/sum, in place (online LSE)."""
+    new_max = torch.maximum(run_max, logits.max(dim=1).values)
+    shift = torch.where(torch.isfinite(new_max), new_max, torch.zeros_like(new_max))
+    run_sum.mul_(torch.exp(run_max - shift)).add_(torch.exp(logits - shift[:, None]).sum(dim=1))
+    run_max.copy_(new_max)
 
 
 class _BlockwiseLogSumExp(torch.autograd.Function):
     """lse_u = log sum_{v != u, valid_v} exp(z_u . z_v / tau), streamed over tiles.
 
-    Forward keeps a running max and sum per anchor (online log-sum-exp); backward recomputes each
-    tile's softmax from the saved lse, so nothing of size U x U is ever held in memory.
+    The similarity matrix is symmetric, so each tile pair (i, j), i < j, is computed once and
+    serves the anchors of both tiles. Forward keeps a running max and sum per anchor (online
+    log-sum-exp); backward recomputes each tile's softmax from the saved lse, so nothing of size
+    U x U is ever held in memory.
     """
 
     @staticmethod
     def forward(ctx, z: torch.Tensor, valid: torch.Tensor, tau: float, block: int) -> torch.Tensor:
         u = z.shape[0]
-        lse = torch.empty(u, dtype=z.dtype, device=z.device)
-        for i0 in range(0, u, block):
-            zi = z[i0 : i0 + block]
-            run_max = torch.full((zi.shape[0],), float("-inf"), dtype=z.dtype, device=z.device)
-            run_sum = torch.zeros_like(run_max)
-            for j0 in range(0, u, block):
-                logits = _tile_logits(zi, z[j0 : j0 + block], valid[j0 : j0 + block], i0, j0, tau)
-                new_max = torch.maximum(run_max, logits.max(dim=1).values)
-                shift = torch.where(torch.isfinite(new_max), new_max, torch.zeros_like(new_max))
-                run_sum = run_sum * torch.exp(run_max - shift) + torch.exp(logits - shift[:, None]).sum(dim=1)
-                run_max = new_max
-            shift = torch.where(torch.isfinite(run_max), run_max, torch.zeros_like(run_max))
-            lse[i0 : i0 + block] = shift + torch.log(run_sum)
+        run_max = torch.full((u,), float("-inf"), dtype=z.dtype, device=z.device)
+        run_sum = torch.zeros_like(run_max)
+        for i0, j0 in _tile_pairs(u, block):
+            i1, j1 = min(i0 + block, u), min(j0 + block, u)
+            logits = _tile_logits(z[i0:i1], z[j0:j1], i0, j0, tau)
+            _online_update(run_max[i0:i1], run_sum[i0:i1], logits.masked_fill(~valid[None, j0:j1], float("-inf")))
+            if i0 != j0:
+                cols = logits.T.masked_fill(~valid[None, i0:i1], float("-inf"))
+                _online_update(run_max[j0:j1], run_sum[j0:j1], cols)
+        shift = torch.where(torch.isfinite(run_max), run_max, torch.zeros_like(run_max))
+        lse = shift + torch.log(run_sum)
         ctx.save_for_backward(z, valid, lse)
         ctx.tau, ctx.block = tau, block
         return lse
@@ -82,14 +91,21 @@ class _BlockwiseLogSumExp(torch.autograd.Function):
         coef = torch.where(finite, grad_lse, torch.zeros_like(grad_lse))
         grad = torch.zeros_like(z)
         u = z.shape[0]
-        for i0 in range(0, u, block):
-            zi = z[i0 : i0 + block]
-            for j0 in range(0, u, block):
-                zj = z[j0 : j0 + block]
-                logits = _tile_logits(zi, zj, valid[j0 : j0 + block], i0, j0, tau)
-                p = torch.exp(logits - lse_safe[i0 : i0 + block, None]) * coef[i0 : i0 + block, None]
-                grad[i0 : i0 + block] += p @ zj / tau
-                grad[j0 : j0 + block] += p.T @ zi / tau
+        for i0, j0 in _tile_pairs(u, block):
+            i1, j1 = min(i0 + block, u), min(j0 + block, u)
+            zi, zj = z[i0:i1], z[j0:j1]
+            logits = _tile_logits(zi, zj, i0, j0, tau)
+            # d lse_u / d z_u = sum_v p_uv z_v / tau and d lse_u / d z_v = p_uv z_u / tau, with p the
+            # anchor-row softmax; w[a, b] collects both directions of the pair (a in i, b in j).
+            w = torch.exp(logits.masked_fill(~valid[None, j0:j1], float("-inf")) - lse_safe[i0:i1, None])
+            w = w * coef[i0:i1, None]
+            if i0 != j0:
+                back = torch.exp(logits.masked_fill(~valid[i0:i1, None], float("-inf")) - lse_safe[None, j0:j1])
+                w = w + back * coef[None, j0:j1]
+                grad[i0:i1] += w @ zj / tau
+                grad[j0:j1] += w.T @ zi / tau
+            else:
+                grad[i0:i1] += (w + w.T) @ zi / tau
         return grad, None, None, None
 
 
