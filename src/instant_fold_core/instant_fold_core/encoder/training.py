@@ -31,6 +31,7 @@ from .. import losses
 from ..augment import ColorJitter, occlude_with_grippers, random_gripper_centers
 from ..checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
 from ..dataset.schema import Episode
+from ..device import resolve_device
 from ..geometry import backproject_depth, project_points
 from .configuration import ConfigError, EncoderConfig, preset
 from .data import PKSampler, PretrainDataset, TrajectoryBatch
@@ -329,8 +330,9 @@ def pretrain(
     `output`. `resume`: a checkpoint directory or "auto" (latest under output). Returns a summary."""
     rank, world = _distributed()
     tcfg = config.training
-    if device is None:
-        device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(device or "auto")
+    if device.type == "cuda" and world > 1 and device.index is None:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     torch.manual_seed(tcfg.seed)
     output = Path(output)
     data = PretrainDataset(episodes, config.encoder.image_size, tcfg.motion_dist, tcfg.motion_frac, tcfg.max_frames)
@@ -405,7 +407,7 @@ def _parser() -> argparse.ArgumentParser:
         help="train on generated synthetic cloth episodes instead of a dataset",
     )
     p.add_argument("--steps", type=int, help="override training.steps")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda if available)")
+    p.add_argument("--device", help="auto (default: cuda if available), cpu, cuda, cuda:1")
     p.add_argument("--resume", help="checkpoint directory or 'auto'")
     p.add_argument("--backbone-checkpoint", help="official DINOv3 weights (.pth/.safetensors)")
     p.add_argument("--no-progress", action="store_true")
