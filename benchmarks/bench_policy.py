@@ -51,9 +51,7 @@ def _inputs(cfg, device, dtype, seed: int = 0) -> tuple[DemoTokens, ObservationT
         torch.ones(1, k, dtype=torch.bool),
         torch.zeros(1, dtype=torch.long),
     )
-    obs = ObservationTokens(
-        cloud(1), torch.randn(1, n, d, generator=g), torch.ones(1, n, dtype=torch.bool), state(1)
-    )
+    obs = ObservationTokens(cloud(1), torch.randn(1, n, d, generator=g), torch.ones(1, n, dtype=torch.bool), state(1))
     return demo.to(device, dtype), obs.to(device, dtype)
 
 
@@ -114,16 +112,12 @@ def bench(
             "query_cached": _time(query, repeats, 5, device),
             "query_naive": _time(lambda: sample_naive(policy, demo, obs), naive_repeats, 1, device),
         }
-    result["speedup_naive_over_cached"] = (
-        result["query_naive"]["median_ms"] / result["query_cached"]["median_ms"]
-    )
+    result["speedup_naive_over_cached"] = result["query_naive"]["median_ms"] / result["query_cached"]["median_ms"]
     return result
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", nargs="+", default=["paper", "cpu-small"])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default=None, help="float32 (CPU default) | bfloat16 | float16 (GPU)")
@@ -151,8 +145,7 @@ def main(argv: list[str] | None = None) -> dict:
             "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
         },
         "results": [
-            bench(name, device, dtype, args.repeats, args.naive_repeats, args.compile)
-            for name in args.configs
+            bench(name, device, dtype, args.repeats, args.naive_repeats, args.compile) for name in args.configs
         ],
     }
     for r in report["results"]:

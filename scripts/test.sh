@@ -13,4 +13,7 @@ mypy
 echo "[test] hadolint"
 hadolint docker/Dockerfile
 echo "[test] pytest"
+# One BLAS/OpenMP thread per process: tests run ROS nodes and torch side by side on few cores,
+# where oversubscribed thread pools are several times slower.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 exec python -m pytest -m "not slow" "$@"

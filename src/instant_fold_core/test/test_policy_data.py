@@ -56,9 +56,7 @@ def test_recovery_relabel_returns_to_the_expert(episodes):
     np.testing.assert_allclose(absolute[-1], e.action[t + h - 1, :, :3], atol=1e-6)  # rejoins the expert
     errors = np.linalg.norm(absolute - e.action[t : t + h, :, :3], axis=-1)
     assert np.all(np.diff(errors, axis=0) <= 1e-7)  # the error shrinks step by step
-    np.testing.assert_allclose(
-        state[:, :3] + kd, chunk_targets(e, t, h)[2] + e.gripper_state[t, :, :3], atol=1e-6
-    )
+    np.testing.assert_allclose(state[:, :3] + kd, chunk_targets(e, t, h)[2] + e.gripper_state[t, :, :3], atol=1e-6)
     np.testing.assert_array_equal(grip, chunk_targets(e, t, h)[1])
 
 
@@ -97,9 +95,7 @@ def test_dataset_pairs_each_sample_with_a_sibling_demonstration(episodes):
 
 
 def test_dataset_augmentations_are_applied_at_their_rates(episodes):
-    ds = PolicyDataset(
-        episodes, 4, TrainingConfig(recovery_prob=0.3, occlusion_prob=1.0, occlusion_radius_m=0.05)
-    )
+    ds = PolicyDataset(episodes, 4, TrainingConfig(recovery_prob=0.3, occlusion_prob=1.0, occlusion_radius_m=0.05))
     rng = np.random.default_rng(1)
     moved = occluded = 0
     for i in range(300):

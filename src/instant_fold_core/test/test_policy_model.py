@@ -52,9 +52,7 @@ def episodes():
     return synthetic_episodes(1, tuple(MODES)[:2], 2, cfg.cloth_feature_dim, cfg.num_cloth_tokens)
 
 
-def make_policy(
-    cfg: InstantFoldPolicyConfig, episodes, seed: int = 0
-) -> tuple[InstantFoldPolicy, PolicyDataset]:
+def make_policy(cfg: InstantFoldPolicyConfig, episodes, seed: int = 0) -> tuple[InstantFoldPolicy, PolicyDataset]:
     torch.manual_seed(seed)
     policy = InstantFoldPolicy(cfg.model)
     dataset = PolicyDataset(episodes, cfg.model.horizon, cfg.train)
@@ -175,9 +173,7 @@ def test_cached_inference_equals_uncached(episodes):
     policy, dataset = make_policy(small_config(), episodes)
     batch = make_batch(dataset)
     with torch.no_grad():
-        fast = sample_cached(
-            policy, batch.obs, policy.encode_context(batch.demo), torch.Generator().manual_seed(3)
-        )
+        fast = sample_cached(policy, batch.obs, policy.encode_context(batch.demo), torch.Generator().manual_seed(3))
         slow = sample_naive(policy, batch.demo, batch.obs, torch.Generator().manual_seed(3))
     torch.testing.assert_close(fast.traj, slow.traj, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast.keypose, slow.keypose, atol=1e-5, rtol=1e-5)
@@ -226,9 +222,10 @@ def test_each_ablation_builds_trains_and_samples(episodes, ablation):
     cfg = small_config(**{ablation: False})
     policy, dataset = make_policy(cfg, episodes)
     full, _ = make_policy(small_config(), episodes)
-    assert sum(p.numel() for p in policy.parameters()) != sum(
-        p.numel() for p in full.parameters()
-    ) or ablation in ("use_alibi", "use_proprio_in_context")
+    assert sum(p.numel() for p in policy.parameters()) != sum(p.numel() for p in full.parameters()) or ablation in (
+        "use_alibi",
+        "use_proprio_in_context",
+    )
     batch = make_batch(dataset)
     policy.train()
     losses = policy.compute_loss(batch, generator=torch.Generator().manual_seed(0))
@@ -303,9 +300,7 @@ def test_runner_predicts_absolute_chunk_and_rejects_bad_input(episodes):
     chunk = runner.predict(*obs, generator=torch.Generator().manual_seed(0))
     h = policy.cfg.horizon
     assert chunk.targets.shape == (h, 2, 4) and chunk.keypose.shape == (2, 4)
-    np.testing.assert_allclose(
-        chunk.targets[..., :3], obs[2][None, :, :3] + np.cumsum(chunk.deltas, 0), atol=1e-5
-    )
+    np.testing.assert_allclose(chunk.targets[..., :3], obs[2][None, :, :3] + np.cumsum(chunk.deltas, 0), atol=1e-5)
     assert set(np.unique(chunk.targets[..., 3])) <= {0.0, 1.0}
     assert chunk.executable().shape == (policy.cfg.execute_steps, 2, 4)
     bad = obs[0].copy()
@@ -338,9 +333,7 @@ def test_checkpoint_round_trip_is_exact(episodes, tmp_path):
     assert loaded.normalizers.to_dict() == policy.normalizers.to_dict()
     assert loaded.mode_ids == policy.mode_ids == {"right_over_left": 0, "bottom_up": 1}
     batch = make_batch(dataset)
-    assert torch.equal(
-        fixed_velocity(policy, batch).traj_velocity, fixed_velocity(loaded.eval(), batch).traj_velocity
-    )
+    assert torch.equal(fixed_velocity(policy, batch).traj_velocity, fixed_velocity(loaded.eval(), batch).traj_velocity)
     # Corrupt and incomplete checkpoints are clear errors.
     (tmp_path / "ckpt" / "normalizers.json").write_text("{}")
     with pytest.raises(CheckpointError, match="missing 'delta'"):
@@ -349,9 +342,7 @@ def test_checkpoint_round_trip_is_exact(episodes, tmp_path):
     with pytest.raises(CheckpointError, match="corrupt"):
         InstantFoldPolicy.from_pretrained(tmp_path / "ckpt")
     small_config(width=96, num_heads=4).to_yaml(tmp_path / "other.yaml")
-    (tmp_path / "mismatch" / "config.json").write_text(
-        json.dumps(load_config(tmp_path / "other.yaml").to_dict())
-    )
+    (tmp_path / "mismatch" / "config.json").write_text(json.dumps(load_config(tmp_path / "other.yaml").to_dict()))
     with pytest.raises(CheckpointError, match="do not match the config"):
         InstantFoldPolicy.from_pretrained(tmp_path / "mismatch")
     with pytest.raises(CheckpointError, match="no such directory"):

@@ -172,9 +172,7 @@ def test_ddp_two_processes_gloo(tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_mixed_precision_training_and_half_precision_inference(episodes, tmp_path):
-    history = train(
-        small(4, log_every=2, checkpoint_every=4, batch_size=4), episodes, tmp_path, device="cuda"
-    )
+    history = train(small(4, log_every=2, checkpoint_every=4, batch_size=4), episodes, tmp_path, device="cuda")
     assert np.isfinite(history["final_loss"])
     ep = episodes[0]
     kf = ep.keyframes

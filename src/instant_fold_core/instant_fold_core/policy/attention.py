@@ -117,17 +117,13 @@ class Attention(nn.Module):
 
 def mlp(width: int, ratio: float, out: int | None = None) -> nn.Sequential:
     hidden = int(width * ratio)
-    return nn.Sequential(
-        nn.Linear(width, hidden), nn.GELU(approximate="tanh"), nn.Linear(hidden, out or width)
-    )
+    return nn.Sequential(nn.Linear(width, hidden), nn.GELU(approximate="tanh"), nn.Linear(hidden, out or width))
 
 
 class Block(nn.Module):
     """Pre-norm transformer block: attention of `x` to a context (itself or another set) + MLP."""
 
-    def __init__(
-        self, width: int, num_heads: int, mlp_ratio: float, rope: Rope3D, cross: bool = False
-    ) -> None:
+    def __init__(self, width: int, num_heads: int, mlp_ratio: float, rope: Rope3D, cross: bool = False) -> None:
         super().__init__()
         self.norm_q = nn.LayerNorm(width)
         self.norm_kv = nn.LayerNorm(width) if cross else None
@@ -207,9 +203,7 @@ class AdaBlock(nn.Module):
 def sinusoidal(values: torch.Tensor, dim: int, max_period: float = 10_000.0) -> torch.Tensor:
     """Transformer sinusoidal embedding of real values [...] -> [..., dim]."""
     half = dim // 2
-    freqs = torch.exp(
-        -math.log(max_period) * torch.arange(half, device=values.device, dtype=torch.float32) / half
-    )
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=values.device, dtype=torch.float32) / half)
     ang = values.float()[..., None] * freqs
     emb = torch.cat((ang.cos(), ang.sin()), -1)
     return F.pad(emb, (0, dim - 2 * half))

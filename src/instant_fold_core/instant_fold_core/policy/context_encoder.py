@@ -19,9 +19,7 @@ class SceneTokenizer(nn.Module):
     def __init__(self, cfg: PolicyConfig) -> None:
         super().__init__()
         w = cfg.width
-        self.cloth_proj = nn.Sequential(
-            nn.LayerNorm(cfg.cloth_feature_dim), nn.Linear(cfg.cloth_feature_dim, w)
-        )
+        self.cloth_proj = nn.Sequential(nn.LayerNorm(cfg.cloth_feature_dim), nn.Linear(cfg.cloth_feature_dim, w))
         self.state_encoder = nn.Sequential(nn.Linear(4, w), nn.GELU(approximate="tanh"), nn.Linear(w, w))
         self.hand = nn.Embedding(2, w)
         self.kind = nn.Embedding(2, w)  # 0 = cloth token, 1 = robot-state token
@@ -126,14 +124,10 @@ class StateEventEncoder(nn.Module):
     def __init__(self, cfg: PolicyConfig) -> None:
         super().__init__()
         self.width = cfg.width
-        self.mlp = nn.Sequential(
-            nn.Linear(8, cfg.width), nn.GELU(approximate="tanh"), nn.Linear(cfg.width, cfg.width)
-        )
+        self.mlp = nn.Sequential(nn.Linear(8, cfg.width), nn.GELU(approximate="tanh"), nn.Linear(cfg.width, cfg.width))
         self.hand = nn.Embedding(2, cfg.width)
 
-    def forward(
-        self, state: torch.Tensor, frame_mask: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(self, state: torch.Tensor, frame_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """state [B, K, 2, 4], frame_mask [B, K] -> tokens [B, 2K, W], positions, validity."""
         k = state.shape[1]
         has_next = frame_mask & torch.cat((frame_mask[:, 1:], torch.zeros_like(frame_mask[:, :1])), 1)

@@ -247,9 +247,7 @@ def collate(samples: list[PolicySample]) -> PolicyBatch:
         return out
 
     def stack(name: str, padded: bool = False) -> torch.Tensor:
-        return torch.from_numpy(
-            np.stack([pad(getattr(s, name)) if padded else getattr(s, name) for s in samples])
-        )
+        return torch.from_numpy(np.stack([pad(getattr(s, name)) if padded else getattr(s, name) for s in samples]))
 
     frame_mask = torch.zeros(len(samples), k_max, dtype=torch.bool)
     for i, s in enumerate(samples):
@@ -265,7 +263,5 @@ def collate(samples: list[PolicySample]) -> PolicyBatch:
     obs = ObservationTokens(
         stack("cloth_positions"), stack("cloth_features"), stack("cloth_valid"), stack("gripper_state")
     )
-    target = ActionTargets(
-        stack("traj_delta"), stack("traj_gripper"), stack("keypose_delta"), stack("keypose_gripper")
-    )
+    target = ActionTargets(stack("traj_delta"), stack("traj_gripper"), stack("keypose_delta"), stack("keypose_gripper"))
     return PolicyBatch(demo, obs, target)

@@ -20,18 +20,14 @@ from instant_fold_core.policy.normalization import ActionNormalizers
 class PolicyDataset:
     """Indexes every (episode, frame) pair; `sample(i, rng)` builds one `PolicySample`."""
 
-    def __init__(
-        self, episodes: list[TokenizedEpisode], horizon: int, train: TrainingConfig | None = None
-    ) -> None:
+    def __init__(self, episodes: list[TokenizedEpisode], horizon: int, train: TrainingConfig | None = None) -> None:
         if not episodes:
             raise PolicyDataError("PolicyDataset: no episodes")
         for e in episodes:
             e.validate()
         shapes = {e.cloth_features.shape[1:] for e in episodes}
         if len(shapes) != 1:
-            raise PolicyDataError(
-                f"cloth_features: episodes disagree on (tokens, feature dim): {sorted(shapes)}"
-            )
+            raise PolicyDataError(f"cloth_features: episodes disagree on (tokens, feature dim): {sorted(shapes)}")
         self.episodes = episodes
         self.horizon = horizon
         self.train = train or TrainingConfig()
@@ -132,9 +128,7 @@ def recovery_targets(
     return state, ((targets - prev).astype(np.float32), grip, kp_delta, kp_grip)
 
 
-def occlude_tokens(
-    positions: np.ndarray, valid: np.ndarray, grippers: np.ndarray, radius: float
-) -> np.ndarray:
+def occlude_tokens(positions: np.ndarray, valid: np.ndarray, grippers: np.ndarray, radius: float) -> np.ndarray:
     """Token-level gripper occlusion under a top-down camera.
 
     A cloth token is hidden when it lies behind a gripper (farther from the camera) and its

@@ -77,9 +77,7 @@ class ActionDenoiser(nn.Module):
 
     def context_kv(self, context: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor) -> list[KeyValue]:
         """Keys/values of the scene context for every block that reads it (fixed across Euler steps)."""
-        blocks = [self.cross, self.trajectory.joint] + (
-            [self.keypose.joint] if self.keypose is not None else []
-        )
+        blocks = [self.cross, self.trajectory.joint] + ([self.keypose.joint] if self.keypose is not None else [])
         return [b.context_kv(context, pos, valid) for b in blocks]
 
     def proprio_condition(self, robot_tokens: torch.Tensor) -> torch.Tensor:
@@ -116,9 +114,7 @@ class ActionDenoiser(nn.Module):
         n_kp = 2 if self.use_keypose else 0
         traj_angles = (cos[:, :, n_kp:], sin[:, :, n_kp:])
         traj_v, traj_g = self.trajectory(x[:, n_kp:], traj_angles, modulations[1:3], context_kv[1])
-        out = DecoderOutput(
-            traj_v.unflatten(1, (self.horizon, 2)), traj_g.unflatten(1, (self.horizon, 2)), None, None
-        )
+        out = DecoderOutput(traj_v.unflatten(1, (self.horizon, 2)), traj_g.unflatten(1, (self.horizon, 2)), None, None)
         if self.keypose is not None:
             out.keypose_velocity, out.keypose_gripper_logit = self.keypose(
                 x[:, :n_kp], (cos[:, :, :n_kp], sin[:, :, :n_kp]), modulations[3:5], context_kv[2]

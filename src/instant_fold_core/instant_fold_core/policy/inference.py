@@ -125,9 +125,7 @@ class ActionChunk:
         return self.targets[: self.execute_steps]
 
 
-def to_absolute(
-    policy: InstantFoldPolicy, sampled: SampledActions, gripper_state: torch.Tensor
-) -> list[ActionChunk]:
+def to_absolute(policy: InstantFoldPolicy, sampled: SampledActions, gripper_state: torch.Tensor) -> list[ActionChunk]:
     """Per-step deltas -> absolute targets from the current state (cumulative sum), grippers thresholded."""
     norm = policy.normalizers
     cur = gripper_state[..., :3].float()
@@ -208,11 +206,7 @@ class PolicyRunner:
         n, d = self.cfg.num_cloth_tokens, self.cfg.cloth_feature_dim
         pos = _array(f"{prefix}cloth_positions", positions, (*lead, n, 3))
         feat = _array(f"{prefix}cloth_features", features, (*lead, n, d))
-        val = (
-            np.ones(pos.shape[:-1], bool)
-            if valid is None
-            else _array(f"{prefix}cloth_valid", valid, (*lead, n))
-        )
+        val = np.ones(pos.shape[:-1], bool) if valid is None else _array(f"{prefix}cloth_valid", valid, (*lead, n))
         if val.dtype != np.bool_:
             raise PolicyInputError(f"{prefix}cloth_valid: expected bool, got {val.dtype}")
         if not val.reshape(-1, n).any(-1).all():
@@ -284,9 +278,7 @@ class PolicyRunner:
     ) -> ActionChunk:
         """One query: [N, 3] positions, [N, D] features, [2, 4] arm states -> an `ActionChunk`."""
         if self._context is None:
-            raise PolicyInputError(
-                "no demonstration loaded: call load_demonstration() (or load_mode()) first"
-            )
+            raise PolicyInputError("no demonstration loaded: call load_demonstration() (or load_mode()) first")
         pos, feat, val = self._cloth("", cloth_positions, cloth_features, cloth_valid, ())
         state = _array("gripper_state", gripper_state, (2, 4))
         obs = ObservationTokens(

@@ -38,9 +38,7 @@ NORMALIZERS_FILE = "normalizers"
 MODES_FILE = "modes"
 
 
-def euler_times(
-    steps: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
+def euler_times(steps: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The Euler schedule t_i = 1 - i / steps, i = 0..steps-1 (from noise at t = 1 towards data)."""
     return 1.0 - torch.arange(steps, device=device, dtype=dtype) / steps
 
@@ -115,9 +113,7 @@ class InstantFoldPolicy(nn.Module):
         return DemoContext(tokens, pos, valid, *events, fusion_kv)
 
     # ------------------------------------------------------------------ stage 2: query
-    def prepare_scene(
-        self, obs: ObservationTokens, context: DemoContext, steps: int | None = None
-    ) -> SceneCache:
+    def prepare_scene(self, obs: ObservationTokens, context: DemoContext, steps: int | None = None) -> SceneCache:
         """Fuse the current scene with the demonstration context and project the scene-context K/V.
 
         With `steps`, the AdaLN modulations of the whole Euler schedule (t = 1, 1 - 1/steps, ...)
@@ -170,9 +166,7 @@ class InstantFoldPolicy(nn.Module):
     # ------------------------------------------------------------------ training
     def normalized_targets(self, target: ActionTargets) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.normalizers.calibrated:
-            raise NormalizerError(
-                "policy normalisers are not calibrated; calibrate them on the training data"
-            )
+            raise NormalizerError("policy normalisers are not calibrated; calibrate them on the training data")
         return self.normalizers.delta.normalize(target.traj_delta), self.normalizers.keypose.normalize(
             target.keypose_delta
         )
@@ -211,9 +205,7 @@ class InstantFoldPolicy(nn.Module):
             losses["keypose_gripper"] = F.binary_cross_entropy_with_logits(
                 out.keypose_gripper_logit.float(), batch.target.keypose_gripper.float()
             )
-            total = total + self.cfg.keypose_loss_weight * (
-                losses["keypose_flow"] + losses["keypose_gripper"]
-            )
+            total = total + self.cfg.keypose_loss_weight * (losses["keypose_flow"] + losses["keypose_gripper"])
         losses["loss"] = total
         return losses
 

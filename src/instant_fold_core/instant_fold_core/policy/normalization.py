@@ -49,9 +49,7 @@ class MinMaxNormalizer(nn.Module):
         low = torch.as_tensor(low, dtype=torch.float32)
         high = torch.as_tensor(high, dtype=torch.float32)
         if low.shape != (self.dim,) or high.shape != (self.dim,):
-            raise NormalizerError(
-                f"range: expected shape ({self.dim},), got {tuple(low.shape)}, {tuple(high.shape)}"
-            )
+            raise NormalizerError(f"range: expected shape ({self.dim},), got {tuple(low.shape)}, {tuple(high.shape)}")
         if not (high > low).all():
             raise NormalizerError("range: every high must exceed its low")
         self.low.copy_(low.to(self.low.device))

@@ -32,15 +32,11 @@ PHASES = {"approach": 8, "fold": 12, "retract": 6}
 def _features(uv: np.ndarray, dim: int) -> np.ndarray:
     """Deterministic 'semantic' features of material coordinates (same for every episode)."""
     proj = np.random.default_rng(1234).normal(size=(8, dim))
-    freq = np.concatenate(
-        [np.sin(np.pi * uv * k) for k in (1, 2)] + [np.cos(np.pi * uv * k) for k in (1, 2)], -1
-    )
+    freq = np.concatenate([np.sin(np.pi * uv * k) for k in (1, 2)] + [np.cos(np.pi * uv * k) for k in (1, 2)], -1)
     return np.tanh(freq @ proj).astype(np.float32)
 
 
-def _sheet(
-    uv: np.ndarray, size: np.ndarray, rot: float, centre: np.ndarray, mode: str, progress: float
-) -> np.ndarray:
+def _sheet(uv: np.ndarray, size: np.ndarray, rot: float, centre: np.ndarray, mode: str, progress: float) -> np.ndarray:
     """Camera-frame positions of material points uv [M, 2] with the fold at `progress` in [0, 1]."""
     axis, side, _ = MODES[mode]
     local = np.concatenate([uv * size, np.zeros((len(uv), 1))], -1)  # x, y in plane, height 0

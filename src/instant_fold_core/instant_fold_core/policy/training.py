@@ -113,9 +113,7 @@ def save_train_state(
     for idx, state in opt["state"].items():
         for key, value in state.items():
             tensors[f"optim.{idx}.{key}"] = torch.as_tensor(value)
-    groups = [
-        {k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in opt["param_groups"]
-    ]
+    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in opt["param_groups"]]
     save_checkpoint(
         out / TRAIN_STATE_DIR,
         tensors,
@@ -146,9 +144,7 @@ def load_train_state(out: Path, policy: InstantFoldPolicy, ema: EMA, optimizer: 
 
 
 @torch.no_grad()
-def action_error(
-    policy: InstantFoldPolicy, dataset: PolicyDataset, indices: list[int], seed: int = 0
-) -> float:
+def action_error(policy: InstantFoldPolicy, dataset: PolicyDataset, indices: list[int], seed: int = 0) -> float:
     """Mean distance (m) between sampled absolute position targets and the expert's, over `indices`."""
     rng, gen = step_generators(seed, 0, 0)
     device = next(policy.parameters()).device
@@ -163,9 +159,7 @@ def action_error(
     return float((pred - truth).norm(dim=-1).mean())
 
 
-def load_episodes(
-    data: str | None, synthetic: int | None, cfg: InstantFoldPolicyConfig
-) -> list[TokenizedEpisode]:
+def load_episodes(data: str | None, synthetic: int | None, cfg: InstantFoldPolicyConfig) -> list[TokenizedEpisode]:
     """Tokenised episodes from a directory of .npz files, or synthetic folding episodes."""
     if synthetic:
         return synthetic_episodes(
@@ -211,9 +205,7 @@ def train(
     dataset.calibrate(policy.normalizers)
     policy.mode_ids = dataset.mode_ids
     if cfg.model.conditioning == "language" and max(dataset.mode_ids.values()) >= cfg.model.num_modes:
-        raise PolicyDataError(
-            f"meta.mode_id: ids {dataset.mode_ids} exceed model.num_modes={cfg.model.num_modes}"
-        )
+        raise PolicyDataError(f"meta.mode_id: ids {dataset.mode_ids} exceed model.num_modes={cfg.model.num_modes}")
     policy.to(device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=tr.lr, weight_decay=tr.weight_decay)
     ema = EMA(policy, tr.ema_decay)
@@ -222,9 +214,7 @@ def train(
         start = load_train_state(out, policy, ema, optimizer)
     model = DistributedDataParallel(policy) if info.world_size > 1 else policy
     per_rank = max(1, tr.batch_size // info.world_size)
-    eval_idx = list(
-        np.random.default_rng(tr.seed).choice(len(dataset), min(eval_samples, len(dataset)), replace=False)
-    )
+    eval_idx = list(np.random.default_rng(tr.seed).choice(len(dataset), min(eval_samples, len(dataset)), replace=False))
     use_amp = tr.amp and device.startswith("cuda")
     if info.is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -241,16 +231,12 @@ def train(
                 "start_step": start,
             },
         )
-    history: dict[str, Any] = (
-        {"initial_action_error": action_error(policy, dataset, eval_idx)} if start == 0 else {}
-    )
+    history: dict[str, Any] = {"initial_action_error": action_error(policy, dataset, eval_idx)} if start == 0 else {}
     tic, losses = time.perf_counter(), None
     end = min(tr.steps, stop_at) if stop_at else tr.steps
     for step in range(start, end):
         rng, gen = step_generators(tr.seed, step, info.rank)
-        batch = collate([dataset.sample(int(i), rng) for i in rng.integers(len(dataset), size=per_rank)]).to(
-            device
-        )
+        batch = collate([dataset.sample(int(i), rng) for i in rng.integers(len(dataset), size=per_rank)]).to(device)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, step)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
@@ -309,9 +295,7 @@ def _log(out: Path, echo: bool, record: dict[str, Any]) -> None:
         f.write(json.dumps(record) + "\n")
     if echo:
         if record["event"] == "train":
-            extra = (
-                f" action_err {record['action_error_m'] * 100:.2f} cm" if "action_error_m" in record else ""
-            )
+            extra = f" action_err {record['action_error_m'] * 100:.2f} cm" if "action_error_m" in record else ""
             print(
                 f"[policy] step {record['step']}: loss {record['loss']:.4f} flow {record['flow']:.4f} "
                 f"gripper {record['gripper']:.4f} lr {record['lr']:.2e} {record['steps_per_s']:.1f} it/s{extra}",
@@ -361,12 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="train_policy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--config", default="cpu-small", help="preset (paper, paper-real, cpu-small) or YAML file"
-    )
-    parser.add_argument(
-        "--out", required=True, help="output directory (checkpoint/, train_state/, log.jsonl)"
-    )
+    parser.add_argument("--config", default="cpu-small", help="preset (paper, paper-real, cpu-small) or YAML file")
+    parser.add_argument("--out", required=True, help="output directory (checkpoint/, train_state/, log.jsonl)")
     parser.add_argument("--data", help="directory of tokenised episodes (*.npz, see TokenizedEpisode.save)")
     parser.add_argument("--synthetic", type=int, help="train on N synthetic garments instead of --data")
     parser.add_argument("--steps", type=int, help="override train.steps")

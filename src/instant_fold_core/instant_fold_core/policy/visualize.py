@@ -86,12 +86,8 @@ def plot_demo_conditioning(
             e = experts[name]
             for arm in range(2):
                 xy = np.concatenate([state[None, arm, :2], e.chunk[:, arm, :2]])
-                ax.plot(
-                    xy[:, 0], xy[:, 1], "--", c=colour, lw=1, label=f"{name}: expert" if arm == 0 else None
-                )
-            ax.scatter(
-                e.keypose[:, 0], e.keypose[:, 1], s=180, marker="*", facecolors="none", edgecolors=colour
-            )
+                ax.plot(xy[:, 0], xy[:, 1], "--", c=colour, lw=1, label=f"{name}: expert" if arm == 0 else None)
+            ax.scatter(e.keypose[:, 0], e.keypose[:, 1], s=180, marker="*", facecolors="none", edgecolors=colour)
     ax.set_aspect("equal")
     ax.invert_yaxis()  # camera optical frame: y points down in the image
     ax.set_xlabel("x (m, camera frame)")
