@@ -40,7 +40,7 @@ def episodes():
 
 
 def test_short_training_reduces_action_error(episodes, tmp_path):
-    history = train(small(80, log_every=40, checkpoint_every=80), episodes, tmp_path, log=False)
+    history = train(small(120, log_every=60, checkpoint_every=120), episodes, tmp_path, log=False)
     assert history["final_action_error"] < 0.75 * history["initial_action_error"]
     records = [json.loads(line) for line in (tmp_path / LOG_FILE).read_text().splitlines()]
     losses = [r["loss"] for r in records if r["event"] == "train"]

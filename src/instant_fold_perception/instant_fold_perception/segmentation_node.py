@@ -22,6 +22,7 @@ from instant_fold_perception.segmentation.plane import PlaneSegmenter, PlaneSegm
 from instant_fold_perception.segmentation.sam2_tracker import Sam2Config, Sam2Tracker
 from instant_fold_ros.conversions import MessageConversionError, image_to_msg, rgbd_from_msgs
 from instant_fold_ros.node_main import run_node
+from instant_fold_ros.params import declare_config
 from instant_fold_ros.qos import OBSERVATION_QOS
 from instant_fold_ros.sync import ExactTimeSync
 
@@ -46,19 +47,11 @@ class SegmentationNode(Node):
         self.create_service(SetBoxPrompt, "segmentation/set_box_prompt", self._on_prompt)
         self.get_logger().info(f"segmenting with the '{backend}' backend")
 
-    def _declare_config(self, prefix: str, defaults: object) -> dict:
-        """One ROS parameter `<prefix>.<field>` per scalar field of a config dataclass."""
-        return {
-            name: type(value)(self.declare_parameter(f"{prefix}.{name}", value).value)
-            for name, value in vars(defaults).items()
-            if isinstance(value, (bool, int, float, str))
-        }
-
     def _make_plane(self) -> PlaneSegmenter:
-        return PlaneSegmenter(PlaneSegmenterConfig(**self._declare_config("plane", PlaneSegmenterConfig())))
+        return PlaneSegmenter(PlaneSegmenterConfig(**declare_config(self, "plane", PlaneSegmenterConfig())))
 
     def _make_sam2(self) -> Sam2Tracker:
-        values = self._declare_config("sam2", Sam2Config())
+        values = declare_config(self, "sam2", Sam2Config())
         box: list[float] = list(self.declare_parameter("sam2.box", [0.0, 0.0, 0.0, 0.0]).value)
         allow_random = bool(self.declare_parameter("sam2.allow_random_weights", False).value)
         if not values["checkpoint"] and not allow_random:

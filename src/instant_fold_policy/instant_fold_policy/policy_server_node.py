@@ -37,6 +37,7 @@ from instant_fold_ros.conversions import (
     tokens_from_msg,
 )
 from instant_fold_ros.node_main import run_node
+from instant_fold_ros.params import declare_config
 from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
 
 REQUEST_ERRORS = (MessageConversionError, DemonstrationError, ValidationError, PolicyServerError, ValueError)
@@ -54,9 +55,9 @@ class PolicyServerNode(Node):
         self.step_duration = float(p("step_duration", 0.1).value)
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
-        defaults = FoldLoopConfig()
-        self.fold_config = FoldLoopConfig(**{k: type(v)(p(f"fold.{k}", v).value) for k, v in vars(defaults).items()})
-        self.home_override = [float(v) for v in p("home", [0.0] * 6).value]
+        self.fold_config = FoldLoopConfig(**declare_config(self, "fold", FoldLoopConfig()))
+        home_parameter: list[float] = list(p("home", [0.0] * 6).value)
+        self.home_override = [float(v) for v in home_parameter]
         self._lock = threading.Lock()
         self._tokens: ClothTokens | None = None
         self._state: np.ndarray | None = None
@@ -197,7 +198,7 @@ class PolicyServerNode(Node):
             goal_handle.abort()
             return ExecuteFold.Result(outcome=int(Outcome.ABORTED), message=str(exc))
         home = np.asarray(self.home_override, np.float64).reshape(2, 3)
-        if not home.any():
+        if not home.any() and self.server.home is not None:
             home = self.server.home
         loop = FoldLoop(
             FoldLoopConfig(**{**vars(self.fold_config), "max_steps": goal.max_steps or self.fold_config.max_steps}),

@@ -24,8 +24,9 @@ class ConfigError(ValueError):
 class PolicyConfig:
     """Architecture of the policy (appendix C). Ablation switches mirror the paper's ablation table."""
 
-    #: Feature dimension of the frozen cloth tokenizer's tokens (projected to `width` here).
-    cloth_feature_dim: int = 384
+    #: Feature dimension of the frozen cloth tokenizer's tokens (projected to `width` here); equals
+    #: the encoder preset's `feature_dim` (encoder/configuration.py) so the two plug together.
+    cloth_feature_dim: int = 256
     #: Cloth tokens per frame (FPS samples); every observation must carry exactly this many.
     num_cloth_tokens: int = 64
     width: int = 384
@@ -212,8 +213,8 @@ def preset(name: str) -> InstantFoldPolicyConfig:
         return InstantFoldPolicyConfig(
             name="cpu-small",
             model=PolicyConfig(
-                cloth_feature_dim=32,
-                num_cloth_tokens=32,
+                cloth_feature_dim=64,  # the cpu-small encoder's feature_dim
+                num_cloth_tokens=64,
                 width=64,
                 num_heads=2,
                 mlp_ratio=2.0,

@@ -1,0 +1,145 @@
+"""The policy server node over DDS: services, the execute-fold action (step limit, cancel), commands."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from policy_fixtures import HOME, cloth_frame, make_checkpoints, make_demonstration
+from rclpy.action import ActionClient
+
+from instant_fold.graph import GraphSpec, NodeSpec
+from instant_fold.runner import ProcessRunner
+from instant_fold_core.checkpoint import checkpoint_id
+from instant_fold_core.encoder.modeling import ClothTokenizer
+from instant_fold_core.tokens import tokenize_frame
+from instant_fold_interfaces.action import ExecuteFold
+from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
+from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
+from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header, tokens_to_msg
+from instant_fold_ros.testing import TopicProbe
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("server")
+    policy_dir, tokenizer_dir = make_checkpoints(root)
+    demo_path = make_demonstration().save(root / "demo.safetensors")
+    params = root / "server.yaml"
+    params.write_text(
+        "policy_server:\n  ros__parameters:\n"
+        f"    policy_checkpoint: '{policy_dir}'\n    tokenizer_checkpoint: '{tokenizer_dir}'\n"
+        f"    demonstration: '{demo_path}'\n    device: cpu\n    step_duration: 0.02\n"
+        "    fold:\n      observation_timeout_s: 30.0\n"
+    )
+    tokenizer = ClothTokenizer.from_pretrained(tokenizer_dir)
+    tokens = tokenize_frame(tokenizer, *cloth_frame())
+    return {"params": params, "tokens": tokens, "encoder_id": checkpoint_id(tokenizer_dir), "demo": demo_path}
+
+
+def _observation_publisher(probe: TopicProbe, setup: dict):
+    """Publish fresh cloth tokens and the home arm state at 20 Hz from the probe."""
+    tokens_pub = probe.node.create_publisher(ClothTokens, "cloth/tokens", 10)
+    state_pub = probe.node.create_publisher(DualArmState, "arms/state", 10)
+
+    def publish() -> None:
+        header = make_header("camera_color_optical_frame", probe.node.get_clock().now().to_msg())
+        tokens_pub.publish(tokens_to_msg(*setup["tokens"], header=header, encoder_id=setup["encoder_id"]))
+        state_pub.publish(dual_arm_state_to_msg(HOME, header))
+
+    probe.node.create_timer(0.05, publish)
+
+
+def _run(setup: dict, ros_env: dict[str, str], body) -> str:
+    graph = GraphSpec(
+        "policy",
+        (NodeSpec("policy_server", "instant_fold_policy", "policy_server_node", parameters=(setup["params"],)),),
+    )
+    out = io.StringIO()
+    with TopicProbe(ros_env) as probe:
+        runner = ProcessRunner(graph, env=ros_env, output=out)
+        runner.start()
+        try:
+            body(probe)
+        finally:
+            assert runner.shutdown() == 0, out.getvalue()
+    return out.getvalue()
+
+
+def _goal(probe: TopicProbe, client: ActionClient, goal: ExecuteFold.Goal, feedback: list, cancel_after: int = 0):
+    assert probe.spin_until(lambda: client.server_is_ready(), 60.0)
+    future = client.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f.feedback))
+    assert probe.spin_until(future.done, 30.0)
+    handle = future.result()
+    assert handle.accepted
+    if cancel_after:
+        probe.spin_until(lambda: len(feedback) >= cancel_after, 60.0)
+        handle.cancel_goal_async()
+    result = handle.get_result_async()
+    assert probe.spin_until(result.done, 120.0)
+    return result.result().result
+
+
+def test_services_and_a_fold_to_the_step_limit(setup: dict, ros_env: dict[str, str]) -> None:
+    observed: dict = {}
+
+    def body(probe: TopicProbe) -> None:
+        commands = probe.subscribe(ActionChunk, "arms/command")
+        _observation_publisher(probe, setup)
+        header = make_header("camera_color_optical_frame")
+        request = PredictActionChunk.Request(
+            tokens=tokens_to_msg(*setup["tokens"], header=header), state=dual_arm_state_to_msg(HOME, header)
+        )
+        observed["predict"] = probe.call(PredictActionChunk, "policy/predict_action_chunk", request, 60.0)
+        bad = request.tokens
+        bad.features[0] = float("nan")
+        observed["bad_predict"] = probe.call(PredictActionChunk, "policy/predict_action_chunk", request)
+        observed["bad_load"] = probe.call(
+            LoadDemonstration, "policy/load_demonstration", LoadDemonstration.Request(path="/nonexistent.safetensors")
+        )
+        observed["load"] = probe.call(
+            LoadDemonstration, "policy/load_demonstration", LoadDemonstration.Request(path=str(setup["demo"]))
+        )
+        feedback: list = []
+        client = ActionClient(probe.node, ExecuteFold, "policy/execute_fold")
+        observed["result"] = _goal(probe, client, ExecuteFold.Goal(max_steps=3), feedback)
+        probe.spin_until(lambda: len(commands) >= 3, 5.0)
+        observed["feedback"], observed["commands"] = feedback, list(commands)
+
+    log = _run(setup, ros_env, body)
+    predict = observed["predict"]
+    assert predict is not None and predict.success, log
+    chunk = action_chunk_from_msg(predict.chunk)
+    assert chunk.representation == ActionChunk.ABSOLUTE and chunk.positions.shape[1:] == (2, 3)
+    assert not observed["bad_predict"].success and "NaN" in observed["bad_predict"].message
+    assert not observed["bad_load"].success and "does not exist" in observed["bad_load"].message
+    assert observed["load"].success and observed["load"].num_keyframes == 3
+    result = observed["result"]
+    assert result.outcome == ExecuteFold.Result.OUTCOME_STEP_LIMIT and result.steps == 3, (result.message, log)
+    steps = [f.step for f in observed["feedback"] if f.phase in (3, 4)]
+    assert steps == [0, 1, 2]
+    assert len(observed["commands"]) == 3
+    assert all(np.isfinite(action_chunk_from_msg(c).positions).all() for c in observed["commands"])
+
+
+def test_cancel_makes_the_arms_hold(setup: dict, ros_env: dict[str, str]) -> None:
+    observed: dict = {}
+
+    def body(probe: TopicProbe) -> None:
+        commands = probe.subscribe(ActionChunk, "arms/command")
+        _observation_publisher(probe, setup)
+        client = ActionClient(probe.node, ExecuteFold, "policy/execute_fold")
+        feedback: list = []
+        observed["result"] = _goal(probe, client, ExecuteFold.Goal(max_steps=1000), feedback, cancel_after=2)
+        probe.spin_until(lambda: False, 1.0)
+        observed["commands"] = list(commands)
+
+    log = _run(setup, ros_env, body)
+    assert observed["result"].outcome == ExecuteFold.Result.OUTCOME_CANCELED, log
+    hold = action_chunk_from_msg(observed["commands"][-1])
+    assert hold.representation == ActionChunk.ABSOLUTE and hold.steps_to_execute == 1
+    np.testing.assert_allclose(hold.positions[0], HOME[:, :3])
+    np.testing.assert_allclose(hold.openness[0], HOME[:, 3])
