@@ -96,8 +96,14 @@ def _frames_for(dist: float, speed: float, fps: float, minimum: int = 2) -> int:
     return max(minimum, int(np.ceil(dist / speed * fps)))
 
 
-def pick_place_plan(start: np.ndarray, pick: np.ndarray, place: np.ndarray, m: MotionConfig, fps: float) -> Plan:
-    """Approach, descend, grasp, carry along a half-circle arc, release, retract."""
+def arc_frames(pick: np.ndarray, place: np.ndarray, m: MotionConfig, fps: float) -> int:
+    dist = float(np.linalg.norm(place[:2] - pick[:2]))
+    return _frames_for(np.pi / 2 * max(dist, 1e-3), m.arc_speed, fps, minimum=8)
+
+
+def pick_place_plan(start: np.ndarray, pick: np.ndarray, place: np.ndarray, m: MotionConfig, fps: float,
+                    n_arc: int | None = None) -> Plan:
+    """Approach, descend, grasp, carry along a half-circle arc (`n_arc` frames), release, retract."""
     above = pick + [0, 0, m.hover]
     plan = _segment(start, above, _frames_for(np.linalg.norm(above - start), m.move_speed, fps), 1.0)
     plan += _segment(above, pick, m.descend_frames, 1.0)
@@ -105,7 +111,7 @@ def pick_place_plan(start: np.ndarray, pick: np.ndarray, place: np.ndarray, m: M
     drop = place + [0, 0, m.place_height]
     dist = float(np.linalg.norm(drop[:2] - pick[:2]))
     lift = float(np.clip(0.5 * dist, 0.08, 0.6))
-    n = _frames_for(np.pi / 2 * max(dist, 1e-3), m.arc_speed, fps, minimum=8)
+    n = n_arc or arc_frames(pick, place, m, fps)
     for k in range(1, n + 1):
         u = k / n
         p = pick + (drop - pick) * u
@@ -114,6 +120,10 @@ def pick_place_plan(start: np.ndarray, pick: np.ndarray, place: np.ndarray, m: M
     plan += [(drop.copy(), 1.0)] * m.release_frames  # release, let the layer land
     plan += _segment(drop, drop + [0, 0, m.hover], 3, 1.0)
     return plan
+
+
+def _grasp_index(plan: Plan) -> int:
+    return next(i for i, (_, openness) in enumerate(plan) if openness < 0.5)
 
 
 def _hold(pos: np.ndarray, openness: float, frames: int) -> Plan:
@@ -214,9 +224,17 @@ class FoldingRollout:
                                                                         m.move_speed, self.fps), 1.0)
                 self.execute(_merge(plans, self._current()))
         else:
+            # Two-handed folds: both arms grasp on the same frame and carry in lockstep, so one
+            # side of the garment is not folded before the other (which skews the fold).
+            picks = {mv: self.scene.positions()[self.kp_ids[KP_INDEX[mv.pick]]] for mv in sub.moves}
+            n_arc = max(arc_frames(picks[mv], targets[mv], m, self.fps) for mv in sub.moves)
             plans = [None, None]
             for mv in sub.moves:
-                plans[mv.arm] = self._plan(mv, targets[mv])
+                plans[mv.arm] = self._plan(mv, targets[mv], n_arc)
+            grasp_at = {arm: _grasp_index(p) for arm, p in enumerate(plans) if p}
+            for arm, idx in grasp_at.items():
+                wait = max(grasp_at.values()) - idx
+                plans[arm][:0] = _hold(self.scene.grippers[arm].position, 1.0, wait)
             self.execute(_merge(plans, self._current()))
         kps_end = self.keypoints()
         for mv in sub.moves:
@@ -224,11 +242,11 @@ class FoldingRollout:
             self.oracle.append({"subaction": sub.name, "move": mv.label or mv.pick, "keypoint": mv.pick,
                                 "error": err, "sequential": sequential})
 
-    def _plan(self, mv: PickPlace, target: np.ndarray) -> Plan:
+    def _plan(self, mv: PickPlace, target: np.ndarray, n_arc: int | None = None) -> Plan:
         pick = self.scene.positions()[self.kp_ids[KP_INDEX[mv.pick]]]
         place = np.array([target[0], target[1], max(float(target[2]), 0.0)])
         return pick_place_plan(self.scene.grippers[mv.arm].position.copy(), pick, place, self.config.motion,
-                               self.fps)
+                               self.fps, n_arc)
 
     def _too_close(self, moves: tuple[PickPlace, ...], targets: dict) -> bool:
         if len(moves) < 2:

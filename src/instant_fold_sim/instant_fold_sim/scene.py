@@ -41,12 +41,12 @@ class ClothSimConfig:
     stretch_ke: float = 1.0e4  # tri_ke
     shear_ka: float = 1.0e4  # tri_ka (area preservation)
     stretch_kd: float = 1.5e-2
-    bend_ke: float = 2.0
+    bend_ke: float = 0.5
     bend_kd: float = 1.0e-2
     density: float = 0.02
     particle_radius: float = 0.006
-    self_contact_radius: float = 0.004
-    self_contact_margin: float = 0.006
+    self_contact_margin: float = 0.004  # self-contact interaction distance
+    self_contact_gap: float = 0.002  # extra detection reach (query radius = margin + gap)
     contact_ke: float = 1.0e4
     contact_kd: float = 1.0e1
     friction: float = 0.6  # cloth-table
@@ -133,8 +133,8 @@ class ClothScene:
             self.model,
             iterations=cfg.iterations,
             particle_enable_self_contact=cfg.self_contact,
-            particle_self_contact_radius=cfg.self_contact_radius * UNITS,
             particle_self_contact_margin=cfg.self_contact_margin * UNITS,
+            particle_self_contact_gap=cfg.self_contact_gap * UNITS,
             particle_topological_contact_filter_threshold=1,
             particle_vertex_contact_buffer_size=16,
             particle_edge_contact_buffer_size=20,

@@ -21,14 +21,16 @@ def _close_gaps(flags: np.ndarray, min_run: int) -> np.ndarray:
     return out
 
 
-def extract_keyframes(gripper_state: np.ndarray, move_tol: float = 1e-3, min_run: int = 6) -> np.ndarray:
+def extract_keyframes(gripper_state: np.ndarray, move_tol: float = 1e-3, min_run: int = 6,
+                      min_separation: int = 3) -> np.ndarray:
     """Keyframe indices (int32, increasing) from per-frame arm states [T, 2, 4].
 
     A grasp/release keyframe is the first frame whose openness differs from the previous
     frame. An arm is "moving" at frame t when its position changes by more than `move_tol`
     (metres) towards t + 1, with pauses shorter than `min_run` frames bridged; a motion
-    transition is a frame where exactly one arm starts or stops moving. Candidates closer than
-    `min_run` frames to an already chosen keyframe are dropped, grasp/release events first.
+    transition is a frame where exactly one arm starts or stops moving. Grasp/release events
+    are always kept; motion transitions closer than `min_separation` frames to an already
+    chosen keyframe are redundant and dropped.
     """
     gs = np.asarray(gripper_state, dtype=np.float64)
     if gs.ndim != 3 or gs.shape[1:] != (2, 4) or gs.shape[0] == 0:
@@ -42,9 +44,8 @@ def extract_keyframes(gripper_state: np.ndarray, move_tol: float = 1e-3, min_run
         moving = np.stack([_close_gaps(step[:, a] > move_tol, min_run) for a in range(2)], axis=1)
         changed = moving[1:] != moving[:-1]
         motion = (np.flatnonzero(changed.sum(axis=1) == 1) + 1).tolist()
-    chosen = [0, t - 1]
-    for cand in events + motion:
-        if all(abs(cand - c) >= min_run for c in chosen) or (cand in events and cand not in chosen
-                                                             and all(abs(cand - c) >= 2 for c in chosen)):
+    chosen = [0, t - 1, *events]
+    for cand in motion:
+        if all(abs(cand - c) >= min_separation for c in chosen):
             chosen.append(cand)
     return np.array(sorted(set(chosen)), dtype=np.int32)

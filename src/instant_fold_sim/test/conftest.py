@@ -1,0 +1,28 @@
+"""Shared fixtures: small real garments and the cpu-small generation preset."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in ("slow: long checks, not in the default run", "gpu: needs CUDA", "ros: needs rclpy"):
+        config.addinivalue_line("markers", marker)
+
+
+@pytest.fixture(scope="session")
+def cpu_small():
+    from instant_fold_sim.rollout import preset
+
+    return preset("cpu-small")
+
+
+@pytest.fixture(scope="session")
+def small_garment(cpu_small):
+    from instant_fold_sim.garments import make_procedural_garment
+
+    return make_procedural_garment(0, spacing=cpu_small.garment_spacing)
