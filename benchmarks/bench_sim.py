@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import warp as wp
+
 from instant_fold_sim.garments import make_procedural_garment
 from instant_fold_sim.programs import resolve_mode
 from instant_fold_sim.render import Appearance, Camera, render
@@ -29,15 +30,21 @@ from instant_fold_sim.scene import ClothScene
 def bench_physics(cfg, garment, frames: int) -> dict:
     """Stepping cost alone: drop the garment and step `frames` control frames."""
     rest = garment.vertices * cfg.sim.garment_scale
-    scene = ClothScene(garment, cfg.sim, initial_positions=rest + [0, 0, 0.2])
+    scene = ClothScene(garment, cfg.sim, initial_positions=rest + np.array([0.0, 0.0, 0.2]))
     scene.step_frame()  # warm-up (kernel load)
     t0 = time.perf_counter()
     for _ in range(frames):
         scene.step_frame()
     wall = time.perf_counter() - t0
     sim = frames / cfg.sim.fps
-    return {"particles": scene.num_particles, "substeps": cfg.sim.substeps, "iterations": cfg.sim.iterations,
-            "fps": cfg.sim.fps, "real_time_factor": sim / wall, "ms_per_frame": 1000 * wall / frames}
+    return {
+        "particles": scene.num_particles,
+        "substeps": cfg.sim.substeps,
+        "iterations": cfg.sim.iterations,
+        "fps": cfg.sim.fps,
+        "real_time_factor": sim / wall,
+        "ms_per_frame": 1000 * wall / frames,
+    }
 
 
 def bench_render(cfg, garment, repeats: int = 20) -> float:
@@ -63,8 +70,12 @@ def main() -> None:
     cfg = preset(args.preset)
     garment = make_procedural_garment(args.garment_seed, spacing=cfg.garment_spacing)
     result = {
-        "preset": cfg.name, "device": str(wp.get_device()), "machine": platform.processor() or platform.machine(),
-        "garment": garment.garment_id, "mode": args.mode, "variant": args.variant,
+        "preset": cfg.name,
+        "device": str(wp.get_device()),
+        "machine": platform.processor() or platform.machine(),
+        "garment": garment.garment_id,
+        "mode": args.mode,
+        "variant": args.variant,
         "physics": bench_physics(cfg, garment, args.physics_frames),
         "render_ms_per_frame": bench_render(cfg, garment),
     }
@@ -74,9 +85,16 @@ def main() -> None:
         ep = run_episode(garment, resolve_mode(args.mode), args.variant, seed=100 + k, config=cfg)
         wall = time.perf_counter() - t0
         tm = ep.meta["timing"]
-        episodes.append({"seconds": wall, "frames": ep.num_frames, "sim_time_s": tm["sim_time_s"],
-                         "render_s": tm["render_s"], "oracle_max_error": ep.meta["oracle"]["max_error"],
-                         "layout_attempts": ep.meta["layout_attempts"]})
+        episodes.append(
+            {
+                "seconds": wall,
+                "frames": ep.num_frames,
+                "sim_time_s": tm["sim_time_s"],
+                "render_s": tm["render_s"],
+                "oracle_max_error": ep.meta["oracle"]["max_error"],
+                "layout_attempts": ep.meta["layout_attempts"],
+            }
+        )
     secs = float(np.mean([e["seconds"] for e in episodes]))
     result.update({"episodes": episodes, "seconds_per_episode": secs, "episodes_per_hour_per_core": 3600 / secs})
     text = json.dumps(result, indent=2)

@@ -344,13 +344,27 @@ def load_obj(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(verts, dtype=np.float64), np.asarray(faces, dtype=np.int64)
 
 
-def load_obj_garment(path: str | Path, *, resample: bool = False, max_particles: int = MAX_PARTICLES,
-                     up_axis: int = 1, unit_scale: float = 1.0, split: str = "train") -> GarmentMesh:
+def load_obj_garment(
+    path: str | Path,
+    *,
+    resample: bool = False,
+    max_particles: int = MAX_PARTICLES,
+    up_axis: int = 1,
+    unit_scale: float = 1.0,
+    split: str = "train",
+) -> GarmentMesh:
     """A user top (e.g. a Cloth3D mesh exported to OBJ) as a validated canonical garment."""
     verts, faces = load_obj(path)
     return garment_from_arrays(
-        verts, faces, f"obj_{Path(path).stem}", "obj", up_axis=up_axis, unit_scale=unit_scale,
-        max_particles=max_particles, resample=resample, split=split,
+        verts,
+        faces,
+        f"obj_{Path(path).stem}",
+        "obj",
+        up_axis=up_axis,
+        unit_scale=unit_scale,
+        max_particles=max_particles,
+        resample=resample,
+        split=split,
     )
 
 
@@ -380,8 +394,15 @@ def newton_tshirt(max_particles: int = MAX_PARTICLES) -> GarmentMesh:
     verts = np.asarray(mesh.vertices, dtype=np.float64)
     faces = np.asarray(mesh.indices, dtype=np.int64).reshape(-1, 3)
     garment = garment_from_arrays(
-        verts, faces, "newton_tshirt", "newton", up_axis=1, unit_scale=0.01, max_particles=max_particles,
-        resample=True, split="train",
+        verts,
+        faces,
+        "newton_tshirt",
+        "newton",
+        up_axis=1,
+        unit_scale=0.01,
+        max_particles=max_particles,
+        resample=True,
+        split="train",
     )
     garment.params["max_particles"] = max_particles
     return garment

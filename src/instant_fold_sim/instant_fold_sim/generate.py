@@ -20,8 +20,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from instant_fold_core.dataset.zarr_store import EpisodeStore
 from tqdm import tqdm
+
+from instant_fold_core.dataset.zarr_store import EpisodeStore
 
 from .garments import GarmentError, GarmentMesh, load_obj_folder, resolve_garment, split_of_seed
 from .keypoints import KeypointError
@@ -77,8 +78,9 @@ def expand_garments(specs: list[str], split: str | None, spacing: float) -> list
     return out
 
 
-def make_jobs(garments: list[tuple[str, str]], modes: list[str], variants: list[str] | None,
-              episodes_per: int, base_seed: int) -> list[Job]:
+def make_jobs(
+    garments: list[tuple[str, str]], modes: list[str], variants: list[str] | None, episodes_per: int, base_seed: int
+) -> list[Job]:
     jobs = []
     for spec, gid in garments:
         for mode_name in modes:
@@ -87,8 +89,16 @@ def make_jobs(garments: list[tuple[str, str]], modes: list[str], variants: list[
             if not allowed:
                 continue
             for k in range(episodes_per):
-                jobs.append(Job(spec, gid, mode_name, allowed[k % len(allowed)], k,
-                                episode_seed(base_seed, gid, mode.mode_id, k)))
+                jobs.append(
+                    Job(
+                        spec,
+                        gid,
+                        mode_name,
+                        allowed[k % len(allowed)],
+                        k,
+                        episode_seed(base_seed, gid, mode.mode_id, k),
+                    )
+                )
     return jobs
 
 
@@ -118,15 +128,25 @@ def _parse_list(value: str | None) -> list[str] | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m instant_fold_sim.generate", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m instant_fold_sim.generate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--out", required=True, help="episode store (zarr directory)")
     p.add_argument("--preset", default="paper", help="generation preset: paper | cpu-small")
-    p.add_argument("--garments", nargs="+", default=["proc:0:12"],
-                   help="proc:A:B | proc:S | newton_tshirt | file.obj | folder of OBJ files")
+    p.add_argument(
+        "--garments",
+        nargs="+",
+        default=["proc:0:12"],
+        help="proc:A:B | proc:S | newton_tshirt | file.obj | folder of OBJ files",
+    )
     p.add_argument("--split", choices=["train", "heldout"], default=None, help="keep garments of this split")
-    p.add_argument("--modes", default="all", help="comma-separated mode names or ids, 'all' (19 folds), "
-                                                  "or 'random' (pretraining drags)")
+    p.add_argument(
+        "--modes",
+        default="all",
+        help="comma-separated mode names or ids, 'all' (19 folds), or 'random' (pretraining drags)",
+    )
     p.add_argument("--variants", default="all", help="comma-separated variants to keep (e.g. L,R,S)")
     p.add_argument("--episodes-per", type=int, default=1, help="episodes per (garment, mode)")
     p.add_argument("--seed", type=int, default=0)

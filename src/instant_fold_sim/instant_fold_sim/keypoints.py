@@ -11,6 +11,7 @@ tracked through a rollout by reading those particles.
 from __future__ import annotations
 
 import numpy as np
+
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES
 
 
@@ -103,12 +104,16 @@ def detect_keypoints(vertices: np.ndarray, hem_band: float = 0.06) -> np.ndarray
 
 def _check_layout(xy: np.ndarray, ids: np.ndarray) -> None:
     """Reject layouts a person inspecting the mesh would discard (the paper's manual check)."""
-    p = {name: xy[i] for name, i in zip(KEYPOINT_NAMES, ids)}
+    p = {name: xy[i] for name, i in zip(KEYPOINT_NAMES, ids, strict=True)}
     if len(set(ids.tolist())) != len(ids):
-        raise KeypointError(f"keypoints: two keypoints share a particle {dict(zip(KEYPOINT_NAMES, ids.tolist()))}")
+        raise KeypointError(
+            f"keypoints: two keypoints share a particle {dict(zip(KEYPOINT_NAMES, ids.tolist(), strict=True))}"
+        )
     if not p["top_left"][0] < p["left_shoulder"][0] < 0 < p["right_shoulder"][0] < p["top_right"][0]:
         raise KeypointError("keypoints: sleeve tips are not outside the shoulders")
-    if not max(p["bottom_left"][1], p["bottom_right"][1]) < p["center"][1] < min(
-        p["left_shoulder"][1], p["right_shoulder"][1]
+    if (
+        not max(p["bottom_left"][1], p["bottom_right"][1])
+        < p["center"][1]
+        < min(p["left_shoulder"][1], p["right_shoulder"][1])
     ):
         raise KeypointError("keypoints: centre is not between the hem and the shoulders")

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES
 
 KP = {name: i for i, name in enumerate(KEYPOINT_NAMES)}
@@ -65,6 +66,7 @@ class FoldingMode:
     family: str  # "sleeves_first" | "body_first" | "random"
     variants: tuple[str, ...]
     build: Callable[[str], list[Subaction]] = field(repr=False)
+    regions: int = 0  # random-deformation modes: how many regions are dragged
 
     def program(self, variant: str) -> list[Subaction]:
         if variant not in self.variants:
@@ -108,8 +110,10 @@ def _other(side: str) -> str:
 def sleeve_subaction(kind: str, order: str) -> Subaction:
     """Both sleeves by `kind`; `order` L / R / S (S falls back to L when unsafe)."""
     target_of, simultaneous_ok = _SLEEVE_TARGETS[kind]
-    moves = [PickPlace(arm, f"top_{side}", target_of(side), f"{side}_sleeve_{kind}")
-             for arm, side in ((LEFT, "left"), (RIGHT, "right"))]
+    moves = [
+        PickPlace(arm, f"top_{side}", target_of(side), f"{side}_sleeve_{kind}")
+        for arm, side in ((LEFT, "left"), (RIGHT, "right"))
+    ]
     if order == "R":
         moves.reverse()
     return Subaction(f"sleeves_{kind}", tuple(moves), sequential=not (order == "S" and simultaneous_ok))
@@ -118,15 +122,21 @@ def sleeve_subaction(kind: str, order: str) -> Subaction:
 def body_subaction(kind: str, direction: str = "L") -> Subaction:
     """A two-handed body fold; `direction` only matters for side folds."""
     if kind == "shoulders_down":
-        moves = (PickPlace(LEFT, "left_shoulder", _lerp("bottom_left", "left_shoulder", 0.08)),
-                 PickPlace(RIGHT, "right_shoulder", _lerp("bottom_right", "right_shoulder", 0.08)))
+        moves = (
+            PickPlace(LEFT, "left_shoulder", _lerp("bottom_left", "left_shoulder", 0.08)),
+            PickPlace(RIGHT, "right_shoulder", _lerp("bottom_right", "right_shoulder", 0.08)),
+        )
     elif kind == "bottom_up":
-        moves = (PickPlace(LEFT, "bottom_left", _lerp("left_shoulder", "bottom_left", 0.08)),
-                 PickPlace(RIGHT, "bottom_right", _lerp("right_shoulder", "bottom_right", 0.08)))
+        moves = (
+            PickPlace(LEFT, "bottom_left", _lerp("left_shoulder", "bottom_left", 0.08)),
+            PickPlace(RIGHT, "bottom_right", _lerp("right_shoulder", "bottom_right", 0.08)),
+        )
     elif kind == "side_fold":
         src, dst = ("right", "left") if direction == "L" else ("left", "right")
-        moves = (PickPlace(LEFT, f"{src}_shoulder", _lerp(f"{dst}_shoulder", f"{src}_shoulder", 0.08)),
-                 PickPlace(RIGHT, f"bottom_{src}", _lerp(f"bottom_{dst}", f"bottom_{src}", 0.08)))
+        moves = (
+            PickPlace(LEFT, f"{src}_shoulder", _lerp(f"{dst}_shoulder", f"{src}_shoulder", 0.08)),
+            PickPlace(RIGHT, f"bottom_{src}", _lerp(f"bottom_{dst}", f"bottom_{src}", 0.08)),
+        )
     else:
         raise ValueError(f"body subaction: unknown kind {kind!r}")
     return Subaction(kind if kind != "side_fold" else f"side_fold_{direction}", moves, sequential=False)
@@ -145,8 +155,12 @@ def _sleeves_first(mode_id: int, sleeve: str, body: str) -> FoldingMode:
         return [sleeve_subaction(sleeve, variant[0]), body_subaction(body, direction)]
 
     return FoldingMode(
-        mode_id, f"sleeves_{sleeve}__{body}", f"{_SLEEVE_TEXT[sleeve].capitalize()}, then {_BODY_TEXT[body]}.",
-        "sleeves_first", variants, build,
+        mode_id,
+        f"sleeves_{sleeve}__{body}",
+        f"{_SLEEVE_TEXT[sleeve].capitalize()}, then {_BODY_TEXT[body]}.",
+        "sleeves_first",
+        variants,
+        build,
     )
 
 
@@ -158,14 +172,23 @@ def _body_first(mode_id: int, body: str, sleeve: str) -> FoldingMode:
         arm = LEFT if side == "left" else RIGHT
 
         def build(variant: str) -> list[Subaction]:
-            stacked = Subaction("stacked_sleeves_down", (PickPlace(arm, f"top_{side}", _lerp(
-                f"{side}_shoulder", f"bottom_{side}", 0.45), "stacked_sleeves_down"),))
+            stacked = Subaction(
+                "stacked_sleeves_down",
+                (
+                    PickPlace(
+                        arm, f"top_{side}", _lerp(f"{side}_shoulder", f"bottom_{side}", 0.45), "stacked_sleeves_down"
+                    ),
+                ),
+            )
             return [body_subaction("side_fold", direction), stacked]
 
         return FoldingMode(
-            mode_id, f"body_side_fold_{direction}__sleeves_down",
+            mode_id,
+            f"body_side_fold_{direction}__sleeves_down",
             f"Fold the shirt in half towards the {side}, then fold the stacked sleeves down.",
-            "body_first", (direction,), build,
+            "body_first",
+            (direction,),
+            build,
         )
     orders = _sleeve_orders(sleeve)
 
@@ -173,8 +196,12 @@ def _body_first(mode_id: int, body: str, sleeve: str) -> FoldingMode:
         return [body_subaction("bottom_up"), sleeve_subaction(sleeve, variant)]
 
     return FoldingMode(
-        mode_id, f"body_bottom_up__sleeves_{sleeve}",
-        f"Fold the hem up to the shoulders, then {_SLEEVE_TEXT[sleeve]}.", "body_first", orders, build_bu,
+        mode_id,
+        f"body_bottom_up__sleeves_{sleeve}",
+        f"Fold the hem up to the shoulders, then {_SLEEVE_TEXT[sleeve]}.",
+        "body_first",
+        orders,
+        build_bu,
     )
 
 
@@ -182,9 +209,15 @@ def _random_mode(mode_id: int, n_regions: int) -> FoldingMode:
     def build(variant: str) -> list[Subaction]:
         raise ValueError("random-deformation programs are sampled with `random_deformation_program`")
 
-    return FoldingMode(mode_id, f"random_drag_{n_regions}",
-                       f"Drag {n_regions} garment region{'s' if n_regions > 1 else ''} to random places.",
-                       "random", ("S",), build)
+    return FoldingMode(
+        mode_id,
+        f"random_drag_{n_regions}",
+        f"Drag {n_regions} garment region{'s' if n_regions > 1 else ''} to random places.",
+        "random",
+        ("S",),
+        build,
+        regions=n_regions,
+    )
 
 
 def _build_modes() -> dict[str, FoldingMode]:
@@ -192,8 +225,12 @@ def _build_modes() -> dict[str, FoldingMode]:
     for i, sleeve in enumerate(SLEEVE_SUBACTIONS):
         for j, body in enumerate(BODY_SUBACTIONS):
             modes.append(_sleeves_first(1 + 3 * i + j, sleeve, body))
-    modes += [_body_first(16, "bottom_up", "down"), _body_first(17, "bottom_up", "center"),
-              _body_first(18, "side_fold", "left"), _body_first(19, "side_fold", "right")]
+    modes += [
+        _body_first(16, "bottom_up", "down"),
+        _body_first(17, "bottom_up", "center"),
+        _body_first(18, "side_fold", "left"),
+        _body_first(19, "side_fold", "right"),
+    ]
     modes += [_random_mode(20, 1), _random_mode(21, 2)]
     return {m.name: m for m in modes}
 
@@ -223,7 +260,7 @@ def random_deformation_program(rng: np.random.Generator, n_regions: int, garment
     """Drag one or two random keypoint regions by 15-35 % of the garment size in random directions."""
     names = rng.choice(len(KEYPOINT_NAMES), size=n_regions, replace=False)
     moves = []
-    for arm, idx in zip((LEFT, RIGHT), sorted(names)):
+    for arm, idx in zip((LEFT, RIGHT), sorted(names), strict=False):
         angle = rng.uniform(0, 2 * np.pi)
         offset = rng.uniform(0.15, 0.35) * garment_size * np.array([np.cos(angle), np.sin(angle), 0.0])
         name = KEYPOINT_NAMES[idx]

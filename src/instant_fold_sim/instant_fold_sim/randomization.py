@@ -62,8 +62,9 @@ class Randomization:
         return asdict(self)
 
 
-def sample_randomization(rng: np.random.Generator, ranges: DRRanges | None = None,
-                         resolution: int = 256) -> Randomization:
+def sample_randomization(
+    rng: np.random.Generator, ranges: DRRanges | None = None, resolution: int = 256
+) -> Randomization:
     r = ranges or DRRanges()
     u = rng.uniform
     mode = str(rng.choice(SLEEVE_MODES, p=SLEEVE_MODE_PROBS))
@@ -89,8 +90,11 @@ def sample_randomization(rng: np.random.Generator, ranges: DRRanges | None = Non
             resolution=resolution,
         ),
         appearance=Appearance(
-            hue=float(u(*r.hue)), saturation=float(u(*r.saturation)), value=float(u(*r.value)),
-            brightness=float(u(*r.brightness)), contrast=float(u(*r.contrast)),
+            hue=float(u(*r.hue)),
+            saturation=float(u(*r.saturation)),
+            value=float(u(*r.value)),
+            brightness=float(u(*r.brightness)),
+            contrast=float(u(*r.contrast)),
         ),
     )
 

@@ -49,8 +49,12 @@ class Camera:
         # Top-down base pose: optical x = world x, optical y = world -y, optical z = world -z,
         # so the garment's neck (+y) points up in the image. Perturbations act in the optical frame.
         base = np.array([[1, 0, 0], [0, -1, 0], [0, 0, -1]], dtype=np.float64)
-        r = base @ _rot("z", np.radians(self.roll)) @ _rot("x", np.radians(self.pitch)) @ _rot(
-            "y", np.radians(self.yaw))
+        r = (
+            base
+            @ _rot("z", np.radians(self.roll))
+            @ _rot("x", np.radians(self.pitch))
+            @ _rot("y", np.radians(self.yaw))
+        )
         t = np.eye(4)
         t[:3, :3] = r
         t[:3, 3] = [0.0, 0.0, self.height]
@@ -96,8 +100,9 @@ class Frame:
     particle_visible: np.ndarray  # bool [N]
 
 
-def render(camera: Camera, appearance: Appearance, particles: np.ndarray, faces: np.ndarray,
-           visibility_tol: float = 0.02) -> Frame:
+def render(
+    camera: Camera, appearance: Appearance, particles: np.ndarray, faces: np.ndarray, visibility_tol: float = 0.02
+) -> Frame:
     """Rasterise the cloth over the table plane; returns colour, depth, mask and visibility."""
     res = camera.resolution
     k = camera.intrinsics
@@ -140,23 +145,40 @@ def render(camera: Camera, appearance: Appearance, particles: np.ndarray, faces:
     )
 
 
-def _rasterise(uv: np.ndarray, z: np.ndarray, faces: np.ndarray, res: int, zbuf: np.ndarray,
-               tri_id: np.ndarray, small_span: int = 24) -> None:
+def _rasterise(
+    uv: np.ndarray,
+    z: np.ndarray,
+    faces: np.ndarray,
+    res: int,
+    zbuf: np.ndarray,
+    tri_id: np.ndarray,
+    small_span: int = 24,
+) -> None:
     """Z-buffer the triangles: small ones all at once, the rare large ones in bounded groups."""
     tri = uv[faces]
     lo = np.clip(np.floor(tri.min(1)).astype(int), 0, res - 1)
     hi = np.clip(np.ceil(tri.max(1)).astype(int), 0, res - 1)
     span = (hi - lo).max(1) + 1
     ids = np.arange(len(faces))
-    groups = [ids[span <= small_span]] + [ids[span > small_span][i:i + 8] for i in
-                                         range(0, int((span > small_span).sum()), 8)]
+    groups = [ids[span <= small_span]] + [
+        ids[span > small_span][i : i + 8] for i in range(0, int((span > small_span).sum()), 8)
+    ]
     for g in groups:
         if g.size:
             _rasterise_group(uv, z, faces, g, lo[g], hi[g], res, zbuf, tri_id)
 
 
-def _rasterise_group(uv: np.ndarray, z: np.ndarray, faces: np.ndarray, ids: np.ndarray, lo: np.ndarray,
-                     hi: np.ndarray, res: int, zbuf: np.ndarray, tri_id: np.ndarray) -> None:
+def _rasterise_group(
+    uv: np.ndarray,
+    z: np.ndarray,
+    faces: np.ndarray,
+    ids: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    res: int,
+    zbuf: np.ndarray,
+    tri_id: np.ndarray,
+) -> None:
     """Test every pixel centre in each triangle's bounding box; keep the nearest per pixel."""
     faces = faces[ids]
     tri = uv[faces]  # [F, 3, 2]
@@ -174,8 +196,9 @@ def _rasterise_group(uv: np.ndarray, z: np.ndarray, faces: np.ndarray, ids: np.n
     w1 = ((y2 - y0) * (px - x2) + (x0 - x2) * (py - y2)) / det
     w2 = 1 - w0 - w1
     eps = -1e-4
-    inside = (w0 >= eps) & (w1 >= eps) & (w2 >= eps) & ok_det & (px <= hi[:, 0, None, None]) & (
-        py <= hi[:, 1, None, None])
+    inside = (
+        (w0 >= eps) & (w1 >= eps) & (w2 >= eps) & ok_det & (px <= hi[:, 0, None, None]) & (py <= hi[:, 1, None, None])
+    )
     zf = z[faces]
     depth = w0 * zf[:, 0, None, None] + w1 * zf[:, 1, None, None] + w2 * zf[:, 2, None, None]
     f_idx = np.broadcast_to(ids[:, None, None], inside.shape)[inside]

@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
 from instant_fold_core.dataset.keyframes import extract_keyframes
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
 
@@ -101,14 +102,16 @@ def arc_frames(pick: np.ndarray, place: np.ndarray, m: MotionConfig, fps: float)
     return _frames_for(np.pi / 2 * max(dist, 1e-3), m.arc_speed, fps, minimum=8)
 
 
-def pick_place_plan(start: np.ndarray, pick: np.ndarray, place: np.ndarray, m: MotionConfig, fps: float,
-                    n_arc: int | None = None) -> Plan:
+def pick_place_plan(
+    start: np.ndarray, pick: np.ndarray, place: np.ndarray, m: MotionConfig, fps: float, n_arc: int | None = None
+) -> Plan:
     """Approach, descend, grasp, carry along a half-circle arc (`n_arc` frames), release, retract."""
-    above = pick + [0, 0, m.hover]
+    up = np.array([0.0, 0.0, 1.0])
+    above = pick + m.hover * up
     plan = _segment(start, above, _frames_for(np.linalg.norm(above - start), m.move_speed, fps), 1.0)
     plan += _segment(above, pick, m.descend_frames, 1.0)
     plan.append((pick.copy(), 0.0))  # grasp
-    drop = place + [0, 0, m.place_height]
+    drop = place + m.place_height * up
     dist = float(np.linalg.norm(drop[:2] - pick[:2]))
     lift = float(np.clip(0.5 * dist, 0.08, 0.6))
     n = n_arc or arc_frames(pick, place, m, fps)
@@ -118,7 +121,7 @@ def pick_place_plan(start: np.ndarray, pick: np.ndarray, place: np.ndarray, m: M
         p[2] += lift * np.sin(np.pi * u)
         plan.append((p, 0.0))
     plan += [(drop.copy(), 1.0)] * m.release_frames  # release, let the layer land
-    plan += _segment(drop, drop + [0, 0, m.hover], 3, 1.0)
+    plan += _segment(drop, drop + m.hover * up, 3, 1.0)
     return plan
 
 
@@ -163,8 +166,14 @@ class _Recorder:
 class FoldingRollout:
     """Executes programs on a scene while recording observations every control frame."""
 
-    def __init__(self, scene: ClothScene, dr: Randomization, keypoint_ids: np.ndarray, config: GenerationConfig,
-                 record: bool = True) -> None:
+    def __init__(
+        self,
+        scene: ClothScene,
+        dr: Randomization,
+        keypoint_ids: np.ndarray,
+        config: GenerationConfig,
+        record: bool = True,
+    ) -> None:
         self.scene, self.dr, self.kp_ids, self.config = scene, dr, keypoint_ids, config
         self.fps = scene.config.fps
         self.rec = _Recorder()
@@ -220,8 +229,9 @@ class FoldingRollout:
                     if prev != mv.arm:
                         start = self.scene.grippers[prev].position
                         home = np.asarray(m.home[prev])
-                        plans[prev] = _segment(start, home, _frames_for(np.linalg.norm(home - start),
-                                                                        m.move_speed, self.fps), 1.0)
+                        plans[prev] = _segment(
+                            start, home, _frames_for(np.linalg.norm(home - start), m.move_speed, self.fps), 1.0
+                        )
                 self.execute(_merge(plans, self._current()))
         else:
             # Two-handed folds: both arms grasp on the same frame and carry in lockstep, so one
@@ -239,14 +249,22 @@ class FoldingRollout:
         kps_end = self.keypoints()
         for mv in sub.moves:
             err = float(np.linalg.norm(kps_end[KP_INDEX[mv.pick], :2] - targets[mv][:2]) / self.size)
-            self.oracle.append({"subaction": sub.name, "move": mv.label or mv.pick, "keypoint": mv.pick,
-                                "error": err, "sequential": sequential})
+            self.oracle.append(
+                {
+                    "subaction": sub.name,
+                    "move": mv.label or mv.pick,
+                    "keypoint": mv.pick,
+                    "error": err,
+                    "sequential": sequential,
+                }
+            )
 
     def _plan(self, mv: PickPlace, target: np.ndarray, n_arc: int | None = None) -> Plan:
         pick = self.scene.positions()[self.kp_ids[KP_INDEX[mv.pick]]]
         place = np.array([target[0], target[1], max(float(target[2]), 0.0)])
-        return pick_place_plan(self.scene.grippers[mv.arm].position.copy(), pick, place, self.config.motion,
-                               self.fps, n_arc)
+        return pick_place_plan(
+            self.scene.grippers[mv.arm].position.copy(), pick, place, self.config.motion, self.fps, n_arc
+        )
 
     def _too_close(self, moves: tuple[PickPlace, ...], targets: dict) -> bool:
         if len(moves) < 2:
@@ -263,8 +281,11 @@ class FoldingRollout:
         plans = []
         for arm, g in enumerate(self.scene.grippers):
             home = np.asarray(m.home[arm])
-            plans.append(_segment(g.position.copy(), home, _frames_for(np.linalg.norm(home - g.position),
-                                                                       m.move_speed, self.fps), 1.0))
+            plans.append(
+                _segment(
+                    g.position.copy(), home, _frames_for(np.linalg.norm(home - g.position), m.move_speed, self.fps), 1.0
+                )
+            )
         rows = _merge(plans, self._current())
         rows += [[(np.asarray(m.home[a], dtype=float), 1.0) for a in range(2)]] * m.final_settle_frames
         self.execute(rows)
@@ -272,8 +293,9 @@ class FoldingRollout:
             self._observe(None)
 
 
-def _lay_out(scene: ClothScene, garment_sim: np.ndarray, kp_ids: np.ndarray, rng: np.random.Generator,
-             config: GenerationConfig) -> tuple[Randomization, int]:
+def _lay_out(
+    scene: ClothScene, garment_sim: np.ndarray, kp_ids: np.ndarray, rng: np.random.Generator, config: GenerationConfig
+) -> tuple[Randomization, int]:
     """Sample randomisation until the dropped garment is fully inside the view (paper: resample)."""
     for attempt in range(1, config.max_layout_attempts + 1):
         dr = sample_randomization(rng, config.dr, config.resolution)
@@ -284,12 +306,20 @@ def _lay_out(scene: ClothScene, garment_sim: np.ndarray, kp_ids: np.ndarray, rng
         scene.settle(config.drop_settle_frames)
         if dr.camera.in_view(scene.positions()):
             return dr, attempt
-    raise EpisodeFailed(f"garment {scene.garment.garment_id}: no layout inside the camera view after "
-                        f"{config.max_layout_attempts} attempts")
+    raise EpisodeFailed(
+        f"garment {scene.garment.garment_id}: no layout inside the camera view after "
+        f"{config.max_layout_attempts} attempts"
+    )
 
 
-def run_episode(garment: GarmentMesh, mode: FoldingMode, variant: str, seed: int,
-                config: GenerationConfig | None = None, keypoint_ids: np.ndarray | None = None) -> Episode:
+def run_episode(
+    garment: GarmentMesh,
+    mode: FoldingMode,
+    variant: str,
+    seed: int,
+    config: GenerationConfig | None = None,
+    keypoint_ids: np.ndarray | None = None,
+) -> Episode:
     """Simulate `mode`/`variant` on `garment` with everything random drawn from `seed`."""
     config = config or PRESETS["paper"]
     t_start = time.perf_counter()
@@ -300,8 +330,11 @@ def run_episode(garment: GarmentMesh, mode: FoldingMode, variant: str, seed: int
     dr, attempts = _lay_out(scene, garment_sim, kp_ids, rng, config)
     for arm, g in enumerate(scene.grippers):
         g.position = np.asarray(config.motion.home[arm]) + rng.uniform(-1, 1, 3) * config.motion.start_jitter
-    program = (random_deformation_program(rng, int(mode.name[-1]), garment.size() * config.sim.garment_scale)
-               if mode.family == "random" else mode.program(variant))
+    program = (
+        random_deformation_program(rng, mode.regions, garment.size() * config.sim.garment_scale)
+        if mode.family == "random"
+        else mode.program(variant)
+    )
     t_sim = time.perf_counter()
     rollout = FoldingRollout(scene, dr, kp_ids, config)
     for sub in program:
@@ -310,19 +343,37 @@ def run_episode(garment: GarmentMesh, mode: FoldingMode, variant: str, seed: int
     sim_wall = time.perf_counter() - t_sim
     episode = _to_episode(rollout, config)
     errors = [o["error"] for o in rollout.oracle]
-    episode.meta.update({
-        "mode": mode.name, "mode_id": mode.mode_id, "family": mode.family, "description": mode.description,
-        "variant": variant, "seed": seed,
-        "garment": {"id": garment.garment_id, "split": garment.split, "source": garment.source,
-                    "params": garment.params, "num_particles": garment.num_particles,
-                    "size_m": garment.size()},
-        "randomization": dr.to_dict(), "layout_attempts": attempts,
-        "sim_config": config.sim.to_dict(), "motion_config": asdict(config.motion), "preset": config.name,
-        "oracle": {"moves": rollout.oracle, "max_error": max(errors) if errors else 0.0},
-        "timing": {"total_s": time.perf_counter() - t_start, "rollout_s": sim_wall,
-                   "render_s": rollout.rec.render_s, "sim_time_s": scene.sim_time,
-                   "frames": episode.num_frames},
-    })
+    episode.meta.update(
+        {
+            "mode": mode.name,
+            "mode_id": mode.mode_id,
+            "family": mode.family,
+            "description": mode.description,
+            "variant": variant,
+            "seed": seed,
+            "garment": {
+                "id": garment.garment_id,
+                "split": garment.split,
+                "source": garment.source,
+                "params": garment.params,
+                "num_particles": garment.num_particles,
+                "size_m": garment.size(),
+            },
+            "randomization": dr.to_dict(),
+            "layout_attempts": attempts,
+            "sim_config": config.sim.to_dict(),
+            "motion_config": asdict(config.motion),
+            "preset": config.name,
+            "oracle": {"moves": rollout.oracle, "max_error": max(errors) if errors else 0.0},
+            "timing": {
+                "total_s": time.perf_counter() - t_start,
+                "rollout_s": sim_wall,
+                "render_s": rollout.rec.render_s,
+                "sim_time_s": scene.sim_time,
+                "frames": episode.num_frames,
+            },
+        }
+    )
     return episode.validate()
 
 
@@ -356,6 +407,11 @@ def _to_episode(rollout: FoldingRollout, config: GenerationConfig) -> Episode:
         keypoints=particles[:, rollout.kp_ids],
         keypoint_particle_ids=rollout.kp_ids.astype(np.int32),
         keyframes=extract_keyframes(gripper_state),
-        meta={"fps": rollout.fps, "obs_scale": s, "frame": "camera_optical", "units": "m",
-              "keypoint_names": list(KEYPOINT_NAMES)},
+        meta={
+            "fps": rollout.fps,
+            "obs_scale": s,
+            "frame": "camera_optical",
+            "units": "m",
+            "keypoint_names": list(KEYPOINT_NAMES),
+        },
     )

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import newton
 import numpy as np
 import warp as wp
-
-import newton
 from newton import ParticleFlags
 
 from .garments import GarmentMesh
@@ -41,7 +40,7 @@ class ClothSimConfig:
     stretch_ke: float = 1.0e4  # tri_ke
     shear_ka: float = 1.0e4  # tri_ka (area preservation)
     stretch_kd: float = 1.5e-2
-    bend_ke: float = 0.5
+    bend_ke: float = 0.2
     bend_kd: float = 1.0e-2
     density: float = 0.02
     particle_radius: float = 0.006
@@ -50,7 +49,7 @@ class ClothSimConfig:
     contact_ke: float = 1.0e4
     contact_kd: float = 1.0e1
     friction: float = 0.6  # cloth-table
-    self_friction: float = 0.25
+    self_friction: float = 0.8
     grasp_radius: float = 0.05
     self_contact: bool = True
     device: str | None = None  # None: CUDA when present, else CPU
@@ -87,8 +86,9 @@ class Gripper:
 class ClothScene:
     """Garment + table + two grippers; `step_frame` advances one control frame."""
 
-    def __init__(self, garment: GarmentMesh, config: ClothSimConfig | None = None,
-                 initial_positions: np.ndarray | None = None) -> None:
+    def __init__(
+        self, garment: GarmentMesh, config: ClothSimConfig | None = None, initial_positions: np.ndarray | None = None
+    ) -> None:
         """Build the Newton model.
 
         `initial_positions` (sim-space metres, world frame) places the cloth; by default the
@@ -181,8 +181,7 @@ class ClothScene:
         g.held = held.astype(np.int32)
         g.openness = 0.0
         g._ids = wp.array(g.held, dtype=wp.int32, device=self.device)
-        g._offsets = wp.array(((pos[held] - g.position) * UNITS).astype(np.float32), dtype=wp.vec3,
-                              device=self.device)
+        g._offsets = wp.array(((pos[held] - g.position) * UNITS).astype(np.float32), dtype=wp.vec3, device=self.device)
         self._flags[held] &= ~int(ParticleFlags.ACTIVE)
         self.model.particle_flags.assign(self._flags)
         return g.held

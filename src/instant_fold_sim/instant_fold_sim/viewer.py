@@ -1,6 +1,6 @@
 """Episode viewer: an MP4 or GIF of the rollout and a PNG strip of its keyframes with the mode name.
 
-    python -m instant_fold_sim.viewer --store data/sim.zarr --episode NAME --out out/NAME
+python -m instant_fold_sim.viewer --store data/sim.zarr --episode NAME --out out/NAME
 """
 
 from __future__ import annotations
@@ -10,12 +10,20 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from instant_fold_core.dataset.schema import Episode
-from instant_fold_core.dataset.zarr_store import EpisodeStore
 from PIL import Image, ImageDraw
 
-KEYPOINT_COLOURS = [(255, 0, 0), (0, 160, 255), (255, 160, 0), (0, 200, 80), (200, 0, 200), (0, 220, 220),
-                    (255, 255, 255)]
+from instant_fold_core.dataset.schema import Episode
+from instant_fold_core.dataset.zarr_store import EpisodeStore
+
+KEYPOINT_COLOURS = [
+    (255, 0, 0),
+    (0, 160, 255),
+    (255, 160, 0),
+    (0, 200, 80),
+    (200, 0, 200),
+    (0, 220, 220),
+    (255, 255, 255),
+]
 
 
 def _project(ep: Episode, points: np.ndarray) -> np.ndarray:
@@ -28,7 +36,7 @@ def annotate(ep: Episode, t: int, label: str | None = None) -> Image.Image:
     """Frame `t` with keypoints, gripper positions (filled = closed) and an optional label."""
     img = Image.fromarray(ep.rgb[t]).convert("RGB")
     draw = ImageDraw.Draw(img)
-    for (u, v), colour in zip(_project(ep, ep.keypoints[t].astype(np.float64)), KEYPOINT_COLOURS):
+    for (u, v), colour in zip(_project(ep, ep.keypoints[t].astype(np.float64)), KEYPOINT_COLOURS, strict=True):
         draw.ellipse([u - 3, v - 3, u + 3, v + 3], outline=colour, width=2)
     for arm, (u, v) in enumerate(_project(ep, ep.gripper_state[t, :, :3].astype(np.float64))):
         closed = ep.gripper_state[t, arm, 3] < 0.5

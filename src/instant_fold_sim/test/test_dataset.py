@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+
 from instant_fold_core.dataset.filtering import motion_filter
 from instant_fold_core.dataset.keyframes import extract_keyframes
 from instant_fold_core.dataset.schema import Episode

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from instant_fold_sim.garments import make_procedural_garment, newton_tshirt
 from instant_fold_sim.programs import FOLDING_MODES, MODES, resolve_mode
 from instant_fold_sim.rollout import run_episode
@@ -52,8 +53,11 @@ def test_sleeve_fold_then_body_fold_pass_the_oracle(cpu_small):
 @pytest.mark.parametrize("garment_spec", ["proc:3", "newton_tshirt"])
 @pytest.mark.parametrize("mode_name", FOLDING_MODES)
 def test_every_mode_passes_the_oracle(garment_spec, mode_name, cpu_small):
-    garment = (newton_tshirt(max_particles=600) if garment_spec == "newton_tshirt"
-               else make_procedural_garment(3, spacing=cpu_small.garment_spacing))
+    garment = (
+        newton_tshirt(max_particles=600)
+        if garment_spec == "newton_tshirt"
+        else make_procedural_garment(3, spacing=cpu_small.garment_spacing)
+    )
     mode = MODES[mode_name]
     ep = run_episode(garment, mode, mode.variants[0], seed=7, config=cpu_small)
     assert ep.meta["oracle"]["max_error"] < ORACLE_TOL, ep.meta["oracle"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES
 from instant_fold_sim.garments import (
     MAX_PARTICLES,

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+from newton import ParticleFlags
+
 from instant_fold_sim.keypoints import detect_keypoints
 from instant_fold_sim.scene import ClothScene
-from newton import ParticleFlags
 
 
 def test_grasp_moves_pinned_particles_and_release_frees_them(small_garment, cpu_small):
     rest = small_garment.vertices * cpu_small.sim.garment_scale
-    start = rest + [0.0, 0.0, 0.1]
+    start = rest + np.array([0.0, 0.0, 0.1])
     scene = ClothScene(small_garment, cpu_small.sim, initial_positions=start)
     scene.settle(30)
     settled = scene.positions()
@@ -38,7 +39,7 @@ def test_grasp_moves_pinned_particles_and_release_frees_them(small_garment, cpu_
     scene.release(0)
     assert scene.grippers[0].held.size == 0 and scene.gripper_states()[0, 3] == 1.0
     assert (scene.model.particle_flags.numpy()[held] & int(ParticleFlags.ACTIVE)).all()
-    scene.step_frame([lift + [0, 0, 0.2], scene.grippers[1].position])
+    scene.step_frame([lift + np.array([0.0, 0.0, 0.2]), scene.grippers[1].position])
     scene.settle(40)
     # Released particles fall back onto the cloth/table instead of staying at the gripper.
     assert scene.positions()[held, 2].max() < 0.08

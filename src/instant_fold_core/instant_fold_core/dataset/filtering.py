@@ -14,8 +14,9 @@ TAU_FRAC = 0.15
 MAX_FRAMES = 15
 
 
-def motion_filter(particles: np.ndarray, dist: float = TAU_DIST, frac: float = TAU_FRAC,
-                  max_frames: int = MAX_FRAMES) -> np.ndarray:
+def motion_filter(
+    particles: np.ndarray, dist: float = TAU_DIST, frac: float = TAU_FRAC, max_frames: int = MAX_FRAMES
+) -> np.ndarray:
     """Indices (int64, increasing) of the frames kept from particles [T, M, 3]."""
     p = np.asarray(particles, dtype=np.float64)
     if p.ndim != 3 or p.shape[2] != 3 or p.shape[0] == 0 or p.shape[1] == 0:

@@ -8,6 +8,8 @@ does not, e.g. one gripper completing its motion before the other begins), the f
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 
@@ -15,14 +17,15 @@ def _close_gaps(flags: np.ndarray, min_run: int) -> np.ndarray:
     """Fill idle gaps shorter than `min_run` inside motion (a grasp pause is not a stop)."""
     out = flags.copy()
     idx = np.flatnonzero(flags)
-    for a, b in zip(idx[:-1], idx[1:]):
+    for a, b in itertools.pairwise(idx):
         if 1 < b - a <= min_run:
             out[a:b] = True
     return out
 
 
-def extract_keyframes(gripper_state: np.ndarray, move_tol: float = 1e-3, min_run: int = 6,
-                      min_separation: int = 3) -> np.ndarray:
+def extract_keyframes(
+    gripper_state: np.ndarray, move_tol: float = 1e-3, min_run: int = 6, min_separation: int = 3
+) -> np.ndarray:
     """Keyframe indices (int32, increasing) from per-frame arm states [T, 2, 4].
 
     A grasp/release keyframe is the first frame whose openness differs from the previous

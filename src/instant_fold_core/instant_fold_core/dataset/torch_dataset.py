@@ -25,8 +25,14 @@ FRAME_MODES = ("all", "keyframes", "motion")
 class EpisodeDataset(Dataset):
     """Episodes of a store, filtered by metadata (e.g. split, modes)."""
 
-    def __init__(self, path: str | Path, frames: str = "all", split: str | None = None,
-                 modes: list[str] | None = None, where: Callable[[dict[str, Any]], bool] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        frames: str = "all",
+        split: str | None = None,
+        modes: list[str] | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
         if frames not in FRAME_MODES:
             raise ValueError(f"frames: expected one of {FRAME_MODES}, got {frames!r}")
         self.store = EpisodeStore(path, mode="r")

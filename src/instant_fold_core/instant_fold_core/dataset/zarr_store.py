@@ -28,8 +28,20 @@ from .schema import ARM_NAMES, ARM_STATE_FIELDS, KEYPOINT_NAMES, Episode, Episod
 
 FORMAT = "instant_fold_episodes"
 VERSION = 1
-ARRAY_FIELDS = ("rgb", "depth", "mask", "intrinsics", "extrinsics", "gripper_state", "action", "particles",
-                "particle_visible", "keypoints", "keypoint_particle_ids", "keyframes")
+ARRAY_FIELDS = (
+    "rgb",
+    "depth",
+    "mask",
+    "intrinsics",
+    "extrinsics",
+    "gripper_state",
+    "action",
+    "particles",
+    "particle_visible",
+    "keypoints",
+    "keypoint_particle_ids",
+    "keyframes",
+)
 #: Fields with a leading time axis: chunked one frame per chunk for cheap random frame access.
 PER_FRAME = {"rgb", "depth", "mask", "gripper_state", "action", "particles", "particle_visible", "keypoints"}
 
@@ -62,11 +74,18 @@ class EpisodeStore:
         if mode == "a":
             root = zarr.open_group(str(self.path), mode="a")
             if "format" not in root.attrs:
-                root.attrs.update({
-                    "format": FORMAT, "version": VERSION, "fields": list(ARRAY_FIELDS),
-                    "keypoint_names": list(KEYPOINT_NAMES), "arm_names": list(ARM_NAMES),
-                    "arm_state_fields": list(ARM_STATE_FIELDS), "frame": "camera_optical", "units": "m",
-                })
+                root.attrs.update(
+                    {
+                        "format": FORMAT,
+                        "version": VERSION,
+                        "fields": list(ARRAY_FIELDS),
+                        "keypoint_names": list(KEYPOINT_NAMES),
+                        "arm_names": list(ARM_NAMES),
+                        "arm_state_fields": list(ARM_STATE_FIELDS),
+                        "frame": "camera_optical",
+                        "units": "m",
+                    }
+                )
             (self.path / "episodes").mkdir(exist_ok=True)
         else:
             if not (self.path / "zarr.json").is_file():
@@ -120,11 +139,9 @@ class EpisodeStore:
                 arr = np.ascontiguousarray(getattr(episode, field))
                 chunks = (1, *arr.shape[1:]) if field in PER_FRAME and arr.shape[0] > 0 else arr.shape
                 chunks = tuple(max(1, c) for c in chunks)
-                z = group.create_array(field, shape=arr.shape, dtype=arr.dtype, chunks=chunks,
-                                       compressors=[compressor])
+                z = group.create_array(field, shape=arr.shape, dtype=arr.dtype, chunks=chunks, compressors=[compressor])
                 z[...] = arr
-            group.attrs.update({"meta": _jsonable(episode.meta), "num_frames": episode.num_frames,
-                                "complete": True})
+            group.attrs.update({"meta": _jsonable(episode.meta), "num_frames": episode.num_frames, "complete": True})
             os.replace(tmp, final)
         finally:
             if tmp.exists():
@@ -155,8 +172,11 @@ class EpisodeStore:
         try:
             for field in ARRAY_FIELDS:
                 arr = group[field]
-                data[field] = arr[...] if frames is None or field not in PER_FRAME else arr.get_orthogonal_selection(
-                    (np.asarray(frames),) + (slice(None),) * (arr.ndim - 1))
+                data[field] = (
+                    arr[...]
+                    if frames is None or field not in PER_FRAME
+                    else arr.get_orthogonal_selection((np.asarray(frames),) + (slice(None),) * (arr.ndim - 1))
+                )
         except Exception as exc:  # zarr raises several types for damaged chunks
             raise StoreError(f"{self.path}: episode {name!r} is corrupt ({exc})") from exc
         if frames is not None:
