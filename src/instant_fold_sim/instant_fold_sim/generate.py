@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from instant_fold_core.dataset.zarr_store import EpisodeStore
 
-from .garments import GarmentError, GarmentMesh, load_obj_folder, resolve_garment, split_of_seed
+from .garments import MAX_PARTICLES, GarmentError, GarmentMesh, load_obj_folder, resolve_garment, split_of_seed
 from .keypoints import KeypointError
 from .programs import FOLDING_MODES, MODES, resolve_mode
 from .rollout import EpisodeFailed, preset, run_episode
@@ -52,7 +52,9 @@ def episode_seed(base: int, garment_id: str, mode_id: int, k: int) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-def expand_garments(specs: list[str], split: str | None, spacing: float) -> list[tuple[str, str]]:
+def expand_garments(
+    specs: list[str], split: str | None, spacing: float, max_particles: int = MAX_PARTICLES
+) -> list[tuple[str, str]]:
     """(spec, garment id) pairs. `proc:A:B` = procedural seeds A..B-1, `proc:S` one seed,
     `newton_tshirt`, an OBJ file, or a folder of OBJ files (invalid ones are reported and skipped)."""
     out: list[tuple[str, str]] = []
@@ -67,12 +69,12 @@ def expand_garments(specs: list[str], split: str | None, spacing: float) -> list
             if split is None or split_of_seed(s) == split:
                 out.append((spec, f"proc_{s:05d}"))
         elif Path(spec).is_dir():
-            good, rejected = load_obj_folder(spec, resample=True)
+            good, rejected = load_obj_folder(spec, resample=True, max_particles=max_particles)
             for fname, reason in rejected.items():
                 log.warning("rejected %s: %s", fname, reason)
             out += [(str(Path(spec) / (g.garment_id[4:] + ".obj")), g.garment_id) for g in good]
         else:
-            garment = resolve_garment(spec, spacing=spacing)
+            garment = resolve_garment(spec, spacing=spacing, max_particles=max_particles)
             if split is None or garment.split == split:
                 out.append((spec, garment.garment_id))
     return out
@@ -114,7 +116,9 @@ def run_job(job: Job, store_path: str, preset_name: str) -> tuple[str, str, floa
     key = (job.garment_spec, cfg.garment_spacing)
     try:
         if key not in _GARMENT_CACHE:
-            _GARMENT_CACHE[key] = resolve_garment(job.garment_spec, spacing=cfg.garment_spacing)
+            _GARMENT_CACHE[key] = resolve_garment(
+                job.garment_spec, spacing=cfg.garment_spacing, max_particles=cfg.max_particles
+            )
         episode = run_episode(_GARMENT_CACHE[key], MODES[job.mode], job.variant, job.seed, cfg)
     except (EpisodeFailed, GarmentError, KeypointError) as exc:
         return job.name, f"failed: {exc}", -1.0
@@ -170,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     store = EpisodeStore(args.out, mode="a")
     if removed := store.clean_partial():
         log.info("removed %d partial episode(s) left by an interrupted run", removed)
-    garments = expand_garments(args.garments, args.split, cfg.garment_spacing)
+    garments = expand_garments(args.garments, args.split, cfg.garment_spacing, cfg.max_particles)
     jobs = make_jobs(garments, _resolve_modes(args.modes), _parse_list(args.variants), args.episodes_per, args.seed)
     todo = [j for j in jobs if j.name not in store]
     log.info("%d jobs, %d already finished, %d to run", len(jobs), len(jobs) - len(todo), len(todo))

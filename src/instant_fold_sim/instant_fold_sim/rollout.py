@@ -52,6 +52,7 @@ class GenerationConfig:
     motion: MotionConfig = field(default_factory=MotionConfig)
     dr: DRRanges = field(default_factory=DRRanges)
     garment_spacing: float = 0.016  # procedural garment edge length (real metres)
+    max_particles: int = 2000  # budget for decimated mesh garments (Newton T-shirt, OBJ)
     resolution: int = 256
     obs_scale: float = 1.13 / 2.0  # sim space -> real metres (nominal 2 m camera -> 1.13 m)
     max_layout_attempts: int = 30
@@ -68,6 +69,7 @@ PRESETS: dict[str, GenerationConfig] = {
         name="cpu-small",
         sim=ClothSimConfig(substeps=8, iterations=8, grasp_radius=0.09),
         garment_spacing=0.035,
+        max_particles=600,
         drop_settle_frames=25,
         motion=MotionConfig(final_settle_frames=8),
     ),

@@ -132,3 +132,25 @@ def test_cli_writes_a_readable_dataset_and_resumes(tmp_path, monkeypatch):
     assert generate.main(args) == 0
     assert {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()} == before
     assert EpisodeStore(out).names() == [item["name"]]
+
+
+def test_jobs_have_stable_distinct_seeds_and_cycle_variants():
+    garments = generate.expand_garments(["proc:0:12"], "heldout", 0.035)
+    assert [g for _, g in garments] == ["proc_00005", "proc_00011"]
+    jobs = generate.make_jobs(garments, ["sleeves_down__side_fold"], None, 12, base_seed=0)
+    assert len({j.name for j in jobs}) == len(jobs) == 24
+    assert len({j.seed for j in jobs}) == 24
+    per_variant = [j.variant for j in jobs if j.garment_id == "proc_00005"]
+    assert sorted(set(per_variant)) == ["LL", "LR", "RL", "RR", "SL", "SR"]
+    assert all(per_variant.count(v) == 2 for v in set(per_variant))  # evenly split across variants
+    again = generate.make_jobs(garments, ["sleeves_down__side_fold"], None, 12, base_seed=0)
+    assert [j.seed for j in again] == [j.seed for j in jobs]
+    assert generate.make_jobs(garments, ["sleeves_down__side_fold"], None, 1, base_seed=1)[0].seed != jobs[0].seed
+
+
+@pytest.mark.slow
+def test_cli_runs_in_parallel_on_ray(tmp_path):
+    out = tmp_path / "ray.zarr"
+    args = ["--out", str(out), "--preset", "cpu-small", "--garments", "proc:0", "proc:1", "--modes", "random_drag_1"]
+    assert generate.main([*args, "--workers", "2"]) == 0
+    assert len(EpisodeStore(out)) == 2
