@@ -1,7 +1,7 @@
 """Benchmark the cloth simulator and the episode generator; prints and writes JSON.
 
     PYTHONPATH=src/instant_fold_core:src/instant_fold_sim python benchmarks/bench_sim.py \\
-        --preset cpu-small --episodes 2 --out benchmarks/results/sim_cpu-small.json
+        --preset cpu-small --episodes 2 --out /tmp/sim_cpu-small.json
 
 Reports, per preset: particles, substeps/iterations, physics real-time factor (simulated
 seconds per wall second, stepping only), render ms/frame, seconds per episode (whole
