@@ -18,11 +18,12 @@ setup(
         "newton==1.8.0",
         "warp-lang==1.19.0",
         "usd-core==26.11",
+        "fast-simplification==0.2.0",
         "zarr==3.1.6",
         "tqdm",
         "ray==2.60.0",
-        "imageio",
-        "imageio-ffmpeg",
+        "imageio==2.38.1",
+        "imageio-ffmpeg==0.8.1",
         "pillow",
     ],
     python_requires=">=3.10",
@@ -30,5 +31,10 @@ setup(
     maintainer="Instant-Fold developers",
     description="Instant-Fold cloth simulation (Newton) and simulated folding demonstrations.",
     license="Apache-2.0",
-    entry_points={"console_scripts": ["generate = instant_fold_sim.generate:main"]},
+    entry_points={
+        "console_scripts": [
+            "generate = instant_fold_sim.generate:main",
+            "viewer = instant_fold_sim.viewer:main",
+        ]
+    },
 )
