@@ -8,6 +8,7 @@ checkpoint is a clear error instead of a half-built model.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -62,6 +63,13 @@ def read_json(directory: str | Path, name: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise CheckpointError(f"checkpoint {directory}: {path.name} must hold a JSON object")
     return data
+
+
+def checkpoint_id(directory: str | Path) -> str:
+    """Short, stable identifier of a checkpoint's configuration (e.g. `ClothTokens.encoder_id`),
+    so consumers can tell whether tokens come from the encoder they were trained with."""
+    config = read_json(directory, Path(CONFIG_FILE).stem)
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def load_checkpoint(

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from instant_fold_core.validation import ValidationError, check_array
+
 #: Semantic keypoints of a top garment, in the order used by every `keypoints` array.
 KEYPOINT_NAMES: tuple[str, ...] = (
     "top_left",
@@ -35,7 +37,7 @@ GRIPPER_OPEN = 1.0
 GRIPPER_CLOSED = 0.0
 
 
-class EpisodeError(ValueError):
+class EpisodeError(ValidationError):
     """An episode violates the schema; the message names the offending field."""
 
 
@@ -82,12 +84,14 @@ class Episode:
 
     def validate(self) -> Episode:
         """Check every array's dtype, shape and finiteness; raise `EpisodeError` naming the field."""
-        t = self.num_frames
-        if self.rgb.ndim != 4 or self.rgb.shape[-1] != 3:
-            raise EpisodeError(f"rgb: expected [T, H, W, 3], got {self.rgb.shape}")
-        h, w = self.rgb.shape[1:3]
-        m = self.particles.shape[1] if self.particles.ndim == 3 else -1
-        expected: dict[str, tuple[tuple[int, ...], Any]] = {
+        try:
+            check_array("rgb", self.rgb, (None, None, None, 3), np.uint8)
+            check_array("particles", self.particles, (None, None, 3), np.float32)
+        except ValidationError as exc:
+            raise EpisodeError(str(exc)) from None
+        t, h, w = self.rgb.shape[:3]
+        m = self.particles.shape[1]
+        expected: dict[str, tuple[tuple[int | None, ...], Any]] = {
             "rgb": ((t, h, w, 3), np.uint8),
             "depth": ((t, h, w), np.float32),
             "mask": ((t, h, w), np.bool_),
@@ -99,19 +103,13 @@ class Episode:
             "particle_visible": ((t, m), np.bool_),
             "keypoints": ((t, len(KEYPOINT_NAMES), 3), np.float32),
             "keypoint_particle_ids": ((len(KEYPOINT_NAMES),), np.int32),
+            "keyframes": ((None,), np.int32),
         }
         for name, (shape, dtype) in expected.items():
-            arr = getattr(self, name)
-            if not isinstance(arr, np.ndarray):
-                raise EpisodeError(f"{name}: expected a numpy array, got {type(arr).__name__}")
-            if arr.shape != shape:
-                raise EpisodeError(f"{name}: expected shape {shape}, got {arr.shape}")
-            if arr.dtype != dtype:
-                raise EpisodeError(f"{name}: expected dtype {np.dtype(dtype)}, got {arr.dtype}")
-            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-                raise EpisodeError(f"{name}: contains NaN or infinite values")
-        if self.keyframes.ndim != 1 or self.keyframes.dtype != np.int32:
-            raise EpisodeError(f"keyframes: expected int32 [K], got {self.keyframes.dtype} {self.keyframes.shape}")
+            try:
+                check_array(name, getattr(self, name), shape, dtype)
+            except ValidationError as exc:
+                raise EpisodeError(str(exc)) from None
         if self.keyframes.size and (
             np.any(np.diff(self.keyframes) <= 0) or self.keyframes[0] < 0 or self.keyframes[-1] >= t
         ):

@@ -1,0 +1,125 @@
+"""Node-graph descriptions shared by the launch files and the process runner.
+
+A graph file lists nodes: package, executable, node name, ROS parameter files, remappings,
+extra arguments, and whether the graph stops when the node exits. Relative parameter-file
+paths are resolved against the graph file's own config folder, so the repository's config/ and
+the installed share/instant_fold/config/ behave the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG_DIR_NAME = "config"
+GRAPHS_DIR_NAME = "graphs"
+
+
+class GraphError(ValueError):
+    """A graph file is missing or malformed; the message says which entry."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of a graph."""
+
+    name: str
+    package: str
+    executable: str
+    parameters: tuple[Path, ...] = ()
+    remappings: tuple[tuple[str, str], ...] = ()
+    arguments: tuple[str, ...] = ()
+    required: bool = False
+
+    def ros_arguments(self, extra_parameters: tuple[Path, ...] = ()) -> list[str]:
+        """Command-line arguments that give the node its name, parameter files and remappings."""
+        args = [*self.arguments, "--ros-args", "-r", f"__node:={self.name}"]
+        for params in (*self.parameters, *extra_parameters):
+            args += ["--params-file", str(params)]
+        for src, dst in self.remappings:
+            args += ["-r", f"{src}:={dst}"]
+        return args
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """A named set of nodes."""
+
+    name: str
+    nodes: tuple[NodeSpec, ...] = field(default_factory=tuple)
+
+
+def config_dirs() -> list[Path]:
+    """Config folders searched for graphs: the installed share folder, then the source tree."""
+    dirs: list[Path] = []
+    with contextlib.suppress(ImportError):  # without ROS at all: the source tree only
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+        with contextlib.suppress(PackageNotFoundError):
+            dirs.append(Path(get_package_share_directory("instant_fold")) / CONFIG_DIR_NAME)
+    dirs.append(Path(__file__).resolve().parents[3] / CONFIG_DIR_NAME)
+    return dirs
+
+
+def find_graph(name_or_path: str) -> Path:
+    """Resolve a graph given as a file path or as a name under config/graphs/."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in {".yaml", ".yml"} and candidate.is_file():
+        return candidate.resolve()
+    for directory in config_dirs():
+        path = directory / GRAPHS_DIR_NAME / f"{name_or_path}.yaml"
+        if path.is_file():
+            return path.resolve()
+    searched = ", ".join(str(d / GRAPHS_DIR_NAME) for d in config_dirs())
+    raise GraphError(f"graph '{name_or_path}' not found (searched {searched})")
+
+
+def _node_from_dict(index: int, entry: Any, config_dir: Path) -> NodeSpec:
+    where = f"nodes[{index}]"
+    if not isinstance(entry, dict):
+        raise GraphError(f"{where}: expected a mapping, got {type(entry).__name__}")
+    unknown = set(entry) - {"name", "package", "executable", "parameters", "remappings", "arguments", "required"}
+    if unknown:
+        raise GraphError(f"{where}: unknown keys {sorted(unknown)}")
+    for key in ("name", "package", "executable"):
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            raise GraphError(f"{where}.{key}: required string")
+    parameters = []
+    for params in entry.get("parameters", []):
+        path = Path(params) if Path(params).is_absolute() else config_dir / params
+        if not path.is_file():
+            raise GraphError(f"{where}.parameters: no such file {path}")
+        parameters.append(path)
+    remappings = entry.get("remappings", {})
+    if not isinstance(remappings, dict):
+        raise GraphError(f"{where}.remappings: expected a mapping of topic -> topic")
+    return NodeSpec(
+        name=entry["name"],
+        package=entry["package"],
+        executable=entry["executable"],
+        parameters=tuple(parameters),
+        remappings=tuple((str(k), str(v)) for k, v in remappings.items()),
+        arguments=tuple(str(a) for a in entry.get("arguments", [])),
+        required=bool(entry.get("required", False)),
+    )
+
+
+def load_graph(path: str | Path) -> GraphSpec:
+    """Load and validate a graph file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise GraphError(f"{path}: cannot read graph ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
+        raise GraphError(f"{path}: expected a mapping with a non-empty 'nodes' list")
+    config_dir = path.resolve().parent.parent
+    nodes = tuple(_node_from_dict(i, entry, config_dir) for i, entry in enumerate(data["nodes"]))
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise GraphError(f"{path}: node names must be unique, got {names}")
+    return GraphSpec(name=str(data.get("name", path.stem)), nodes=nodes)

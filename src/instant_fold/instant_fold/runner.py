@@ -1,0 +1,172 @@
+"""Run a node graph as separate processes where `ros2 launch` is not installed.
+
+Each node runs as its own OS process (its own DDS participant, exactly as under `ros2 launch`),
+with the graph's parameter files. Output lines are prefixed with the node name. On Ctrl-C or
+SIGTERM every node receives one SIGINT (rclpy shuts down cleanly, bags get closed), then SIGTERM
+and SIGKILL after grace periods. When a node marked `required` exits, the others are stopped and
+the runner returns that node's exit code.
+
+Usage:  python -m instant_fold.runner <graph name or file> [--params-file extra.yaml ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from instant_fold.graph import GraphError, GraphSpec, NodeSpec, find_graph, load_graph
+
+
+class RunnerError(RuntimeError):
+    """The graph cannot be started (e.g. an executable is not installed)."""
+
+
+def find_executable(node: NodeSpec) -> Path:
+    """Locate a node's executable the way `ros2 run` does: <prefix>/lib/<package>/<executable>."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+
+    try:
+        prefix = Path(get_package_prefix(node.package))
+    except PackageNotFoundError as exc:
+        raise RunnerError(
+            f"node '{node.name}': package '{node.package}' not found; build the workspace and source scripts/env.sh"
+        ) from exc
+    exe = prefix / "lib" / node.package / node.executable
+    if not os.access(exe, os.X_OK):
+        raise RunnerError(f"node '{node.name}': package '{node.package}' has no executable '{node.executable}'")
+    return exe
+
+
+@dataclass
+class _Running:
+    spec: NodeSpec
+    process: subprocess.Popen[bytes]
+    pump: threading.Thread
+
+
+def _pump(name: str, stream: IO[bytes], out: IO[str]) -> None:
+    for raw in iter(stream.readline, b""):
+        out.write(f"[{name}] {raw.decode(errors='replace')}")
+        out.flush()
+
+
+class ProcessRunner:
+    """Start, supervise and stop the processes of one graph."""
+
+    def __init__(
+        self,
+        graph: GraphSpec,
+        extra_parameters: Sequence[Path] = (),
+        env: dict[str, str] | None = None,
+        output: IO[str] = sys.stdout,
+        sigint_grace: float = 10.0,
+        sigterm_grace: float = 5.0,
+    ) -> None:
+        self.graph = graph
+        self.extra_parameters = tuple(extra_parameters)
+        self.env = env
+        self.output = output
+        self.sigint_grace = sigint_grace
+        self.sigterm_grace = sigterm_grace
+        self._running: list[_Running] = []
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        executables = [find_executable(node) for node in self.graph.nodes]  # fail before starting any
+        try:
+            for node, exe in zip(self.graph.nodes, executables, strict=True):
+                self._spawn(node, exe)
+        except OSError:
+            self.shutdown()
+            raise
+
+    def _spawn(self, node: NodeSpec, exe: Path) -> None:
+        process = subprocess.Popen(
+            [str(exe), *node.ros_arguments(self.extra_parameters)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,  # we forward exactly one SIGINT ourselves
+        )
+        assert process.stdout is not None
+        pump = threading.Thread(target=_pump, args=(node.name, process.stdout, self.output), daemon=True)
+        pump.start()
+        self._running.append(_Running(node, process, pump))
+        self.output.write(f"[runner] started {node.name} (pid {process.pid})\n")
+
+    def request_stop(self) -> None:
+        """Ask `wait` to stop the graph (safe to call from a signal handler)."""
+        self._stop.set()
+
+    def wait(self, poll: float = 0.1) -> int:
+        """Supervise until a required node exits, every node exits, or a stop is requested."""
+        code = 0
+        while not self._stop.is_set():
+            alive = False
+            for r in self._running:
+                rc = r.process.poll()
+                if rc is None:
+                    alive = True
+                elif r.spec.required:
+                    self.output.write(f"[runner] required node {r.spec.name} exited with {rc}; stopping the graph\n")
+                    self.shutdown()
+                    return rc
+                elif rc != 0:
+                    code = rc
+            if not alive:
+                return code
+            time.sleep(poll)
+        return self.shutdown()
+
+    def shutdown(self) -> int:
+        """SIGINT every node once, then escalate; return the first non-zero exit code (or 0)."""
+        for sig, grace in ((signal.SIGINT, self.sigint_grace), (signal.SIGTERM, self.sigterm_grace)):
+            pending = [r for r in self._running if r.process.poll() is None]
+            for r in pending:
+                r.process.send_signal(sig)
+            deadline = time.monotonic() + grace
+            for r in pending:
+                try:
+                    r.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.output.write(f"[runner] {r.spec.name} did not stop after {sig.name}\n")
+        for r in self._running:
+            if r.process.poll() is None:
+                r.process.kill()
+                r.process.wait()
+        for r in self._running:
+            r.pump.join(timeout=1.0)
+        codes = [r.process.returncode for r in self._running]
+        # An interrupted node exiting with -SIGINT / 130 stopped as asked.
+        failures = [c for c in codes if c not in (0, -signal.SIGINT, 130, -signal.SIGTERM)]
+        return failures[0] if failures else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("graph", help="graph name under config/graphs/ or a graph YAML file")
+    parser.add_argument("--params-file", action="append", default=[], type=Path, help="extra ROS parameter file")
+    args = parser.parse_args(argv)
+    try:
+        graph = load_graph(find_graph(args.graph))
+        runner = ProcessRunner(graph, extra_parameters=args.params_file)
+        runner.start()
+    except (GraphError, RunnerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: runner.request_stop())
+    return runner.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Robot configuration files (`config/robots/<robot>.yaml`): driver, extrinsics, safety limits.
+
+One file describes one dual-arm setup: which driver talks to it, each arm's calibrated
+camera -> base extrinsics and driver parameters, and the safety limits the controller enforces.
+Limits live with the robot (not with the node) because they depend on the table, the arms'
+reach and the calibration, not on how the controller is run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from instant_fold_control.transforms import Extrinsics, TransformError
+
+#: Arm order everywhere (messages, arrays): index 0 = left, 1 = right.
+ARMS: tuple[str, str] = ("left", "right")
+
+
+class ConfigError(ValueError):
+    """A robot config file is missing or malformed; the message names the field."""
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    """Limits enforced by the safety layer; positions in the camera optical frame (m)."""
+
+    workspace_min: np.ndarray
+    workspace_max: np.ndarray
+    max_speed: float  # m/s, per arm, Cartesian
+    min_gripper_distance: float  # m, between the two commanded gripper positions
+    watchdog_timeout: float  # s without a new chunk before the arms hold
+    max_chunk_age: float  # s between the observation a chunk answers and its arrival
+
+    def __post_init__(self) -> None:
+        if np.any(self.workspace_min >= self.workspace_max):
+            raise ConfigError(
+                f"safety.workspace: min {self.workspace_min.tolist()} must be below max {self.workspace_max.tolist()}"
+            )
+        for name in ("max_speed", "watchdog_timeout", "max_chunk_age"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"safety.{name}: must be positive, got {getattr(self, name)}")
+        if self.min_gripper_distance < 0:
+            raise ConfigError(f"safety.min_gripper_distance: must be >= 0, got {self.min_gripper_distance}")
+
+
+@dataclass(frozen=True)
+class ArmConfig:
+    """One arm: its base frame name, extrinsics, and the driver's own parameters."""
+
+    name: str
+    base_frame: str
+    extrinsics: Extrinsics
+    driver: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """A dual-arm setup."""
+
+    name: str
+    driver: str
+    camera_frame: str
+    safety: SafetyConfig
+    arms: tuple[ArmConfig, ArmConfig]  # (left, right)
+    source: Path | None = None
+
+    def arm(self, name: str) -> ArmConfig:
+        return self.arms[ARMS.index(name)]
+
+
+def config_dirs() -> list[Path]:
+    """Where robot configs are looked up: the installed bringup share folder, then the source tree.
+
+    The bringup package (`instant_fold`) installs the repository's config/ folder; it is looked up
+    at run time only, so this package does not depend on the bringup (which depends on it).
+    """
+    dirs: list[Path] = []
+    with contextlib.suppress(ImportError):
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+        with contextlib.suppress(PackageNotFoundError):
+            dirs.append(Path(get_package_share_directory("instant_fold")) / "config")
+    dirs.append(Path(__file__).resolve().parents[3] / "config")
+    return dirs
+
+
+def find_robot_config(robot: str) -> Path:
+    """Resolve `config/robots/<robot>.yaml`."""
+    for directory in config_dirs():
+        path = directory / "robots" / f"{robot}.yaml"
+        if path.is_file():
+            return path
+    searched = ", ".join(str(d / "robots") for d in config_dirs())
+    raise ConfigError(f"robot '{robot}': no config file {robot}.yaml (searched {searched})")
+
+
+def load_robot_config(path: str | Path) -> RobotConfig:
+    """Read and validate a robot config file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read robot config ({exc})") from exc
+    try:
+        return parse_robot_config(data, name=path.stem, source=path)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def parse_robot_config(data: Any, name: str = "robot", source: Path | None = None) -> RobotConfig:
+    """Validate a robot config given as a mapping (what the YAML file holds)."""
+    _mapping("<root>", data, {"driver", "camera_frame", "safety", "arms"}, {"name"})
+    safety = _mapping(
+        "safety",
+        data["safety"],
+        {"workspace_min", "workspace_max", "max_speed", "min_gripper_distance", "watchdog_timeout", "max_chunk_age"},
+    )
+    arms = _mapping("arms", data["arms"], set(ARMS))
+    return RobotConfig(
+        name=str(data.get("name", name)),
+        driver=_string("driver", data["driver"]),
+        camera_frame=_string("camera_frame", data["camera_frame"]),
+        safety=SafetyConfig(
+            workspace_min=_vector("safety.workspace_min", safety["workspace_min"]),
+            workspace_max=_vector("safety.workspace_max", safety["workspace_max"]),
+            max_speed=_number("safety.max_speed", safety["max_speed"]),
+            min_gripper_distance=_number("safety.min_gripper_distance", safety["min_gripper_distance"]),
+            watchdog_timeout=_number("safety.watchdog_timeout", safety["watchdog_timeout"]),
+            max_chunk_age=_number("safety.max_chunk_age", safety["max_chunk_age"]),
+        ),
+        arms=(_arm("left", arms["left"]), _arm("right", arms["right"])),
+        source=source,
+    )
+
+
+def _arm(name: str, entry: Any) -> ArmConfig:
+    where = f"arms.{name}"
+    entry = _mapping(where, entry, {"base_frame", "base_from_camera"}, {"driver"})
+    try:
+        extrinsics = Extrinsics.from_config(f"{where}.base_from_camera", entry["base_from_camera"])
+    except TransformError as exc:
+        raise ConfigError(str(exc)) from None
+    driver = entry.get("driver", {})
+    if not isinstance(driver, Mapping):
+        raise ConfigError(f"{where}.driver: expected a mapping of driver parameters")
+    return ArmConfig(name, _string(f"{where}.base_frame", entry["base_frame"]), extrinsics, dict(driver))
+
+
+def _mapping(where: str, value: Any, required: set[str], optional: Collection[str] = ()) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+    missing = sorted(required - set(value))
+    if missing:
+        raise ConfigError(f"{where}: missing {missing}")
+    unknown = sorted(set(value) - required - set(optional))
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}")
+    return value
+
+
+def _string(where: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _number(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _vector(where: str, value: Any) -> np.ndarray:
+    if not isinstance(value, list | tuple) or len(value) != 3:
+        raise ConfigError(f"{where}: expected [x, y, z], got {value!r}")
+    return np.array([_number(f"{where}[{i}]", v) for i, v in enumerate(value)])

@@ -1,0 +1,230 @@
+"""controller_node: the ROS face of the dual-arm controller (a thin adapter).
+
+Subscribes `arms/command` (ActionChunk), publishes `arms/state` (DualArmState, camera frame,
+`state_rate_hz` >= 30), serves `control/estop` and `control/reset` (std_srvs/Trigger), and
+publishes the static transforms camera -> each base when tf2_ros is importable (not from the
+ROS wheels). Parameters: `robot` (name of config/robots/<robot>.yaml; its `driver` selects the
+driver), `robot_config` (explicit path, overrides `robot`), `control_rate_hz`, `state_rate_hz`.
+
+A driver failure during operation latches the e-stop (arms stopped, logged); a robot that
+cannot be reached at start-up ends the process with a clear error and exit code 1.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.time import Time
+from std_srvs.srv import Trigger
+
+from instant_fold_control.chunk import Chunk
+from instant_fold_control.config import ConfigError, RobotConfig, find_robot_config, load_robot_config
+from instant_fold_control.controller import DualArmController, Mode
+from instant_fold_control.drivers import make_robot_drivers
+from instant_fold_control.drivers.base import DriverError, RobotDrivers
+from instant_fold_interfaces.msg import ActionChunk, DualArmState
+from instant_fold_ros.conversions import (
+    MessageConversionError,
+    action_chunk_from_msg,
+    dual_arm_state_to_msg,
+    make_header,
+)
+from instant_fold_ros.node_main import run_node
+from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
+
+COMMAND_TOPIC = "arms/command"
+STATE_TOPIC = "arms/state"
+ESTOP_SERVICE = "control/estop"
+RESET_SERVICE = "control/reset"
+#: Counters are summarised in the log this often (s).
+SUMMARY_PERIOD_S = 10.0
+
+
+class ControllerNode(Node):
+    """Chunks in, driver commands out, state published, safety counted."""
+
+    def __init__(self) -> None:
+        super().__init__("controller_node")
+        robot = str(self.declare_parameter("robot", "dobot").value)
+        path = str(self.declare_parameter("robot_config", "").value)
+        control_rate = float(self.declare_parameter("control_rate_hz", 100.0).value)
+        state_rate = float(self.declare_parameter("state_rate_hz", 50.0).value)
+        if state_rate < 30.0:
+            raise ConfigError(
+                f"state_rate_hz: must be >= 30 (the policy reads arm state at camera rate), got {state_rate}"
+            )
+        self.robot: RobotConfig = load_robot_config(path or find_robot_config(robot))
+        self.controller = DualArmController(self.robot, self._log)
+        self.drivers: RobotDrivers = make_robot_drivers(self.robot)
+        self.get_logger().info(
+            f"robot '{self.robot.name}' ({self.robot.source}), driver '{self.robot.driver}': connecting"
+        )
+        try:
+            for driver in self.drivers.arms:
+                driver.connect()
+        except DriverError:
+            self.drivers.close()
+            raise
+        self._control_period = 1.0 / control_rate
+        self._last_mode = Mode.WAITING
+        self._clock_offset = self._ros_seconds() - self._now()
+        self._gripper_sent: list[float | None] = [None, None]
+        self._read_drivers()
+        self._state_pub = self.create_publisher(DualArmState, STATE_TOPIC, OBSERVATION_QOS)
+        self.create_subscription(ActionChunk, COMMAND_TOPIC, self._on_chunk, COMMAND_QOS)
+        self.create_service(Trigger, ESTOP_SERVICE, self._on_estop)
+        self.create_service(Trigger, RESET_SERVICE, self._on_reset)
+        self.create_timer(1.0 / control_rate, self._tick)
+        self.create_timer(1.0 / state_rate, self._publish_state)
+        self.create_timer(SUMMARY_PERIOD_S, self._summary)
+        self._publish_static_transforms()
+        self.get_logger().info(f"ready: control {control_rate:.0f} Hz, state {state_rate:.0f} Hz")
+
+    # --- time ---------------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        """Controller time: simulated time for lock-stepped drivers, the monotonic clock otherwise."""
+        return self.drivers.lockstep.now() if self.drivers.lockstep is not None else time.monotonic()
+
+    def _ros_seconds(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    # --- callbacks ----------------------------------------------------------------------------
+
+    def _on_chunk(self, msg: ActionChunk) -> None:
+        now = self._now()
+        try:
+            arrays = action_chunk_from_msg(msg)
+        except MessageConversionError as exc:
+            name = "refused_nonfinite" if "NaN" in str(exc) else "refused_malformed"
+            self.controller.safety.event(name, f"chunk refused: {exc}", "error")
+            return
+        stamp = Time.from_msg(msg.header.stamp).nanoseconds * 1e-9
+        observation = None if stamp == 0 else stamp - self._clock_offset
+        chunk = Chunk(
+            arrays.positions, arrays.openness, arrays.representation, arrays.steps_to_execute, arrays.step_duration
+        )
+        self.controller.submit_chunk(chunk, now, observation)
+
+    def _tick(self) -> None:
+        now = self._now()
+        if not self._read_drivers():
+            return
+        out = self.controller.step(now)
+        if out is None:
+            return
+        entering_hold = out.mode == Mode.HOLD and self._last_mode != Mode.HOLD
+        self._last_mode = out.mode
+        if out.mode == Mode.ESTOP:
+            return
+        try:
+            for i, driver in enumerate(self.drivers.arms):
+                if out.mode == Mode.TRACKING:
+                    driver.command_cartesian(out.base_positions[i])
+                if self._gripper_sent[i] != out.openness[i]:
+                    driver.set_gripper(float(out.openness[i]))
+                    self._gripper_sent[i] = float(out.openness[i])
+                if entering_hold:
+                    driver.hold()
+        except DriverError as exc:
+            self._driver_failed(exc)
+            return
+        if self.drivers.lockstep is not None:
+            self.drivers.lockstep.advance(now + self._control_period)
+
+    def _read_drivers(self) -> bool:
+        try:
+            measurements = [driver.read_state() for driver in self.drivers.arms]
+        except DriverError as exc:
+            self._driver_failed(exc)
+            return False
+        self.controller.update_measurement(
+            (measurements[0].position, measurements[1].position),
+            np.array([m.openness for m in measurements]),
+            self._now(),
+        )
+        return True
+
+    def _driver_failed(self, exc: DriverError) -> None:
+        if not self.controller.estopped:
+            self.controller.estop(f"driver failure: {exc}")
+            self._stop_drivers()
+
+    def _publish_state(self) -> None:
+        state = self.controller.state()
+        if state is None:
+            return
+        header = make_header(self.robot.camera_frame, self.get_clock().now().to_msg())
+        self._state_pub.publish(dual_arm_state_to_msg(state.astype(np.float32), header))
+
+    def _on_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.controller.estop("e-stop service called")
+        self._stop_drivers()
+        response.success, response.message = True, "e-stop latched; call control/reset to resume"
+        return response
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        if self._read_drivers():
+            self.controller.reset()
+            response.success, response.message = True, "e-stop released; holding position"
+        else:
+            response.success, response.message = False, "drivers are not reporting state; e-stop stays latched"
+        return response
+
+    def _stop_drivers(self) -> None:
+        for driver in self.drivers.arms:
+            try:
+                driver.stop()
+            except DriverError as exc:
+                self.get_logger().error(f"stop failed: {exc}")
+
+    def _summary(self) -> None:
+        counts = {k: v for k, v in self.controller.safety.counts.items() if v}
+        self.get_logger().info(f"mode {self.controller.mode.value}; safety events {counts or 'none'}")
+
+    def _log(self, level: str, text: str) -> None:
+        # One call site per severity: rclpy refuses different severities from the same line.
+        logger = self.get_logger()
+        if level == "error":
+            logger.error(text)
+        elif level == "warn":
+            logger.warning(text)
+        elif level == "info":
+            logger.info(text)
+        else:
+            logger.debug(text)
+
+    def _publish_static_transforms(self) -> None:
+        try:
+            from geometry_msgs.msg import TransformStamped
+            from tf2_ros import StaticTransformBroadcaster
+        except ImportError:
+            self.get_logger().info("tf2_ros not available: static camera->base transforms not published")
+            return
+        transforms = []
+        for arm in self.robot.arms:
+            translation, quaternion = arm.extrinsics.base_pose_in_camera()
+            t = TransformStamped()
+            t.header = make_header(self.robot.camera_frame, self.get_clock().now().to_msg())
+            t.child_frame_id = arm.base_frame
+            t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = map(float, translation)
+            q = t.transform.rotation
+            q.x, q.y, q.z, q.w = map(float, quaternion)
+            transforms.append(t)
+        self._tf = StaticTransformBroadcaster(self)
+        self._tf.sendTransform(transforms)
+
+    def close(self) -> None:
+        """Called by run_node on shutdown: stop the arms and release the devices."""
+        self.drivers.close()
+
+
+def main(args: list[str] | None = None) -> int:
+    try:
+        return run_node(ControllerNode, args)
+    except (DriverError, ConfigError) as exc:
+        print(f"controller_node: {exc}", file=sys.stderr)
+        return 1

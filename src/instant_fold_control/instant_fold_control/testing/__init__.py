@@ -1,0 +1,1 @@
+"""Test support: a protocol-faithful Dobot V4 controller on loopback."""

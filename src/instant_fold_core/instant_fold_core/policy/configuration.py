@@ -1,0 +1,252 @@
+"""Configuration of the in-context flow-matching policy (model + training), as YAML-loadable dataclasses.
+
+Two scales exist for every learned part: the paper's configuration (appendix C/D: width 384,
+batch 64, horizon 4 in simulation / 8 on the real robot, 10 Euler steps) and `cpu-small`, which
+trains for real on two CPU cores in minutes. The configuration is saved next to the weights so a
+checkpoint always rebuilds the exact model that produced it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration is inconsistent or names unknown fields; the message names the field."""
+
+
+@dataclass
+class PolicyConfig:
+    """Architecture of the policy (appendix C). Ablation switches mirror the paper's ablation table."""
+
+    #: Feature dimension of the frozen cloth tokenizer's tokens (projected to `width` here).
+    cloth_feature_dim: int = 384
+    #: Cloth tokens per frame (FPS samples); every observation must carry exactly this many.
+    num_cloth_tokens: int = 64
+    width: int = 384
+    num_heads: int = 8
+    #: Feed-forward hidden size / width. 1.0 follows the 3D Diffuser/FlowMatch Actor transformers
+    #: the decoder builds on (hidden size = width); the paper does not state it.
+    mlp_ratio: float = 1.0
+    #: Per-frame spatial self-attention layers of the context encoder (RoPE + 3D ALiBi).
+    spatial_layers: int = 2
+    #: Dense spatio-temporal self-attention layers of the context encoder (RoPE, no ALiBi).
+    temporal_layers: int = 4
+    num_summary_tokens: int = 4
+    #: Cross-attention layers fusing the current scene with the demonstration context (the paper
+    #: describes one cross-attention step and gives no count).
+    fusion_layers: int = 1
+    #: Trajectory horizon H (4 in simulation, 8 on the real robot).
+    horizon: int = 4
+    num_inference_steps: int = 10
+    #: Receding horizon: how many of the H predicted actions the caller executes per query.
+    execute_steps: int = 2
+    #: RoPE wavelengths (metres) spanned geometrically by the per-axis frequencies.
+    rope_min_wavelength_m: float = 0.01
+    rope_max_wavelength_m: float = 4.0
+    #: 3D ALiBi: bias = -slope_h * distance / length_scale, slopes 2^(-8h/heads) as in ALiBi.
+    alibi_length_scale_m: float = 0.05
+    keypose_loss_weight: float = 0.5
+    # Ablations (paper's table): each False removes one component.
+    use_context_encoder: bool = True
+    use_proprio_in_context: bool = True
+    use_keypose_aux: bool = True
+    use_alibi: bool = True
+    use_state_event_tokens: bool = True
+    use_summary_tokens: bool = True
+    #: "demo" (in-context, the paper's method) or "language" (learned mode-embedding baseline).
+    conditioning: str = "demo"
+    #: Size of the mode-embedding table of the language-conditioned variant.
+    num_modes: int = 19
+
+    def validate(self) -> PolicyConfig:
+        positive = (
+            "cloth_feature_dim",
+            "num_cloth_tokens",
+            "width",
+            "num_heads",
+            "horizon",
+            "num_inference_steps",
+            "execute_steps",
+            "num_modes",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"model.{name}: must be positive, got {getattr(self, name)}")
+        if self.width % self.num_heads:
+            raise ConfigError(f"model.width: {self.width} is not divisible by num_heads={self.num_heads}")
+        if self.width // self.num_heads < 6:
+            raise ConfigError("model.num_heads: head dimension must be >= 6 for 3D RoPE")
+        if self.execute_steps > self.horizon:
+            raise ConfigError(f"model.execute_steps: {self.execute_steps} exceeds horizon {self.horizon}")
+        if self.conditioning not in ("demo", "language"):
+            raise ConfigError(f"model.conditioning: expected 'demo' or 'language', got {self.conditioning!r}")
+        for name in ("spatial_layers", "temporal_layers", "num_summary_tokens", "fusion_layers"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"model.{name}: must be >= 0")
+        if self.use_summary_tokens and self.num_summary_tokens == 0:
+            raise ConfigError("model.num_summary_tokens: must be > 0 when use_summary_tokens is set")
+        if not 0 < self.rope_min_wavelength_m < self.rope_max_wavelength_m:
+            raise ConfigError("model.rope_min_wavelength_m: need 0 < min < rope_max_wavelength_m")
+        return self
+
+    @property
+    def num_action_tokens(self) -> int:
+        """2 keypose tokens (when the auxiliary is on) + 2H trajectory tokens."""
+        return (2 if self.use_keypose_aux else 0) + 2 * self.horizon
+
+
+@dataclass
+class TrainingConfig:
+    """Optimisation and augmentation (appendix D/E). Choices the paper leaves open are documented."""
+
+    batch_size: int = 64
+    steps: int = 225_000
+    lr: float = 1e-4
+    weight_decay: float = 1e-4
+    warmup_steps: int = 1000
+    grad_clip: float = 1.0
+    ema_decay: float = 0.999
+    #: Probability of perturbing the current gripper positions and relabelling a recovery chunk.
+    recovery_prob: float = 0.0
+    recovery_noise_m: float = 0.03
+    #: Probability of occluding the current observation's cloth tokens around the grippers.
+    occlusion_prob: float = 0.0
+    occlusion_radius_m: float = 0.03
+    #: Mixed precision (bf16 autocast) when training on CUDA.
+    amp: bool = True
+    seed: int = 0
+    log_every: int = 50
+    checkpoint_every: int = 5000
+
+    def validate(self) -> TrainingConfig:
+        for name in ("batch_size", "steps", "log_every", "checkpoint_every"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"train.{name}: must be positive, got {getattr(self, name)}")
+        for name in ("recovery_prob", "occlusion_prob", "ema_decay"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"train.{name}: must be in [0, 1], got {getattr(self, name)}")
+        if self.lr <= 0:
+            raise ConfigError(f"train.lr: must be positive, got {self.lr}")
+        return self
+
+
+@dataclass
+class InstantFoldPolicyConfig:
+    """Full policy configuration: `model` rebuilds the network, `train` reproduces the run."""
+
+    name: str = "paper"
+    model: PolicyConfig = field(default_factory=PolicyConfig)
+    train: TrainingConfig = field(default_factory=TrainingConfig)
+
+    def validate(self) -> InstantFoldPolicyConfig:
+        self.model.validate()
+        self.train.validate()
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InstantFoldPolicyConfig:
+        """Build from a nested dict; unknown keys are errors so typos never pass silently."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"policy config: expected a mapping, got {type(data).__name__}")
+        unknown = set(data) - {"name", "model", "train"}
+        if unknown:
+            raise ConfigError(f"policy config: unknown keys {sorted(unknown)}")
+        return cls(
+            name=str(data.get("name", "custom")),
+            model=_build(PolicyConfig, data.get("model", {}), "model"),
+            train=_build(TrainingConfig, data.get("train", {}), "train"),
+        ).validate()
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> InstantFoldPolicyConfig:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"policy config: no such file {path}")
+        return cls.from_dict(yaml.safe_load(path.read_text()) or {})
+
+    def to_yaml(self, path: str | Path) -> None:
+        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+def _build(kind: type, data: dict[str, Any], section: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{section}: expected a mapping, got {type(data).__name__}")
+    names = {f.name: f for f in dataclasses.fields(kind)}
+    unknown = set(data) - set(names)
+    if unknown:
+        raise ConfigError(f"{section}: unknown keys {sorted(unknown)}")
+    values = {}
+    for key, value in data.items():
+        default = getattr(kind(), key)
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"{section}.{key}: expected a boolean, got {value!r}")
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{section}.{key}: expected a number, got {value!r}")
+            value = type(default)(value)
+        values[key] = value
+    return kind(**values)
+
+
+def preset(name: str) -> InstantFoldPolicyConfig:
+    """Named configurations: `paper` (simulation), `paper-real` (real robot) and `cpu-small`."""
+    if name == "paper":
+        return InstantFoldPolicyConfig(name="paper").validate()
+    if name == "paper-real":
+        # Appendix E: horizon 8 (execute 4), 3 cm occlusion template, 30 % recovery perturbation.
+        return InstantFoldPolicyConfig(
+            name="paper-real",
+            model=PolicyConfig(horizon=8, execute_steps=4),
+            train=TrainingConfig(recovery_prob=0.3, occlusion_prob=0.5),
+        ).validate()
+    if name == "cpu-small":
+        return InstantFoldPolicyConfig(
+            name="cpu-small",
+            model=PolicyConfig(
+                cloth_feature_dim=32,
+                num_cloth_tokens=32,
+                width=64,
+                num_heads=2,
+                mlp_ratio=2.0,
+                spatial_layers=1,
+                temporal_layers=1,
+                num_summary_tokens=2,
+                fusion_layers=1,
+                horizon=4,
+                num_modes=4,
+            ),
+            train=TrainingConfig(
+                batch_size=16,
+                steps=600,
+                lr=2e-3,
+                weight_decay=0.0,
+                warmup_steps=30,
+                ema_decay=0.9,
+                log_every=25,
+                checkpoint_every=200,
+                recovery_prob=0.0,
+                occlusion_prob=0.0,
+            ),
+        ).validate()
+    raise ConfigError(f"unknown policy preset {name!r} (expected paper, paper-real or cpu-small)")
+
+
+PRESETS: tuple[str, ...] = ("paper", "paper-real", "cpu-small")
+
+
+def load_config(name_or_path: str | Path) -> InstantFoldPolicyConfig:
+    """A preset name or a YAML file path."""
+    if str(name_or_path) in PRESETS:
+        return preset(str(name_or_path))
+    if not Path(name_or_path).is_file():
+        raise ConfigError(f"{name_or_path!r} is neither a YAML file nor a policy preset {PRESETS}")
+    return InstantFoldPolicyConfig.from_yaml(name_or_path)

@@ -1,0 +1,271 @@
+"""Samples and batches of the policy, and how they are cut from tokenised episodes.
+
+The policy never sees images: a frozen cloth tokenizer (outside the policy) turns every frame
+into N cloth tokens (camera-frame positions, features, validity). A `TokenizedEpisode` is an
+`Episode` whose frames have been tokenised; a `PolicySample` is one training example cut from it:
+the keyframes of a context demonstration (another episode of the same garment and mode), the
+current observation, and the targets (H per-step deltas + gripper openness per arm, and the
+offset to the next keypose).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from instant_fold_core.dataset.schema import Episode
+
+
+class PolicyDataError(ValueError):
+    """Policy data violates its contract; the message names the field."""
+
+
+def _to(obj: Any, device: torch.device | str, dtype: torch.dtype | None = None) -> Any:
+    """Move every tensor field of a dataclass (floating ones cast to `dtype` if given)."""
+    values = {}
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, torch.Tensor):
+            v = v.to(device, dtype=dtype if (dtype is not None and v.is_floating_point()) else None)
+        values[f.name] = v
+    return type(obj)(**values)
+
+
+@dataclass
+class DemoTokens:
+    """Context keyframes of one demonstration per batch element, padded to K frames.
+
+    cloth_positions [B, K, N, 3], cloth_features [B, K, N, D], cloth_valid bool [B, K, N],
+    gripper_state [B, K, 2, 4], frame_mask bool [B, K] (False = padding), mode_id long [B].
+    """
+
+    cloth_positions: torch.Tensor
+    cloth_features: torch.Tensor
+    cloth_valid: torch.Tensor
+    gripper_state: torch.Tensor
+    frame_mask: torch.Tensor
+    mode_id: torch.Tensor
+
+    def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> DemoTokens:
+        return _to(self, device, dtype)
+
+
+@dataclass
+class ObservationTokens:
+    """Current observation: cloth_positions [B, N, 3], cloth_features [B, N, D], cloth_valid [B, N],
+    gripper_state [B, 2, 4] (x, y, z, openness per arm, camera frame)."""
+
+    cloth_positions: torch.Tensor
+    cloth_features: torch.Tensor
+    cloth_valid: torch.Tensor
+    gripper_state: torch.Tensor
+
+    def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> ObservationTokens:
+        return _to(self, device, dtype)
+
+
+@dataclass
+class ActionTargets:
+    """Un-normalised targets: traj_delta [B, H, 2, 3] per-step position deltas (m), traj_gripper
+    [B, H, 2] openness in {0, 1}, keypose_delta [B, 2, 3] offset from the current position to the
+    next keypose, keypose_gripper [B, 2]."""
+
+    traj_delta: torch.Tensor
+    traj_gripper: torch.Tensor
+    keypose_delta: torch.Tensor
+    keypose_gripper: torch.Tensor
+
+    def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> ActionTargets:
+        return _to(self, device, dtype)
+
+
+@dataclass
+class PolicyBatch:
+    demo: DemoTokens
+    obs: ObservationTokens
+    target: ActionTargets
+
+    def to(self, device: torch.device | str) -> PolicyBatch:
+        return PolicyBatch(self.demo.to(device), self.obs.to(device), self.target.to(device))
+
+
+@dataclass
+class TokenizedEpisode:
+    """An episode whose frames were tokenised by the frozen cloth tokenizer.
+
+    cloth_positions float32 [T, N, 3], cloth_features float32 [T, N, D], cloth_valid bool [T, N],
+    gripper_state / action float32 [T, 2, 4] (as in `Episode`), keyframes int32 [K], and meta
+    with at least `garment_id` and `mode` (optionally `mode_id`, used by language conditioning).
+    """
+
+    cloth_positions: np.ndarray
+    cloth_features: np.ndarray
+    cloth_valid: np.ndarray
+    gripper_state: np.ndarray
+    action: np.ndarray
+    keyframes: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.gripper_state.shape[0])
+
+    @classmethod
+    def from_episode(
+        cls, episode: Episode, positions: np.ndarray, features: np.ndarray, valid: np.ndarray
+    ) -> TokenizedEpisode:
+        """Attach per-frame cloth tokens ([T, N, 3], [T, N, D], [T, N]) to a validated `Episode`."""
+        episode.validate()
+        return cls(
+            np.asarray(positions, np.float32),
+            np.asarray(features, np.float32),
+            np.asarray(valid, bool),
+            episode.gripper_state,
+            episode.action,
+            episode.keyframes,
+            dict(episode.meta),
+        ).validate()
+
+    def validate(self) -> TokenizedEpisode:
+        t = self.num_frames
+        n = self.cloth_positions.shape[1] if self.cloth_positions.ndim == 3 else -1
+        checks = {
+            "cloth_positions": (self.cloth_positions, (t, n, 3)),
+            "cloth_features": (self.cloth_features, (t, n, self.cloth_features.shape[-1])),
+            "cloth_valid": (self.cloth_valid, (t, n)),
+            "gripper_state": (self.gripper_state, (t, 2, 4)),
+            "action": (self.action, (t, 2, 4)),
+        }
+        for name, (arr, shape) in checks.items():
+            if arr.shape != shape:
+                raise PolicyDataError(f"{name}: expected shape {shape}, got {arr.shape}")
+            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+                raise PolicyDataError(f"{name}: contains NaN or infinite values")
+        if self.cloth_valid.dtype != np.bool_:
+            raise PolicyDataError(f"cloth_valid: expected bool, got {self.cloth_valid.dtype}")
+        if not self.cloth_valid.any(-1).all():
+            raise PolicyDataError("cloth_valid: a frame has no valid cloth token")
+        kf = self.keyframes
+        if kf.ndim != 1 or kf.size == 0 or np.any(np.diff(kf) <= 0) or kf[0] < 0 or kf[-1] >= t:
+            raise PolicyDataError(f"keyframes: expected strictly increasing indices in [0, {t}), got {kf}")
+        for key in ("garment_id", "mode"):
+            if key not in self.meta:
+                raise PolicyDataError(f"meta: missing '{key}'")
+        return self
+
+    def save(self, path: str | Path) -> None:
+        """Write as a pickle-free .npz (meta as a JSON string)."""
+        np.savez_compressed(
+            path,
+            cloth_positions=self.cloth_positions,
+            cloth_features=self.cloth_features,
+            cloth_valid=self.cloth_valid,
+            gripper_state=self.gripper_state,
+            action=self.action,
+            keyframes=self.keyframes,
+            meta_json=np.array(json.dumps(self.meta)),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> TokenizedEpisode:
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                arrays = {k: f[k] for k in f.files}
+        except (OSError, ValueError) as exc:
+            raise PolicyDataError(f"{path}: not a readable tokenised episode ({exc})") from exc
+        missing = {
+            "cloth_positions",
+            "cloth_features",
+            "cloth_valid",
+            "gripper_state",
+            "action",
+            "keyframes",
+            "meta_json",
+        } - set(arrays)
+        if missing:
+            raise PolicyDataError(f"{path}: missing arrays {sorted(missing)}")
+        meta = json.loads(str(arrays.pop("meta_json")))
+        return cls(**arrays, meta=meta).validate()
+
+
+@dataclass
+class PolicySample:
+    """One un-batched training example (numpy), see `DemoTokens`/`ObservationTokens`/`ActionTargets`."""
+
+    demo_cloth_positions: np.ndarray  # [K, N, 3]
+    demo_cloth_features: np.ndarray  # [K, N, D]
+    demo_cloth_valid: np.ndarray  # [K, N]
+    demo_gripper_state: np.ndarray  # [K, 2, 4]
+    cloth_positions: np.ndarray  # [N, 3]
+    cloth_features: np.ndarray  # [N, D]
+    cloth_valid: np.ndarray  # [N]
+    gripper_state: np.ndarray  # [2, 4]
+    traj_delta: np.ndarray  # [H, 2, 3]
+    traj_gripper: np.ndarray  # [H, 2]
+    keypose_delta: np.ndarray  # [2, 3]
+    keypose_gripper: np.ndarray  # [2]
+    mode_id: int = 0
+
+
+def chunk_targets(
+    episode: TokenizedEpisode, t: int, horizon: int, state: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Targets of frame t: per-step deltas of the next H absolute action targets, and the next keypose.
+
+    Deltas are a[t] - s[t], a[t+1] - a[t], ... (the chunk is executed from the current state);
+    past the episode end the last action repeats (zero motion). The keypose is the measured
+    state at the first keyframe after t (the last frame when none is left), as an offset
+    from the current position. `state` overrides the measured state (recovery augmentation).
+    """
+    state = episode.gripper_state[t] if state is None else state
+    idx = np.minimum(np.arange(t, t + horizon), episode.num_frames - 1)
+    targets = episode.action[idx]  # [H, 2, 4]
+    prev = np.concatenate([state[None, :, :3], targets[:-1, :, :3]], 0)
+    traj_delta = (targets[..., :3] - prev).astype(np.float32)
+    later = episode.keyframes[episode.keyframes > t]
+    kf = int(later[0]) if later.size else episode.num_frames - 1
+    keypose = episode.gripper_state[kf]
+    keypose_delta = (keypose[:, :3] - state[:, :3]).astype(np.float32)
+    return traj_delta, targets[..., 3].astype(np.float32), keypose_delta, keypose[:, 3].astype(np.float32)
+
+
+def collate(samples: list[PolicySample]) -> PolicyBatch:
+    """Stack samples, padding demonstrations to the longest keyframe count with a frame mask."""
+    if not samples:
+        raise PolicyDataError("collate: empty list of samples")
+    k_max = max(s.demo_gripper_state.shape[0] for s in samples)
+
+    def pad(arr: np.ndarray) -> np.ndarray:
+        out = np.zeros((k_max, *arr.shape[1:]), arr.dtype)
+        out[: arr.shape[0]] = arr
+        return out
+
+    def stack(name: str, padded: bool = False) -> torch.Tensor:
+        return torch.from_numpy(
+            np.stack([pad(getattr(s, name)) if padded else getattr(s, name) for s in samples])
+        )
+
+    frame_mask = torch.zeros(len(samples), k_max, dtype=torch.bool)
+    for i, s in enumerate(samples):
+        frame_mask[i, : s.demo_gripper_state.shape[0]] = True
+    demo = DemoTokens(
+        stack("demo_cloth_positions", True),
+        stack("demo_cloth_features", True),
+        stack("demo_cloth_valid", True),
+        stack("demo_gripper_state", True),
+        frame_mask,
+        torch.tensor([s.mode_id for s in samples], dtype=torch.long),
+    )
+    obs = ObservationTokens(
+        stack("cloth_positions"), stack("cloth_features"), stack("cloth_valid"), stack("gripper_state")
+    )
+    target = ActionTargets(
+        stack("traj_delta"), stack("traj_gripper"), stack("keypose_delta"), stack("keypose_gripper")
+    )
+    return PolicyBatch(demo, obs, target)

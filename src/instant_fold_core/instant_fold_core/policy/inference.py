@@ -1,0 +1,299 @@
+"""Fast inference: demonstration cache, per-query scene fusion, 10-step Euler sampler, receding horizon.
+
+Per query only the action branch runs inside the Euler loop: the demonstration is encoded once
+(`load_demonstration`), and each `predict` fuses the current scene with that cached context and
+projects the scene-context keys/values once before the denoising steps. Inputs are validated up
+front so a bad observation is a clear `PolicyInputError`, never garbage actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from instant_fold_core.policy.data import DemoTokens, ObservationTokens
+from instant_fold_core.policy.decoder import DecoderOutput
+from instant_fold_core.policy.modeling import DemoContext, InstantFoldPolicy, euler_times
+
+#: Arrays accepted at the policy boundary (numpy or torch, any float dtype; converted and checked).
+Array = np.ndarray | torch.Tensor
+
+
+class PolicyInputError(ValueError):
+    """An observation/demonstration given to the policy is unusable; the message names the field."""
+
+
+@dataclass
+class SampledActions:
+    """Raw sampler output in normalised space plus gripper logits (batched)."""
+
+    traj: torch.Tensor  # [B, H, 2, 3]
+    traj_gripper_logit: torch.Tensor  # [B, H, 2]
+    keypose: torch.Tensor | None  # [B, 2, 3]
+    keypose_gripper_logit: torch.Tensor | None  # [B, 2]
+
+
+def euler_sample(
+    velocity: Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor, int], DecoderOutput],
+    noise_traj: torch.Tensor,
+    noise_keypose: torch.Tensor | None,
+    steps: int,
+) -> SampledActions:
+    """Integrate dz/dt = v from t = 1 (noise) to t = 0 (data) in `steps` equal Euler steps.
+
+    With z_t = (1 - t) x + t eps the velocity is eps - x, so z_{t - dt} = z_t - dt * v. Gripper
+    logits come from the last evaluation (t = 1/steps), the closest to clean data.
+    """
+    z_traj, z_kp = noise_traj, noise_keypose
+    b = z_traj.shape[0]
+    out = None
+    for i, t in enumerate(euler_times(steps, z_traj.device, z_traj.dtype)):
+        out = velocity(z_traj, z_kp, t.expand(b), i)
+        z_traj = z_traj - out.traj_velocity / steps
+        if z_kp is not None:
+            z_kp = z_kp - out.keypose_velocity / steps
+    assert out is not None, "steps must be >= 1"
+    return SampledActions(z_traj, out.traj_gripper_logit, z_kp, out.keypose_gripper_logit)
+
+
+def sample_cached(
+    policy: InstantFoldPolicy,
+    obs: ObservationTokens,
+    context: DemoContext,
+    generator: torch.Generator | None = None,
+) -> SampledActions:
+    """The fast path: the demonstration `context` is already encoded; the scene is fused and its
+    keys/values and the AdaLN schedule are computed once, then only the action branch runs per step."""
+    steps = policy.cfg.num_inference_steps
+    scene = policy.prepare_scene(obs, context, steps)
+    noise_traj, noise_kp = draw_noise(policy, obs.gripper_state.shape[0], scene.proprio, generator)
+    return euler_sample(partial(policy.velocity, scene), noise_traj, noise_kp, steps)
+
+
+def sample_naive(
+    policy: InstantFoldPolicy,
+    demo: DemoTokens,
+    obs: ObservationTokens,
+    generator: torch.Generator | None = None,
+    steps: int | None = None,
+) -> SampledActions:
+    """Reference path that recomputes everything (demo encoding, fusion, K/V) at every step."""
+    b = obs.gripper_state.shape[0]
+    noise_traj, noise_kp = draw_noise(policy, b, obs.gripper_state, generator)
+
+    def velocity(z: torch.Tensor, zk: torch.Tensor | None, t: torch.Tensor, step: int) -> DecoderOutput:
+        return policy.velocity(policy.prepare_scene(obs, policy.encode_context(demo)), z, zk, t)
+
+    return euler_sample(velocity, noise_traj, noise_kp, steps or policy.cfg.num_inference_steps)
+
+
+def draw_noise(
+    policy: InstantFoldPolicy, batch: int, like: torch.Tensor, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    h = policy.cfg.horizon
+    traj = torch.randn(batch, h, 2, 3, generator=generator).to(like.device, like.dtype)
+    kp = (
+        torch.randn(batch, 2, 3, generator=generator).to(like.device, like.dtype)
+        if policy.cfg.use_keypose_aux
+        else None
+    )
+    return traj, kp
+
+
+@dataclass
+class ActionChunk:
+    """One query's answer for one robot (camera optical frame, metres).
+
+    targets [H, 2, 4]: absolute (x, y, z, openness) per step and arm (left, right); deltas
+    [H, 2, 3]: the per-step position deltas they were built from; gripper_prob [H, 2];
+    keypose [2, 4] absolute predicted next keypose (None without the keypose auxiliary).
+    `execute_steps` of the H steps are meant to be executed before the next query.
+    """
+
+    targets: np.ndarray
+    deltas: np.ndarray
+    gripper_prob: np.ndarray
+    keypose: np.ndarray | None
+    execute_steps: int
+
+    def executable(self) -> np.ndarray:
+        return self.targets[: self.execute_steps]
+
+
+def to_absolute(
+    policy: InstantFoldPolicy, sampled: SampledActions, gripper_state: torch.Tensor
+) -> list[ActionChunk]:
+    """Per-step deltas -> absolute targets from the current state (cumulative sum), grippers thresholded."""
+    norm = policy.normalizers
+    cur = gripper_state[..., :3].float()
+    deltas = norm.delta.unnormalize(sampled.traj.float())
+    positions = cur[:, None] + torch.cumsum(deltas, 1)
+    prob = torch.sigmoid(sampled.traj_gripper_logit.float())
+    targets = torch.cat((positions, (prob > 0.5).float()[..., None]), -1)
+    keypose = None
+    if sampled.keypose is not None:
+        kp_pos = cur + norm.keypose.unnormalize(sampled.keypose.float())
+        keypose = torch.cat((kp_pos, (sampled.keypose_gripper_logit.float() > 0).float()[..., None]), -1)
+    return [
+        ActionChunk(
+            targets[i].cpu().numpy(),
+            deltas[i].cpu().numpy(),
+            prob[i].cpu().numpy(),
+            None if keypose is None else keypose[i].cpu().numpy(),
+            policy.cfg.execute_steps,
+        )
+        for i in range(targets.shape[0])
+    ]
+
+
+# ---------------------------------------------------------------------- validated runner
+
+
+def _array(name: str, value: Array, shape: tuple[int | None, ...]) -> np.ndarray:
+    arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    if arr.ndim != len(shape) or any(s is not None and a != s for a, s in zip(arr.shape, shape, strict=True)):
+        want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+        raise PolicyInputError(f"{name}: expected shape {want}, got {list(arr.shape)}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise PolicyInputError(f"{name}: contains NaN or infinite values")
+    return arr
+
+
+class PolicyRunner:
+    """Stateful policy for a robot: load a demonstration once, then answer observation queries."""
+
+    def __init__(
+        self,
+        policy: InstantFoldPolicy,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        compile: bool = False,
+    ) -> None:
+        if not policy.normalizers.calibrated:
+            raise PolicyInputError("policy: normalisers are not calibrated (load a trained checkpoint)")
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.policy = policy.to(self.device, dtype).eval()
+        self.policy.normalizers.float()  # statistics stay float32: actions are rebuilt in float32
+        self.cfg = policy.cfg
+        if compile:
+            # Only the per-step action branch is compiled; it sees fixed shapes for a given demo length.
+            self.policy.denoiser.compile(dynamic=False)
+        self._context: DemoContext | None = None
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        directory: str | Path,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        compile: bool = False,
+    ) -> PolicyRunner:
+        policy, _ = InstantFoldPolicy.from_pretrained(directory, "cpu")
+        return cls(policy, device, dtype, compile)
+
+    def _cloth(
+        self,
+        prefix: str,
+        positions: Array,
+        features: Array,
+        valid: Array | None,
+        lead: tuple[int | None, ...],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n, d = self.cfg.num_cloth_tokens, self.cfg.cloth_feature_dim
+        pos = _array(f"{prefix}cloth_positions", positions, (*lead, n, 3))
+        feat = _array(f"{prefix}cloth_features", features, (*lead, n, d))
+        val = (
+            np.ones(pos.shape[:-1], bool)
+            if valid is None
+            else _array(f"{prefix}cloth_valid", valid, (*lead, n))
+        )
+        if val.dtype != np.bool_:
+            raise PolicyInputError(f"{prefix}cloth_valid: expected bool, got {val.dtype}")
+        if not val.reshape(-1, n).any(-1).all():
+            raise PolicyInputError(f"{prefix}cloth_valid: a frame has no valid cloth token")
+        return pos, feat, val
+
+    def _tensor(self, arr: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(np.ascontiguousarray(arr))
+        return t.to(self.device, self.dtype if t.is_floating_point() else None)
+
+    @torch.inference_mode()
+    def load_demonstration(
+        self,
+        cloth_positions: Array,
+        cloth_features: Array,
+        gripper_state: Array,
+        cloth_valid: Array | None = None,
+    ) -> None:
+        """Encode and cache the K context keyframes ([K, N, 3], [K, N, D], [K, 2, 4], [K, N])."""
+        if self.cfg.conditioning != "demo":
+            raise PolicyInputError("policy is language-conditioned: use load_mode(mode_id)")
+        pos, feat, val = self._cloth("demo.", cloth_positions, cloth_features, cloth_valid, (None,))
+        k = pos.shape[0]
+        if k == 0:
+            raise PolicyInputError("demo: needs at least one keyframe")
+        state = _array("demo.gripper_state", gripper_state, (k, 2, 4))
+        demo = DemoTokens(
+            self._tensor(pos[None]),
+            self._tensor(feat[None]),
+            self._tensor(val[None]),
+            self._tensor(state[None]),
+            torch.ones(1, k, dtype=torch.bool, device=self.device),
+            torch.zeros(1, dtype=torch.long, device=self.device),
+        )
+        self._context = self.policy.encode_context(demo)
+
+    @torch.inference_mode()
+    @torch.inference_mode()
+    def load_mode(self, mode: int | str) -> None:
+        """Language-conditioned variant: condition on a folding mode (id, or name seen in training)."""
+        if self.cfg.conditioning != "language":
+            raise PolicyInputError("policy is demonstration-conditioned: use load_demonstration(...)")
+        if isinstance(mode, str):
+            if mode not in self.policy.mode_ids:
+                raise PolicyInputError(f"mode: unknown mode {mode!r} (known: {sorted(self.policy.mode_ids)})")
+            mode = self.policy.mode_ids[mode]
+        if not 0 <= int(mode) < self.cfg.num_modes:
+            raise PolicyInputError(f"mode: id {mode} outside [0, {self.cfg.num_modes})")
+        empty = torch.zeros(1, 0, device=self.device)
+        self._context = self.policy.encode_context(
+            DemoTokens(empty, empty, empty, empty, empty, torch.tensor([int(mode)], device=self.device))
+        )
+
+    def clear_demonstration(self) -> None:
+        self._context = None
+
+    @property
+    def has_demonstration(self) -> bool:
+        return self._context is not None
+
+    @torch.inference_mode()
+    def predict(
+        self,
+        cloth_positions: Array,
+        cloth_features: Array,
+        gripper_state: Array,
+        cloth_valid: Array | None = None,
+        generator: torch.Generator | None = None,
+    ) -> ActionChunk:
+        """One query: [N, 3] positions, [N, D] features, [2, 4] arm states -> an `ActionChunk`."""
+        if self._context is None:
+            raise PolicyInputError(
+                "no demonstration loaded: call load_demonstration() (or load_mode()) first"
+            )
+        pos, feat, val = self._cloth("", cloth_positions, cloth_features, cloth_valid, ())
+        state = _array("gripper_state", gripper_state, (2, 4))
+        obs = ObservationTokens(
+            self._tensor(pos[None]),
+            self._tensor(feat[None]),
+            self._tensor(val[None]),
+            self._tensor(state[None]),
+        )
+        sampled = sample_cached(self.policy, obs, self._context, generator)
+        return to_absolute(self.policy, sampled, obs.gripper_state)[0]

@@ -1,0 +1,274 @@
+"""The in-context flow-matching policy (paper section "In-Context Policy Learning", appendix C).
+
+The forward computation is split along what changes when, because that is what makes inference
+fast:
+  1. `encode_context(demo)`: once per demonstration (context encoder, summary and state-event
+     tokens);
+  2. `prepare_scene(obs, context)`: once per query (current scene fused with the context by
+     cross-attention, scene-context keys/values for every decoder block, proprio conditioning);
+  3. `velocity(scene, z, t)`: once per Euler step (only the action branch).
+Training calls all three for every sample (`compute_loss`), so the cached and uncached paths
+are the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
+from instant_fold_core.policy.attention import Block, KeyValue, Rope3D
+from instant_fold_core.policy.configuration import ConfigError, InstantFoldPolicyConfig, PolicyConfig
+from instant_fold_core.policy.context_encoder import (
+    ContextEncoder,
+    SceneTokenizer,
+    StateEventEncoder,
+    SummaryTokens,
+)
+from instant_fold_core.policy.data import ActionTargets, DemoTokens, ObservationTokens, PolicyBatch
+from instant_fold_core.policy.decoder import ActionDenoiser, DecoderOutput
+from instant_fold_core.policy.normalization import ActionNormalizers, NormalizerError
+
+NORMALIZERS_FILE = "normalizers"
+MODES_FILE = "modes"
+
+
+def euler_times(
+    steps: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """The Euler schedule t_i = 1 - i / steps, i = 0..steps-1 (from noise at t = 1 towards data)."""
+    return 1.0 - torch.arange(steps, device=device, dtype=dtype) / steps
+
+
+@dataclass
+class DemoContext:
+    """Encoded demonstration: context tokens (+ summary tokens) and state-event tokens, with masks."""
+
+    tokens: torch.Tensor
+    positions: torch.Tensor
+    valid: torch.Tensor
+    event_tokens: torch.Tensor | None
+    event_positions: torch.Tensor | None
+    event_valid: torch.Tensor | None
+    fusion_kv: list[KeyValue]  # keys/values of the context for each fusion layer
+
+
+@dataclass
+class SceneCache:
+    """Everything the Euler steps of one query share: scene-context K/V, proprio signal, current xyz."""
+
+    context_kv: list[KeyValue]
+    proprio: torch.Tensor  # [B, W]
+    current_xyz: torch.Tensor  # [B, 2, 3]
+    #: AdaLN modulations per Euler step (one [B, 6W] per decoder block), when the schedule is known.
+    schedule: list[list[torch.Tensor]] | None = None
+
+
+class InstantFoldPolicy(nn.Module):
+    def __init__(self, cfg: PolicyConfig) -> None:
+        super().__init__()
+        self.cfg = cfg.validate()
+        head_dim = cfg.width // cfg.num_heads
+        rope = Rope3D(head_dim, cfg.rope_min_wavelength_m, cfg.rope_max_wavelength_m)
+        self.tokenizer = SceneTokenizer(cfg)
+        demo = cfg.conditioning == "demo"
+        self.context_encoder = ContextEncoder(cfg, rope) if demo else None
+        use_summary = demo and cfg.use_context_encoder and cfg.use_summary_tokens
+        self.summary = SummaryTokens(cfg, rope) if use_summary else None
+        self.state_events = StateEventEncoder(cfg) if demo and cfg.use_state_event_tokens else None
+        self.mode_embedding = nn.Embedding(cfg.num_modes, cfg.width) if not demo else None
+        self.fusion = nn.ModuleList(
+            Block(cfg.width, cfg.num_heads, cfg.mlp_ratio, rope, cross=True) for _ in range(cfg.fusion_layers)
+        )
+        self.denoiser = ActionDenoiser(cfg, rope)
+        self.normalizers = ActionNormalizers()
+        #: Mode name -> id of the training data (what the language-conditioned variant is told).
+        self.mode_ids: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ stage 1: demonstration
+    def encode_context(self, demo: DemoTokens) -> DemoContext:
+        """Encode the context keyframes once; padded keyframes are masked out of every attention."""
+        events: tuple[torch.Tensor | None, ...] = (None, None, None)
+        if self.mode_embedding is not None:
+            tokens = self.mode_embedding(demo.mode_id)[:, None]
+            b = tokens.shape[0]
+            pos = torch.zeros(b, 1, 3, dtype=tokens.dtype, device=tokens.device)
+            valid = torch.ones(b, 1, dtype=torch.bool, device=tokens.device)
+        else:
+            state = demo.gripper_state if self.cfg.use_proprio_in_context else None
+            tokens, pos, valid = self.tokenizer.scene(
+                demo.cloth_positions, demo.cloth_features, demo.cloth_valid, state
+            )
+            tokens, pos, valid = self.context_encoder(tokens, pos, valid & demo.frame_mask[..., None])
+            if self.summary is not None:
+                s_tok, s_pos, s_valid = self.summary(tokens, pos, valid)
+                tokens, pos = torch.cat((tokens, s_tok), 1), torch.cat((pos, s_pos), 1)
+                valid = torch.cat((valid, s_valid), 1)
+            if self.state_events is not None:
+                events = self.state_events(demo.gripper_state, demo.frame_mask)
+        fusion_kv = [block.context_kv(tokens, pos, valid) for block in self.fusion]
+        return DemoContext(tokens, pos, valid, *events, fusion_kv)
+
+    # ------------------------------------------------------------------ stage 2: query
+    def prepare_scene(
+        self, obs: ObservationTokens, context: DemoContext, steps: int | None = None
+    ) -> SceneCache:
+        """Fuse the current scene with the demonstration context and project the scene-context K/V.
+
+        With `steps`, the AdaLN modulations of the whole Euler schedule (t = 1, 1 - 1/steps, ...)
+        are computed here in one batch instead of once per step.
+        """
+        x, pos, valid = self.tokenizer.scene(
+            obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.gripper_state
+        )
+        for block, kv in zip(self.fusion, context.fusion_kv, strict=True):
+            x = block(x, pos, valid, kv)
+        if context.event_tokens is not None:
+            x = torch.cat((x, context.event_tokens), 1)
+            pos = torch.cat((pos, context.event_positions), 1)
+            valid = torch.cat((valid, context.event_valid), 1)
+        proprio = self.denoiser.proprio_condition(self.tokenizer.robot(obs.gripper_state))
+        scene = SceneCache(self.denoiser.context_kv(x, pos, valid), proprio, obs.gripper_state[..., :3])
+        if steps is not None:
+            b = proprio.shape[0]
+            ts = euler_times(steps, proprio.device, proprio.dtype).repeat_interleave(b)
+            per_block = self.denoiser.modulations(ts, proprio.repeat(steps, 1))
+            scene.schedule = [[m[i * b : (i + 1) * b] for m in per_block] for i in range(steps)]
+        return scene
+
+    # ------------------------------------------------------------------ stage 3: Euler step
+    def action_positions(
+        self, scene: SceneCache, z_traj: torch.Tensor, z_keypose: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Absolute 3D positions the (noisy) action tokens stand for: current position + deltas."""
+        cur = scene.current_xyz.to(z_traj.dtype)
+        traj = cur[:, None] + torch.cumsum(self.normalizers.delta.unnormalize(z_traj), 1)
+        keypose = None if z_keypose is None else cur + self.normalizers.keypose.unnormalize(z_keypose)
+        return traj, keypose
+
+    def velocity(
+        self,
+        scene: SceneCache,
+        z_traj: torch.Tensor,
+        z_keypose: torch.Tensor | None,
+        t: torch.Tensor,
+        step: int | None = None,
+    ) -> DecoderOutput:
+        """Velocity at time t; `step` selects the precomputed modulations of `scene.schedule`."""
+        traj_pos, keypose_pos = self.action_positions(scene, z_traj, z_keypose)
+        if step is not None and scene.schedule is not None:
+            modulations = scene.schedule[step]
+        else:
+            modulations = self.denoiser.modulations(t, scene.proprio)
+        return self.denoiser(z_traj, traj_pos, z_keypose, keypose_pos, modulations, scene.context_kv)
+
+    # ------------------------------------------------------------------ training
+    def normalized_targets(self, target: ActionTargets) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.normalizers.calibrated:
+            raise NormalizerError(
+                "policy normalisers are not calibrated; calibrate them on the training data"
+            )
+        return self.normalizers.delta.normalize(target.traj_delta), self.normalizers.keypose.normalize(
+            target.keypose_delta
+        )
+
+    def compute_loss(
+        self,
+        batch: PolicyBatch,
+        t: torch.Tensor | None = None,
+        noise: tuple[torch.Tensor, torch.Tensor] | None = None,
+        generator: torch.Generator | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Rectified flow (z_t = (1-t) x + t eps, target eps - x) + gripper BCE, keypose auxiliary x weight."""
+        x_traj, x_kp = self.normalized_targets(batch.target)
+        b = x_traj.shape[0]
+        if t is None:
+            t = torch.rand(b, generator=generator, device="cpu").to(x_traj.device)
+        if noise is None:
+            noise = (
+                torch.randn(x_traj.shape, generator=generator).to(x_traj.device),
+                torch.randn(x_kp.shape, generator=generator).to(x_kp.device),
+            )
+        eps_traj, eps_kp = noise
+        z_traj = (1 - t[:, None, None, None]) * x_traj + t[:, None, None, None] * eps_traj
+        z_kp = (1 - t[:, None, None]) * x_kp + t[:, None, None] * eps_kp
+        scene = self.prepare_scene(batch.obs, self.encode_context(batch.demo))
+        out = self.velocity(scene, z_traj, z_kp if self.cfg.use_keypose_aux else None, t)
+        losses = {
+            "flow": F.mse_loss(out.traj_velocity.float(), (eps_traj - x_traj).float()),
+            "gripper": F.binary_cross_entropy_with_logits(
+                out.traj_gripper_logit.float(), batch.target.traj_gripper.float()
+            ),
+        }
+        total = losses["flow"] + losses["gripper"]
+        if self.cfg.use_keypose_aux:
+            losses["keypose_flow"] = F.mse_loss(out.keypose_velocity.float(), (eps_kp - x_kp).float())
+            losses["keypose_gripper"] = F.binary_cross_entropy_with_logits(
+                out.keypose_gripper_logit.float(), batch.target.keypose_gripper.float()
+            )
+            total = total + self.cfg.keypose_loss_weight * (
+                losses["keypose_flow"] + losses["keypose_gripper"]
+            )
+        losses["loss"] = total
+        return losses
+
+    def forward(
+        self,
+        batch: PolicyBatch,
+        t: torch.Tensor | None = None,
+        noise: tuple[torch.Tensor, torch.Tensor] | None = None,
+        generator: torch.Generator | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Training forward (what DDP wraps): the losses of `compute_loss`."""
+        return self.compute_loss(batch, t, noise, generator)
+
+    # ------------------------------------------------------------------ persistence
+    def save_pretrained(
+        self,
+        directory: str | Path,
+        config: InstantFoldPolicyConfig,
+        state_dict: dict[str, torch.Tensor] | None = None,
+    ) -> Path:
+        """Weights (safetensors), the full config (JSON) and the normaliser statistics (JSON)."""
+        if config.model != self.cfg:
+            raise ConfigError("save_pretrained: config.model does not describe this policy")
+        tensors = state_dict if state_dict is not None else self.state_dict()
+        extras = {NORMALIZERS_FILE: self.normalizers.to_dict(), MODES_FILE: dict(self.mode_ids)}
+        return save_checkpoint(directory, tensors, config.to_dict(), extras)
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | Path, device: str | torch.device = "cpu"
+    ) -> tuple[InstantFoldPolicy, InstantFoldPolicyConfig]:
+        tensors, config_dict = load_checkpoint(directory, device)
+        try:
+            config = InstantFoldPolicyConfig.from_dict(config_dict)
+        except ConfigError as exc:
+            raise CheckpointError(f"checkpoint {directory}: invalid config.json ({exc})") from exc
+        policy = cls(config.model).to(device)
+        try:
+            policy.load_state_dict(tensors, strict=True)
+        except RuntimeError as exc:
+            raise CheckpointError(f"checkpoint {directory}: weights do not match the config ({exc})") from exc
+        try:
+            policy.normalizers.load_dict(read_json(directory, NORMALIZERS_FILE))
+        except NormalizerError as exc:
+            raise CheckpointError(f"checkpoint {directory}: {exc}") from exc
+        if (Path(directory) / f"{MODES_FILE}.json").is_file():
+            policy.mode_ids = {str(k): int(v) for k, v in read_json(directory, MODES_FILE).items()}
+        return policy, config
+
+
+def parameter_count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def policy_summary(policy: InstantFoldPolicy) -> dict[str, Any]:
+    """Parameter counts per part (reported by the benchmark and the training log)."""
+    parts = {name: parameter_count(child) for name, child in policy.named_children()}
+    return {"total": parameter_count(policy), **{k: v for k, v in parts.items() if v}}

@@ -1,0 +1,399 @@
+"""Policy training: rectified flow + gripper BCE, EMA, DDP (torchrun), mixed precision, resumable.
+
+Run on one process or under torchrun (gloo on CPU, NCCL on GPU):
+
+    python -m instant_fold_core.policy.training --config cpu-small --synthetic 2 --out runs/policy
+    torchrun --nproc_per_node 2 -m instant_fold_core.policy.training --config paper --data tokens/ --out runs/p
+
+Every random draw of a step comes from a generator seeded by (seed, step, rank), so a resumed run
+continues exactly as an uninterrupted one would. `<out>/checkpoint` holds the deployable policy
+(EMA weights + config + normalisers); `<out>/train_state` holds what resuming needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
+from instant_fold_core.policy.configuration import ConfigError, InstantFoldPolicyConfig, load_config
+from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, collate
+from instant_fold_core.policy.dataset import PolicyDataset
+from instant_fold_core.policy.inference import sample_cached, to_absolute
+from instant_fold_core.policy.modeling import InstantFoldPolicy, policy_summary
+from instant_fold_core.policy.normalization import NormalizerError
+from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
+
+CHECKPOINT_DIR = "checkpoint"
+TRAIN_STATE_DIR = "train_state"
+LOG_FILE = "log.jsonl"
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device: str) -> DistInfo:
+    """Join the torchrun process group when launched by torchrun (gloo on CPU, NCCL on CUDA)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.startswith("cuda"):
+        torch.cuda.set_device(local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank)
+
+
+def step_generators(seed: int, step: int, rank: int) -> tuple[np.random.Generator, torch.Generator]:
+    """Per-(step, rank) generators: data sampling/augmentation (numpy) and flow noise/time (torch)."""
+    rng = np.random.default_rng([seed, step, rank])
+    gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    return rng, gen
+
+
+def learning_rate(cfg: InstantFoldPolicyConfig, step: int) -> float:
+    """Linear warm-up, then cosine decay to 10 % of the base rate (the paper does not specify)."""
+    tr = cfg.train
+    if step < tr.warmup_steps:
+        return tr.lr * (step + 1) / tr.warmup_steps
+    progress = (step - tr.warmup_steps) / max(1, tr.steps - tr.warmup_steps)
+    return tr.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+class EMA:
+    """Exponential moving average of the weights (used for evaluation and deployment)."""
+
+    def __init__(self, model: torch.nn.Module, decay: float) -> None:
+        self.decay = decay
+        self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    @torch.no_grad()
+    def update(self, model: torch.nn.Module, step: int) -> None:
+        decay = min(self.decay, (1 + step) / (10 + step))  # warm-up so early EMA is not the random init
+        for k, v in model.state_dict().items():
+            if v.is_floating_point():
+                self.state[k].lerp_(v.detach(), 1 - decay)
+            else:
+                self.state[k].copy_(v)
+
+
+def save_train_state(
+    out: Path,
+    cfg: InstantFoldPolicyConfig,
+    policy: InstantFoldPolicy,
+    ema: EMA,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+) -> None:
+    """Raw + EMA weights and AdamW moments as safetensors; step and param groups as JSON."""
+    tensors = {f"model.{k}": v for k, v in policy.state_dict().items()}
+    tensors.update({f"ema.{k}": v for k, v in ema.state.items()})
+    opt = optimizer.state_dict()
+    for idx, state in opt["state"].items():
+        for key, value in state.items():
+            tensors[f"optim.{idx}.{key}"] = torch.as_tensor(value)
+    groups = [
+        {k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in opt["param_groups"]
+    ]
+    save_checkpoint(
+        out / TRAIN_STATE_DIR,
+        tensors,
+        cfg.to_dict(),
+        {
+            "train_state": {"step": step, "param_groups": groups},
+            "normalizers": policy.normalizers.to_dict(),
+        },
+    )
+
+
+def load_train_state(out: Path, policy: InstantFoldPolicy, ema: EMA, optimizer: torch.optim.Optimizer) -> int:
+    """Restore a `save_train_state` directory; returns the step to continue from."""
+    directory = out / TRAIN_STATE_DIR
+    tensors, _ = load_checkpoint(directory)
+    meta = read_json(directory, "train_state")
+    policy.normalizers.load_dict(read_json(directory, "normalizers"))
+    device = next(policy.parameters()).device
+    policy.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    ema.state = {k[4:]: v.to(device) for k, v in tensors.items() if k.startswith("ema.")}
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            _, idx, name = key.split(".", 2)
+            state.setdefault(int(idx), {})[name] = value.to(device) if name != "step" else value
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    return int(meta["step"])
+
+
+@torch.no_grad()
+def action_error(
+    policy: InstantFoldPolicy, dataset: PolicyDataset, indices: list[int], seed: int = 0
+) -> float:
+    """Mean distance (m) between sampled absolute position targets and the expert's, over `indices`."""
+    rng, gen = step_generators(seed, 0, 0)
+    device = next(policy.parameters()).device
+    batch = collate([dataset.sample(i, rng, augment=False) for i in indices]).to(device)
+    was_training = policy.training
+    policy.eval()
+    sampled = sample_cached(policy, batch.obs, policy.encode_context(batch.demo), gen)
+    chunks = to_absolute(policy, sampled, batch.obs.gripper_state)
+    policy.train(was_training)
+    truth = batch.obs.gripper_state[:, None, :, :3] + torch.cumsum(batch.target.traj_delta, 1)
+    pred = torch.from_numpy(np.stack([c.targets[..., :3] for c in chunks])).to(device)
+    return float((pred - truth).norm(dim=-1).mean())
+
+
+def load_episodes(
+    data: str | None, synthetic: int | None, cfg: InstantFoldPolicyConfig
+) -> list[TokenizedEpisode]:
+    """Tokenised episodes from a directory of .npz files, or synthetic folding episodes."""
+    if synthetic:
+        return synthetic_episodes(
+            synthetic, tuple(MODES)[:2], 2, cfg.model.cloth_feature_dim, cfg.model.num_cloth_tokens
+        )
+    if not data:
+        raise PolicyDataError("no training data: pass --data DIR (tokenised .npz episodes) or --synthetic N")
+    files = sorted(Path(data).glob("*.npz"))
+    if not files:
+        raise PolicyDataError(f"--data {data}: no .npz tokenised episodes found")
+    return [TokenizedEpisode.load(f) for f in files]
+
+
+def train(
+    cfg: InstantFoldPolicyConfig,
+    episodes: list[TokenizedEpisode],
+    out: str | Path,
+    device: str = "cpu",
+    resume: bool = False,
+    eval_samples: int = 32,
+    log: bool = True,
+    stop_at: int | None = None,
+) -> dict[str, Any]:
+    """Train (or resume) a policy; returns a summary with the final losses and action errors.
+
+    `stop_at` ends this run early at that step (after checkpointing), as a preempted job would;
+    the learning-rate schedule still follows `cfg.train.steps`.
+    """
+    out = Path(out)
+    info = init_distributed(device)
+    if device.startswith("cuda"):
+        device = f"cuda:{info.local_rank}"
+    tr = cfg.train
+    dataset = PolicyDataset(episodes, cfg.model.horizon, tr)
+    n, d = episodes[0].cloth_features.shape[1:]
+    if (n, d) != (cfg.model.num_cloth_tokens, cfg.model.cloth_feature_dim):
+        raise PolicyDataError(
+            f"cloth_features: data has N={n} tokens of D={d}, config expects "
+            f"N={cfg.model.num_cloth_tokens}, D={cfg.model.cloth_feature_dim}"
+        )
+    torch.manual_seed(tr.seed)  # identical initial weights on every rank
+    policy = InstantFoldPolicy(cfg.model)
+    dataset.calibrate(policy.normalizers)
+    policy.mode_ids = dataset.mode_ids
+    if cfg.model.conditioning == "language" and max(dataset.mode_ids.values()) >= cfg.model.num_modes:
+        raise PolicyDataError(
+            f"meta.mode_id: ids {dataset.mode_ids} exceed model.num_modes={cfg.model.num_modes}"
+        )
+    policy.to(device)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=tr.lr, weight_decay=tr.weight_decay)
+    ema = EMA(policy, tr.ema_decay)
+    start = 0
+    if resume and (out / TRAIN_STATE_DIR).is_dir():
+        start = load_train_state(out, policy, ema, optimizer)
+    model = DistributedDataParallel(policy) if info.world_size > 1 else policy
+    per_rank = max(1, tr.batch_size // info.world_size)
+    eval_idx = list(
+        np.random.default_rng(tr.seed).choice(len(dataset), min(eval_samples, len(dataset)), replace=False)
+    )
+    use_amp = tr.amp and device.startswith("cuda")
+    if info.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        _log(
+            out,
+            log,
+            {
+                "event": "start",
+                "config": cfg.name,
+                "parameters": policy_summary(policy),
+                "world_size": info.world_size,
+                "samples": len(dataset),
+                "episodes": len(episodes),
+                "start_step": start,
+            },
+        )
+    history: dict[str, Any] = (
+        {"initial_action_error": action_error(policy, dataset, eval_idx)} if start == 0 else {}
+    )
+    tic, losses = time.perf_counter(), None
+    end = min(tr.steps, stop_at) if stop_at else tr.steps
+    for step in range(start, end):
+        rng, gen = step_generators(tr.seed, step, info.rank)
+        batch = collate([dataset.sample(int(i), rng) for i in rng.integers(len(dataset), size=per_rank)]).to(
+            device
+        )
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(cfg, step)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
+            losses = model(batch, generator=gen)
+        optimizer.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), tr.grad_clip)
+        optimizer.step()
+        ema.update(policy, step)
+        done = step + 1
+        if info.is_main and (done % tr.log_every == 0 or done in (tr.steps, end)):
+            record = {
+                "event": "train",
+                "step": done,
+                "lr": learning_rate(cfg, step),
+                "grad_norm": float(grad_norm),
+                "steps_per_s": tr.log_every / max(1e-9, time.perf_counter() - tic),
+                **{k: float(v.detach()) for k, v in losses.items()},
+            }
+            if done % tr.checkpoint_every == 0 or done in (tr.steps, end):
+                record["action_error_m"] = action_error(policy, dataset, eval_idx)
+            _log(out, log, record)
+            tic = time.perf_counter()
+        if done % tr.checkpoint_every == 0 or done in (tr.steps, end):
+            if info.is_main:
+                save_train_state(out, cfg, policy, ema, optimizer, done)
+                policy.save_pretrained(out / CHECKPOINT_DIR, cfg, ema.state)
+            if info.world_size > 1:
+                dist.barrier()
+    if info.world_size > 1:
+        history["ranks_in_sync"] = ranks_in_sync(policy)
+    if info.is_main and losses is not None:
+        ema_policy, _ = InstantFoldPolicy.from_pretrained(out / CHECKPOINT_DIR, device)
+        history.update(
+            {
+                "final_loss": float(losses["loss"].detach()),
+                "final_action_error": action_error(policy, dataset, eval_idx),
+                "ema_action_error": action_error(ema_policy, dataset, eval_idx),
+                "world_size": info.world_size,
+            }
+        )
+        _log(out, log, {"event": "end", **history})
+    return history
+
+
+def ranks_in_sync(policy: InstantFoldPolicy) -> bool:
+    """Whether every rank holds the same weights (DDP must keep them identical)."""
+    flat = torch.cat([p.detach().flatten().double() for p in policy.parameters()])
+    gathered = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, flat)
+    return all(torch.equal(gathered[0], g) for g in gathered[1:])
+
+
+def _log(out: Path, echo: bool, record: dict[str, Any]) -> None:
+    with (out / LOG_FILE).open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    if echo:
+        if record["event"] == "train":
+            extra = (
+                f" action_err {record['action_error_m'] * 100:.2f} cm" if "action_error_m" in record else ""
+            )
+            print(
+                f"[policy] step {record['step']}: loss {record['loss']:.4f} flow {record['flow']:.4f} "
+                f"gripper {record['gripper']:.4f} lr {record['lr']:.2e} {record['steps_per_s']:.1f} it/s{extra}",
+                flush=True,
+            )
+        else:
+            print(f"[policy] {json.dumps(record)}", flush=True)
+
+
+def plot_training_curves(log_path: str | Path, png_path: str | Path) -> Path:
+    """Loss components and action error vs step, from a training log (needs matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [json.loads(line) for line in Path(log_path).read_text().splitlines()]
+    train = [r for r in records if r["event"] == "train"]
+    if not train:
+        raise PolicyDataError(f"{log_path}: no training records to plot")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    steps = [r["step"] for r in train]
+    for key in ("loss", "flow", "gripper", "keypose_flow", "keypose_gripper"):
+        if key in train[0]:
+            axes[0].plot(steps, [r[key] for r in train], label=key)
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel("step")
+    axes[0].set_title("training losses")
+    axes[0].legend()
+    evals = [(r["step"], r["action_error_m"]) for r in train if "action_error_m" in r]
+    evals += [(0, r["initial_action_error"]) for r in records if "initial_action_error" in r]
+    evals.sort()
+    axes[1].plot([s for s, _ in evals], [e * 100 for _, e in evals], marker="o")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("step")
+    axes[1].set_ylabel("cm")
+    axes[1].set_title("action error (sampled chunk vs expert, 10 Euler steps)")
+    fig.tight_layout()
+    png_path = Path(png_path)
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="train_policy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--config", default="cpu-small", help="preset (paper, paper-real, cpu-small) or YAML file"
+    )
+    parser.add_argument(
+        "--out", required=True, help="output directory (checkpoint/, train_state/, log.jsonl)"
+    )
+    parser.add_argument("--data", help="directory of tokenised episodes (*.npz, see TokenizedEpisode.save)")
+    parser.add_argument("--synthetic", type=int, help="train on N synthetic garments instead of --data")
+    parser.add_argument("--steps", type=int, help="override train.steps")
+    parser.add_argument("--batch-size", type=int, help="override train.batch_size (global, split over ranks)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--resume", action="store_true", help="continue from <out>/train_state if present")
+    parser.add_argument("--plot", help="write training curves to this PNG at the end")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+        if args.steps:
+            cfg.train.steps = args.steps
+        if args.batch_size:
+            cfg.train.batch_size = args.batch_size
+        cfg.validate()
+        episodes = load_episodes(args.data, args.synthetic, cfg)
+        train(cfg, episodes, args.out, args.device, resume=args.resume)
+    except (ConfigError, PolicyDataError, NormalizerError, CheckpointError) as exc:
+        print(f"train_policy: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if args.plot and int(os.environ.get("RANK", "0")) == 0:
+        print(f"[policy] wrote {plot_training_curves(Path(args.out) / LOG_FILE, args.plot)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Cloth tokens as numpy arrays: what crosses process boundaries between tokenizer and policy."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from instant_fold_core.rgbd import RGBDFrame
+from instant_fold_core.validation import ValidationError, check_array
+
+
+class TokenArrays(NamedTuple):
+    """N cloth tokens: positions [N, 3] (m, camera frame), features [N, D], valid [N] (bool)."""
+
+    positions: np.ndarray
+    features: np.ndarray
+    valid: np.ndarray
+
+    def validate(self, num_tokens: int | None = None, feature_dim: int | None = None) -> TokenArrays:
+        """Check shapes/dtypes/finiteness (and N, D when given); at least one token must be valid."""
+        check_array("tokens.positions", self.positions, (num_tokens, 3))
+        n = self.positions.shape[0]
+        check_array("tokens.features", self.features, (n, feature_dim))
+        check_array("tokens.valid", self.valid, (n,), np.bool_)
+        if not self.valid.any():
+            raise ValidationError("tokens.valid: no valid token")
+        return self
+
+
+def tokenize_frame(tokenizer, frame: RGBDFrame, mask: np.ndarray, deterministic: bool = True) -> TokenArrays:
+    """Run a `ClothTokenizer` on one RGB-D frame and its cloth mask.
+
+    `deterministic` starts farthest point sampling at a fixed pixel, so the same observation always
+    gives the same tokens (what deployment wants; training uses random starts).
+    """
+    import torch
+
+    frame.validate()
+    check_array("mask", mask, frame.depth.shape, np.bool_)
+    device = next(tokenizer.parameters()).device
+    with torch.inference_mode():
+        out = tokenizer(
+            torch.from_numpy(frame.color).to(device).permute(2, 0, 1)[None].float().div(255.0),
+            torch.from_numpy(frame.depth).to(device)[None],
+            torch.from_numpy(mask).to(device)[None],
+            torch.from_numpy(frame.intrinsics).to(device)[None],
+            deterministic=deterministic,
+        )
+    return TokenArrays(
+        out.positions[0].float().cpu().numpy(), out.features[0].float().cpu().numpy(), out.valid[0].cpu().numpy()
+    ).validate()

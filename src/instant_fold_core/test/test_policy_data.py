@@ -1,0 +1,220 @@
+"""Policy data: targets, context pairing, augmentations, collation, tokenised-episode files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from instant_fold_core.dataset.schema import Episode
+from instant_fold_core.policy.configuration import TrainingConfig
+from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, chunk_targets, collate
+from instant_fold_core.policy.dataset import PolicyDataset, mode_ids, occlude_tokens, recovery_targets
+from instant_fold_core.policy.synthetic import MODES, make_episode, synthetic_episodes
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    return synthetic_episodes(2, tuple(MODES)[:2], 2, 16, 32)
+
+
+def test_synthetic_modes_share_the_start_state_and_differ_afterwards():
+    a, b = make_episode(0, "right_over_left", 3, 16), make_episode(0, "bottom_up", 3, 16)
+    np.testing.assert_array_equal(a.cloth_positions[0], b.cloth_positions[0])
+    np.testing.assert_array_equal(a.gripper_state[0], b.gripper_state[0])
+    assert np.abs(a.gripper_state[5] - b.gripper_state[5]).max() > 0.02
+    assert np.abs(a.cloth_positions[-1] - b.cloth_positions[-1]).max() > 0.05
+    # Keyframes sit on the gripper events (close at grasp, open at release) and the last frame.
+    g = a.gripper_state[:, 0, 3]
+    assert g[a.keyframes[1]] == 0 and g[a.keyframes[1] - 1] == 1
+    assert g[a.keyframes[2]] == 1 and g[a.keyframes[2] - 1] == 0
+    assert a.keyframes[-1] == a.num_frames - 1
+
+
+def test_chunk_targets_rebuild_the_expert_actions(episodes):
+    e = episodes[0]
+    h = 4
+    for t in (0, 10, e.num_frames - 2):
+        d, grip, kd, kg = chunk_targets(e, t, h)
+        absolute = e.gripper_state[t, None, :, :3] + np.cumsum(d, 0)
+        idx = np.minimum(np.arange(t, t + h), e.num_frames - 1)
+        np.testing.assert_allclose(absolute, e.action[idx, :, :3], atol=1e-6)
+        np.testing.assert_array_equal(grip, e.action[idx, :, 3])
+        nxt = e.keyframes[e.keyframes > t]
+        kf = nxt[0] if nxt.size else e.num_frames - 1
+        np.testing.assert_allclose(e.gripper_state[t, :, :3] + kd, e.gripper_state[kf, :, :3], atol=1e-6)
+        np.testing.assert_array_equal(kg, e.gripper_state[kf, :, 3])
+    d, *_ = chunk_targets(e, e.num_frames - 1, h)
+    np.testing.assert_allclose(d[1:], 0.0)  # past the end: hold the last action
+
+
+def test_recovery_relabel_returns_to_the_expert(episodes):
+    e, t, h = episodes[0], 12, 4
+    state, (d, grip, kd, _) = recovery_targets(e, t, h, np.random.default_rng(0), 0.03)
+    offset = state[:, :3] - e.gripper_state[t, :, :3]
+    assert 0 < np.abs(offset).max() <= 0.03
+    absolute = state[None, :, :3] + np.cumsum(d, 0)
+    np.testing.assert_allclose(absolute[-1], e.action[t + h - 1, :, :3], atol=1e-6)  # rejoins the expert
+    errors = np.linalg.norm(absolute - e.action[t : t + h, :, :3], axis=-1)
+    assert np.all(np.diff(errors, axis=0) <= 1e-7)  # the error shrinks step by step
+    np.testing.assert_allclose(
+        state[:, :3] + kd, chunk_targets(e, t, h)[2] + e.gripper_state[t, :, :3], atol=1e-6
+    )
+    np.testing.assert_array_equal(grip, chunk_targets(e, t, h)[1])
+
+
+def test_occlusion_drops_tokens_behind_the_gripper_only():
+    positions = np.array(
+        [
+            [0.0, 0.0, 0.8],  # straight below the gripper: hidden
+            [0.02, 0.0, 0.8],  # 2 cm off the ray at gripper depth 0.6 -> 1.5 cm: hidden
+            [0.2, 0.0, 0.8],  # far away: visible
+            [0.0, 0.0, 0.5],  # between camera and gripper: visible
+        ],
+        np.float32,
+    )
+    valid = np.ones(4, bool)
+    grippers = np.array([[0.0, 0.0, 0.6], [5.0, 5.0, 0.6]], np.float32)
+    out = occlude_tokens(positions, valid, grippers, 0.03)
+    np.testing.assert_array_equal(out, [False, False, True, True])
+    # Never hides every token.
+    assert occlude_tokens(positions[:2], valid[:2], grippers, 0.03).all()
+
+
+def test_dataset_pairs_each_sample_with_a_sibling_demonstration(episodes):
+    ds = PolicyDataset(episodes, 4, TrainingConfig(recovery_prob=0.0, occlusion_prob=0.0))
+    rng = np.random.default_rng(0)
+    for i in rng.integers(len(ds), size=20):
+        ep_idx, t = ds.index[i]
+        sample = ds.sample(int(i), rng)
+        (demo_idx,) = ds.siblings[ep_idx]
+        demo = episodes[demo_idx]
+        assert demo_idx != ep_idx
+        assert demo.meta["garment_id"] == episodes[ep_idx].meta["garment_id"]
+        assert demo.meta["mode"] == episodes[ep_idx].meta["mode"]
+        np.testing.assert_array_equal(sample.demo_gripper_state, demo.gripper_state[demo.keyframes])
+        np.testing.assert_array_equal(sample.cloth_positions, episodes[ep_idx].cloth_positions[t])
+        assert sample.mode_id == ds.mode_ids[episodes[ep_idx].meta["mode"]]
+
+
+def test_dataset_augmentations_are_applied_at_their_rates(episodes):
+    ds = PolicyDataset(
+        episodes, 4, TrainingConfig(recovery_prob=0.3, occlusion_prob=1.0, occlusion_radius_m=0.05)
+    )
+    rng = np.random.default_rng(1)
+    moved = occluded = 0
+    for i in range(300):
+        ep_idx, t = ds.index[i % len(ds)]
+        s = ds.sample(i % len(ds), rng)
+        moved += not np.allclose(s.gripper_state, episodes[ep_idx].gripper_state[t])
+        occluded += not s.cloth_valid.all()
+    assert 60 <= moved <= 120  # ~30 % recovery perturbations
+    assert occluded > 0
+
+
+def test_collate_pads_demonstrations_with_a_frame_mask(episodes):
+    ds = PolicyDataset(episodes, 4)
+    rng = np.random.default_rng(0)
+    a, b = ds.sample(0, rng), ds.sample(1, rng)
+    b.demo_cloth_positions, b.demo_cloth_features = b.demo_cloth_positions[:2], b.demo_cloth_features[:2]
+    b.demo_cloth_valid, b.demo_gripper_state = b.demo_cloth_valid[:2], b.demo_gripper_state[:2]
+    batch = collate([a, b])
+    assert batch.demo.cloth_positions.shape[:2] == (2, 4)
+    assert batch.demo.frame_mask.tolist() == [[True] * 4, [True, True, False, False]]
+    assert batch.target.traj_delta.shape == (2, 4, 2, 3)
+    with pytest.raises(PolicyDataError, match="empty"):
+        collate([])
+
+
+def test_tokenized_episode_file_round_trip_and_errors(episodes, tmp_path):
+    e = episodes[0]
+    e.save(tmp_path / "ep.npz")
+    loaded = TokenizedEpisode.load(tmp_path / "ep.npz")
+    for name in ("cloth_positions", "cloth_features", "cloth_valid", "gripper_state", "action", "keyframes"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(e, name))
+    assert loaded.meta == e.meta
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(PolicyDataError, match="not a readable"):
+        TokenizedEpisode.load(tmp_path / "bad.npz")
+    broken = TokenizedEpisode(
+        e.cloth_positions.copy(),
+        e.cloth_features,
+        e.cloth_valid,
+        e.gripper_state,
+        e.action,
+        e.keyframes,
+        e.meta,
+    )
+    broken.cloth_positions[2, 3, 0] = np.nan
+    with pytest.raises(PolicyDataError, match="cloth_positions: contains NaN"):
+        broken.validate()
+    with pytest.raises(PolicyDataError, match="meta: missing 'mode'"):
+        TokenizedEpisode(
+            e.cloth_positions,
+            e.cloth_features,
+            e.cloth_valid,
+            e.gripper_state,
+            e.action,
+            e.keyframes,
+            {"garment_id": "x"},
+        ).validate()
+
+
+def test_tokenized_episode_from_an_episode():
+    """Tokens attach to the shared `Episode` contract; its arrays and meta carry over."""
+    synthetic = make_episode(0, "bottom_up", 0, 8, 16)
+    t = synthetic.num_frames
+    episode = Episode(
+        rgb=np.zeros((t, 4, 4, 3), np.uint8),
+        depth=np.ones((t, 4, 4), np.float32),
+        mask=np.ones((t, 4, 4), bool),
+        intrinsics=np.eye(3, dtype=np.float32),
+        extrinsics=np.eye(4, dtype=np.float32),
+        gripper_state=synthetic.gripper_state,
+        action=synthetic.action,
+        particles=np.zeros((t, 0, 3), np.float32),
+        particle_visible=np.zeros((t, 0), bool),
+        keypoints=np.zeros((t, 7, 3), np.float32),
+        keypoint_particle_ids=np.full(7, -1, np.int32),
+        keyframes=synthetic.keyframes,
+        meta={"garment_id": "g0", "mode": "bottom_up"},
+    )
+    tokenized = TokenizedEpisode.from_episode(
+        episode, synthetic.cloth_positions, synthetic.cloth_features, synthetic.cloth_valid
+    )
+    np.testing.assert_array_equal(tokenized.action, episode.action)
+    assert tokenized.meta == episode.meta and tokenized.cloth_features.shape == (t, 16, 8)
+    with pytest.raises(PolicyDataError, match="cloth_positions: expected shape"):
+        TokenizedEpisode.from_episode(
+            episode, synthetic.cloth_positions[:-1], synthetic.cloth_features, synthetic.cloth_valid
+        )
+
+
+def test_mode_ids_follow_the_generator_or_sorted_names(episodes):
+    assert mode_ids(episodes) == {"right_over_left": 0, "bottom_up": 1}  # meta["mode_id"]
+    plain = [
+        TokenizedEpisode(
+            e.cloth_positions,
+            e.cloth_features,
+            e.cloth_valid,
+            e.gripper_state,
+            e.action,
+            e.keyframes,
+            {"garment_id": "g", "mode": e.meta["mode"]},
+        )
+        for e in episodes
+    ]
+    assert mode_ids(plain) == {"bottom_up": 0, "right_over_left": 1}
+    clash = [
+        TokenizedEpisode(
+            e.cloth_positions,
+            e.cloth_features,
+            e.cloth_valid,
+            e.gripper_state,
+            e.action,
+            e.keyframes,
+            {**e.meta, "mode_id": 0},
+        )
+        for e in episodes
+    ]
+    with pytest.raises(PolicyDataError, match="share an id"):
+        mode_ids(clash)

@@ -1,0 +1,250 @@
+"""Policy server node: the in-context policy behind ROS.
+
+- `policy/load_demonstration` (LoadDemonstration): a demonstration file path or inline keyframes;
+  tokenized and encoded once, then cached.
+- `policy/predict_action_chunk` (PredictActionChunk): tokens + arm state -> action chunk.
+- `policy/execute_fold` (ExecuteFold action): the closed loop — fresh `cloth/tokens` + `arms/state`
+  -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms
+  are back home with open grippers after the demonstration's events, or the step limit; feedback
+  per query; cancel makes the arms hold where they are.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+
+from instant_fold_core.demonstration import DemonstrationError, load_demonstration
+from instant_fold_core.tokens import TokenArrays
+from instant_fold_core.validation import ValidationError
+from instant_fold_interfaces.action import ExecuteFold
+from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
+from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
+from instant_fold_policy.fold_loop import FoldLoop, FoldLoopConfig, Outcome, Phase
+from instant_fold_policy.server import PolicyServer, PolicyServerError, Prediction
+from instant_fold_ros.conversions import (
+    MessageConversionError,
+    action_chunk_to_msg,
+    demonstration_from_msg,
+    dual_arm_state_from_msg,
+    dual_arm_state_to_msg,
+    make_header,
+    tokens_from_msg,
+)
+from instant_fold_ros.node_main import run_node
+from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
+
+REQUEST_ERRORS = (MessageConversionError, DemonstrationError, ValidationError, PolicyServerError, ValueError)
+
+
+class PolicyServerNode(Node):
+    def __init__(self) -> None:
+        super().__init__("policy_server")
+        p = self.declare_parameter
+        self.server = PolicyServer.from_checkpoints(
+            str(p("policy_checkpoint", "").value),
+            str(p("tokenizer_checkpoint", "").value),
+            str(p("device", "auto").value),
+        )
+        self.step_duration = float(p("step_duration", 0.1).value)
+        self.steps_to_execute = int(p("steps_to_execute", 0).value)
+        self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
+        defaults = FoldLoopConfig()
+        self.fold_config = FoldLoopConfig(**{k: type(v)(p(f"fold.{k}", v).value) for k, v in vars(defaults).items()})
+        self.home_override = [float(v) for v in p("home", [0.0] * 6).value]
+        self._lock = threading.Lock()
+        self._tokens: ClothTokens | None = None
+        self._state: np.ndarray | None = None
+        self._loop: FoldLoop | None = None
+        group = ReentrantCallbackGroup()
+        self._command = self.create_publisher(ActionChunk, "arms/command", COMMAND_QOS)
+        self.create_subscription(ClothTokens, "cloth/tokens", self._on_tokens, OBSERVATION_QOS, callback_group=group)
+        self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS, callback_group=group)
+        self.create_service(LoadDemonstration, "policy/load_demonstration", self._on_load, callback_group=group)
+        self.create_service(PredictActionChunk, "policy/predict_action_chunk", self._on_predict, callback_group=group)
+        self._action = ActionServer(
+            self,
+            ExecuteFold,
+            "policy/execute_fold",
+            execute_callback=self._execute,
+            goal_callback=self._accept_goal,
+            cancel_callback=lambda _: CancelResponse.ACCEPT,
+            callback_group=group,
+        )
+        if demo := str(p("demonstration", "").value):
+            self.get_logger().info(
+                f"demonstration {demo} encoded in {self.server.load_demonstration(load_demonstration(demo)):.2f} s"
+            )
+        self.get_logger().info(f"policy server ready (horizon {self.server.horizon}, encoder {self.server.encoder_id})")
+
+    # -- topics -----------------------------------------------------------------------------
+
+    def _on_tokens(self, msg: ClothTokens) -> None:
+        self._tokens = msg
+
+    def _on_state(self, msg: DualArmState) -> None:
+        try:
+            state = dual_arm_state_from_msg(msg)
+        except MessageConversionError as exc:
+            self.get_logger().warning(f"arm state rejected: {exc}", throttle_duration_sec=2.0)
+            return
+        with self._lock:
+            self._state = state
+            if self._loop is not None:
+                self._loop.observe_state(state)
+
+    # -- services ---------------------------------------------------------------------------
+
+    def _load(self, path: str, inline) -> float:
+        demo = load_demonstration(path) if path else demonstration_from_msg(inline)
+        return self.server.load_demonstration(demo)
+
+    def _on_load(self, request: LoadDemonstration.Request, response: LoadDemonstration.Response):
+        try:
+            response.encode_time = self._load(request.path, request.demonstration)
+        except REQUEST_ERRORS as exc:
+            response.success, response.message = False, str(exc)
+            return response
+        assert self.server.demonstration is not None
+        response.success, response.num_keyframes = True, self.server.demonstration.num_keyframes
+        response.message = f"demonstration '{self.server.demonstration.name}' loaded"
+        return response
+
+    def _predict_msg(self, tokens_msg: ClothTokens, state: np.ndarray, steps: int) -> tuple[ActionChunk, Prediction]:
+        tokens: TokenArrays = tokens_from_msg(tokens_msg)
+        prediction = self.server.predict(tokens, state, steps, tokens_msg.encoder_id)
+        header = make_header(self.frame_id, tokens_msg.header.stamp)
+        chunk = action_chunk_to_msg(
+            prediction.targets[:, :, :3].copy(),
+            prediction.targets[:, :, 3].copy(),
+            representation=ActionChunk.ABSOLUTE,
+            steps_to_execute=prediction.steps_to_execute,
+            step_duration=self.step_duration,
+            keypose=prediction.keypose,
+            header=header,
+        )
+        return chunk, prediction
+
+    def _on_predict(self, request: PredictActionChunk.Request, response: PredictActionChunk.Response):
+        try:
+            state = dual_arm_state_from_msg(request.state)
+            response.chunk, prediction = self._predict_msg(
+                request.tokens, state, request.steps_to_execute or self.steps_to_execute
+            )
+        except REQUEST_ERRORS as exc:
+            response.success, response.message = False, str(exc)
+            return response
+        response.success, response.inference_time = True, prediction.inference_time_s
+        return response
+
+    # -- execute-fold action ----------------------------------------------------------------
+
+    def _accept_goal(self, _goal) -> GoalResponse:
+        with self._lock:
+            return GoalResponse.REJECT if self._loop is not None else GoalResponse.ACCEPT
+
+    def _hold(self, state: np.ndarray) -> None:
+        """Command the arms to stay where they are (one absolute step at the current state)."""
+        self._command.publish(
+            action_chunk_to_msg(
+                state[None, :, :3].copy(),
+                state[None, :, 3].copy(),
+                representation=ActionChunk.ABSOLUTE,
+                steps_to_execute=1,
+                step_duration=self.step_duration,
+                header=make_header(self.frame_id, self.get_clock().now().to_msg()),
+            )
+        )
+
+    def _fresh_observation(self, loop: FoldLoop, goal_handle) -> tuple[ClothTokens, np.ndarray] | None:
+        """Wait for tokens taken after the last chunk executed (None on cancel or timeout)."""
+        deadline = time.monotonic() + self.fold_config.observation_timeout_s
+        while time.monotonic() < deadline and not goal_handle.is_cancel_requested:
+            tokens, state = self._tokens, self._state
+            if tokens is not None and state is not None:
+                stamp = tokens.header.stamp
+                if loop.is_fresh(stamp.sec * 1_000_000_000 + stamp.nanosec):
+                    return tokens, state
+            time.sleep(0.005)
+        return None
+
+    def _finish(self, goal_handle, outcome: Outcome, message: str, loop: FoldLoop, started: float):
+        result = ExecuteFold.Result(
+            outcome=int(outcome), message=message, steps=loop.step, duration=time.monotonic() - started
+        )
+        {Outcome.COMPLETED: goal_handle.succeed, Outcome.CANCELED: goal_handle.canceled}.get(
+            outcome, goal_handle.abort
+        )()
+        self.get_logger().info(f"fold {outcome.name.lower()}: {message} ({loop.step} queries)")
+        return result
+
+    def _execute(self, goal_handle):
+        goal: ExecuteFold.Goal = goal_handle.request
+        started = time.monotonic()
+        feedback = ExecuteFold.Feedback(phase=int(Phase.LOADING_DEMONSTRATION))
+        goal_handle.publish_feedback(feedback)
+        try:
+            if goal.demonstration_path or goal.demonstration.keyframes:
+                self._load(goal.demonstration_path, goal.demonstration)
+            if self.server.demonstration is None:
+                raise PolicyServerError("no demonstration: give one in the goal or load one first")
+        except REQUEST_ERRORS as exc:
+            goal_handle.abort()
+            return ExecuteFold.Result(outcome=int(Outcome.ABORTED), message=str(exc))
+        home = np.asarray(self.home_override, np.float64).reshape(2, 3)
+        if not home.any():
+            home = self.server.home
+        loop = FoldLoop(
+            FoldLoopConfig(**{**vars(self.fold_config), "max_steps": goal.max_steps or self.fold_config.max_steps}),
+            home,
+            self.server.expected_events,
+        )
+        with self._lock:
+            self._loop = loop
+        try:
+            return self._run(goal_handle, loop, feedback, started)
+        finally:
+            with self._lock:
+                self._loop = None
+
+    def _run(self, goal_handle, loop: FoldLoop, feedback: ExecuteFold.Feedback, started: float):
+        while True:
+            feedback.phase = int(Phase.WAITING_FOR_OBSERVATION)
+            observation = self._fresh_observation(loop, goal_handle)
+            if goal_handle.is_cancel_requested:
+                if self._state is not None:
+                    self._hold(self._state)
+                return self._finish(goal_handle, Outcome.CANCELED, "canceled; arms hold", loop, started)
+            if observation is None:
+                if self._state is not None:
+                    self._hold(self._state)
+                return self._finish(
+                    goal_handle,
+                    Outcome.ABORTED,
+                    f"no fresh cloth tokens and arm state for {self.fold_config.observation_timeout_s:g} s",
+                    loop,
+                    started,
+                )
+            tokens, state = observation
+            if (outcome := loop.outcome(state)) is not None:
+                return self._finish(goal_handle, outcome, f"{loop.events_executed} gripper events", loop, started)
+            try:
+                chunk, prediction = self._predict_msg(tokens, state, self.steps_to_execute)
+            except REQUEST_ERRORS as exc:
+                self._hold(state)
+                return self._finish(goal_handle, Outcome.ABORTED, f"prediction failed: {exc}", loop, started)
+            self._command.publish(chunk)
+            loop.chunk_sent(self.get_clock().now().nanoseconds, prediction.steps_to_execute, self.step_duration)
+            feedback.step, feedback.phase = loop.step - 1, int(loop.phase_after(prediction.keypose))
+            feedback.state = dual_arm_state_to_msg(state.astype(np.float32), tokens.header)
+            feedback.events_executed = loop.events_executed
+            goal_handle.publish_feedback(feedback)
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(PolicyServerNode, args, threads=4)

@@ -1,0 +1,110 @@
+"""The policy server's logic: checkpoints -> cached demonstration -> action-chunk predictions.
+
+The demonstration is tokenized (cloth tokenizer, deterministic FPS) and encoded by the policy
+once when it is loaded; each prediction then only fuses the current observation with that cached
+context (the policy's fast path). Predictions are absolute dual-arm targets in the camera frame.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from instant_fold_core.checkpoint import checkpoint_id
+from instant_fold_core.demonstration import Demonstration, KeyframeEvent
+from instant_fold_core.device import resolve_device
+from instant_fold_core.rgbd import RGBDFrame
+from instant_fold_core.tokens import TokenArrays, tokenize_frame
+
+#: Tokenizes one frame with its cloth mask.
+FrameTokenizer = Callable[[RGBDFrame, np.ndarray], TokenArrays]
+
+
+class PolicyServerError(RuntimeError):
+    """A request cannot be served (no demonstration, tokens of another encoder, ...)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Absolute targets [H, 2, 4] (x, y, z, openness per arm), the predicted next keypose [2, 4]
+    (or None), how many leading steps to execute, and the inference time in seconds."""
+
+    targets: np.ndarray
+    keypose: np.ndarray | None
+    steps_to_execute: int
+    inference_time_s: float
+
+
+class PolicyServer:
+    """Holds the policy runner, the tokenizer for demonstration keyframes, and the loaded demo."""
+
+    def __init__(self, runner, tokenize: FrameTokenizer, encoder_id: str = "") -> None:
+        self.runner = runner
+        self.tokenize = tokenize
+        self.encoder_id = encoder_id
+        self.demonstration: Demonstration | None = None
+
+    @classmethod
+    def from_checkpoints(cls, policy_dir: str | Path, tokenizer_dir: str | Path, device: str = "auto") -> PolicyServer:
+        from instant_fold_core.encoder.modeling import ClothTokenizer
+        from instant_fold_core.policy.inference import PolicyRunner
+
+        dev = resolve_device(device)
+        runner = PolicyRunner.from_checkpoint(policy_dir, device=dev)
+        tokenizer = ClothTokenizer.from_pretrained(tokenizer_dir, device=dev)
+        if tokenizer.feature_dim != runner.cfg.cloth_feature_dim or tokenizer.num_tokens != runner.cfg.num_cloth_tokens:
+            raise PolicyServerError(
+                f"tokenizer {tokenizer_dir} gives {tokenizer.num_tokens} x {tokenizer.feature_dim} tokens, the policy "
+                f"expects {runner.cfg.num_cloth_tokens} x {runner.cfg.cloth_feature_dim}"
+            )
+        return cls(runner, lambda frame, mask: tokenize_frame(tokenizer, frame, mask), checkpoint_id(tokenizer_dir))
+
+    @property
+    def horizon(self) -> int:
+        return int(self.runner.cfg.horizon)
+
+    def load_demonstration(self, demo: Demonstration) -> float:
+        """Tokenize and encode the keyframes once; return the seconds it took."""
+        start = time.perf_counter()
+        demo.validate()
+        tokens = [self.tokenize(demo.frame(i), demo.mask[i]) for i in range(demo.num_keyframes)]
+        self.runner.load_demonstration(
+            np.stack([t.positions for t in tokens]),
+            np.stack([t.features for t in tokens]),
+            demo.keypose,
+            np.stack([t.valid for t in tokens]),
+        )
+        self.demonstration = demo
+        return time.perf_counter() - start
+
+    @property
+    def expected_events(self) -> int:
+        """Grasps and releases the loaded demonstration performs (both arms)."""
+        if self.demonstration is None:
+            return 0
+        events = self.demonstration.events
+        return int(np.isin(events, (KeyframeEvent.GRASP, KeyframeEvent.RELEASE)).sum())
+
+    @property
+    def home(self) -> np.ndarray | None:
+        """Home positions [2, 3]: where the demonstration's terminal keyframe leaves the arms."""
+        return None if self.demonstration is None else self.demonstration.keypose[-1, :, :3].astype(np.float64)
+
+    def predict(
+        self, tokens: TokenArrays, state: np.ndarray, steps_to_execute: int = 0, encoder_id: str = ""
+    ) -> Prediction:
+        """One query; `steps_to_execute` 0 = the policy's configured receding horizon."""
+        if self.demonstration is None and not self.runner.has_demonstration:
+            raise PolicyServerError("no demonstration loaded: call load_demonstration first")
+        if encoder_id and self.encoder_id and encoder_id != self.encoder_id:
+            raise PolicyServerError(f"tokens come from encoder {encoder_id}, the server uses {self.encoder_id}")
+        start = time.perf_counter()
+        chunk = self.runner.predict(tokens.positions, tokens.features, state, tokens.valid)
+        steps = steps_to_execute or chunk.execute_steps
+        if not 1 <= steps <= chunk.targets.shape[0]:
+            raise PolicyServerError(f"steps_to_execute must be in [1, {chunk.targets.shape[0]}], got {steps}")
+        return Prediction(chunk.targets, chunk.keypose, steps, time.perf_counter() - start)

@@ -1,0 +1,407 @@
+"""numpy <-> message conversions for cloth tokens, arm states, action chunks and images.
+
+cv_bridge is not available as a wheel, and the custom messages carry flat arrays, so every
+conversion lives here once. Each `*_from_msg` validates what arrives over the wire (lengths,
+counts, encodings, finiteness) and each `*_to_msg` validates what a node is about to send;
+errors are `MessageConversionError`s that name the message field, e.g.
+``ClothTokens.positions: expected 192 values (num_tokens=64 x 3), got 191``.
+"""
+
+from __future__ import annotations
+
+import array
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Point
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import Header
+
+from instant_fold_core.demonstration import Demonstration, DemonstrationError
+from instant_fold_core.rgbd import RGBDFrame
+from instant_fold_core.tokens import TokenArrays
+from instant_fold_core.validation import ValidationError, check_array
+from instant_fold_interfaces.msg import ActionChunk, ArmState, ClothTokens, DualArmState, Keyframe
+from instant_fold_interfaces.msg import Demonstration as DemonstrationMsg
+
+
+class MessageConversionError(ValueError):
+    """A message or array cannot be converted; the text names the field."""
+
+
+class ActionChunkArrays(NamedTuple):
+    """An action chunk as arrays: positions [H, 2, 3], openness [H, 2], keypose [2, 4] or None."""
+
+    positions: np.ndarray
+    openness: np.ndarray
+    representation: int
+    steps_to_execute: int
+    step_duration: float
+    keypose: np.ndarray | None
+
+
+def _check(name: str, value: object, shape: tuple[int | None, ...], dtype: npt.DTypeLike | None = None) -> np.ndarray:
+    try:
+        return check_array(name, value, shape, dtype)
+    except ValidationError as exc:
+        raise MessageConversionError(str(exc)) from None
+
+
+def _float32_sequence(values: np.ndarray) -> array.array:
+    """Fast path into a float32[] field (the generated setter would iterate element by element)."""
+    out = array.array("f")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.float32).tobytes())
+    return out
+
+
+def _flat_field(msg_name: str, field: str, values: object, expected: int, detail: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float32)
+    if arr.size != expected:
+        raise MessageConversionError(f"{msg_name}.{field}: expected {expected} values ({detail}), got {arr.size}")
+    if not np.isfinite(arr).all():
+        raise MessageConversionError(f"{msg_name}.{field}: contains NaN or infinite values")
+    return arr
+
+
+def make_header(frame_id: str, stamp: Time | None = None) -> Header:
+    return Header(frame_id=frame_id, stamp=stamp if stamp is not None else Time())
+
+
+# --- cloth tokens -------------------------------------------------------------------------
+
+
+def tokens_to_msg(
+    positions: np.ndarray,
+    features: np.ndarray,
+    valid: np.ndarray | None = None,
+    *,
+    header: Header | None = None,
+    encoder_id: str = "",
+) -> ClothTokens:
+    """Pack tokens (positions [N, 3] metres, features [N, D], valid [N] bool) into a message."""
+    positions = _check("ClothTokens.positions", positions, (None, 3))
+    n = positions.shape[0]
+    features = _check("ClothTokens.features", features, (n, None))
+    if valid is None:
+        valid = np.ones(n, dtype=bool)
+    valid = _check("ClothTokens.valid", valid, (n,), np.bool_)
+    return ClothTokens(
+        header=header if header is not None else Header(),
+        num_tokens=n,
+        feature_dim=features.shape[1],
+        positions=_float32_sequence(positions),
+        features=_float32_sequence(features),
+        valid=valid.tolist(),
+        encoder_id=encoder_id,
+    )
+
+
+def tokens_from_msg(msg: ClothTokens, expected_tokens: int | None = None) -> TokenArrays:
+    """Unpack and validate a ClothTokens message; `expected_tokens` enforces N when given."""
+    n, d = int(msg.num_tokens), int(msg.feature_dim)
+    if expected_tokens is not None and n != expected_tokens:
+        raise MessageConversionError(f"ClothTokens.num_tokens: expected {expected_tokens}, got {n}")
+    positions = _flat_field("ClothTokens", "positions", msg.positions, n * 3, f"num_tokens={n} x 3")
+    features = _flat_field("ClothTokens", "features", msg.features, n * d, f"num_tokens={n} x feature_dim={d}")
+    if len(msg.valid) != n:
+        raise MessageConversionError(f"ClothTokens.valid: expected {n} flags (num_tokens), got {len(msg.valid)}")
+    valid = np.asarray(msg.valid, dtype=bool)
+    if n and not valid.any():
+        raise MessageConversionError("ClothTokens.valid: no valid token")
+    return TokenArrays(positions.reshape(n, 3), features.reshape(n, d), valid)
+
+
+# --- arm states ---------------------------------------------------------------------------
+
+
+def _arm_to_msg(values: np.ndarray) -> ArmState:
+    x, y, z, g = (float(v) for v in values)
+    return ArmState(position=Point(x=x, y=y, z=z), openness=g)
+
+
+def _arm_from_msg(msg: ArmState) -> list[float]:
+    p = msg.position
+    return [p.x, p.y, p.z, msg.openness]
+
+
+def dual_arm_state_to_msg(state: np.ndarray, header: Header | None = None) -> DualArmState:
+    """Pack a [2, 4] array of (x, y, z, openness) for (left, right) arms."""
+    state = _check("DualArmState", state, (2, 4))
+    return DualArmState(
+        header=header if header is not None else Header(),
+        left=_arm_to_msg(state[0]),
+        right=_arm_to_msg(state[1]),
+    )
+
+
+def dual_arm_state_from_msg(msg: DualArmState) -> np.ndarray:
+    """Unpack to a float32 [2, 4] array, rejecting non-finite values and openness outside [0, 1]."""
+    state = np.array([_arm_from_msg(msg.left), _arm_from_msg(msg.right)], dtype=np.float32)
+    for arm, row in zip(("left", "right"), state, strict=True):
+        if not np.isfinite(row).all():
+            raise MessageConversionError(f"DualArmState.{arm}: contains NaN or infinite values")
+        if not 0.0 <= row[3] <= 1.0:
+            raise MessageConversionError(f"DualArmState.{arm}.openness: must be in [0, 1], got {row[3]}")
+    return state
+
+
+# --- action chunks ------------------------------------------------------------------------
+
+
+def action_chunk_to_msg(
+    positions: np.ndarray,
+    openness: np.ndarray,
+    *,
+    representation: int = ActionChunk.DELTA,
+    steps_to_execute: int,
+    step_duration: float,
+    keypose: np.ndarray | None = None,
+    header: Header | None = None,
+) -> ActionChunk:
+    """Pack positions [H, 2, 3] and openness [H, 2] (+ optional keypose [2, 4]) into a message."""
+    positions = _check("ActionChunk.positions", positions, (None, 2, 3))
+    h = positions.shape[0]
+    openness = _check("ActionChunk.openness", openness, (h, 2))
+    _check_chunk_scalars(representation, h, steps_to_execute, step_duration)
+    msg = ActionChunk(
+        header=header if header is not None else Header(),
+        representation=representation,
+        horizon=h,
+        steps_to_execute=steps_to_execute,
+        step_duration=float(step_duration),
+        positions=_float32_sequence(positions),
+        openness=_float32_sequence(openness),
+        has_keypose=keypose is not None,
+    )
+    if keypose is not None:
+        msg.keypose = dual_arm_state_to_msg(_check("ActionChunk.keypose", keypose, (2, 4)), msg.header)
+    return msg
+
+
+def _check_chunk_scalars(representation: int, horizon: int, steps: int, step_duration: float) -> None:
+    if representation not in (ActionChunk.ABSOLUTE, ActionChunk.DELTA):
+        raise MessageConversionError(f"ActionChunk.representation: unknown value {representation}")
+    if horizon < 1:
+        raise MessageConversionError("ActionChunk.horizon: must be at least 1")
+    if not 1 <= steps <= horizon:
+        raise MessageConversionError(f"ActionChunk.steps_to_execute: must be in [1, {horizon}], got {steps}")
+    if not (np.isfinite(step_duration) and step_duration > 0):
+        raise MessageConversionError(f"ActionChunk.step_duration: must be positive, got {step_duration}")
+
+
+def action_chunk_from_msg(msg: ActionChunk) -> ActionChunkArrays:
+    """Unpack and validate an ActionChunk message."""
+    h = int(msg.horizon)
+    _check_chunk_scalars(int(msg.representation), h, int(msg.steps_to_execute), float(msg.step_duration))
+    positions = _flat_field("ActionChunk", "positions", msg.positions, h * 6, f"horizon={h} x 2 arms x 3")
+    openness = _flat_field("ActionChunk", "openness", msg.openness, h * 2, f"horizon={h} x 2 arms")
+    if ((openness < 0) | (openness > 1)).any():
+        raise MessageConversionError("ActionChunk.openness: values must be in [0, 1]")
+    keypose = dual_arm_state_from_msg(msg.keypose) if msg.has_keypose else None
+    return ActionChunkArrays(
+        positions.reshape(h, 2, 3),
+        openness.reshape(h, 2),
+        int(msg.representation),
+        int(msg.steps_to_execute),
+        float(msg.step_duration),
+        keypose,
+    )
+
+
+# --- images ---------------------------------------------------------------------------------
+
+#: encoding -> (dtype, channels) of the sensor_msgs/Image encodings the graph uses.
+IMAGE_ENCODINGS: dict[str, tuple[np.dtype, int]] = {
+    "rgb8": (np.dtype(np.uint8), 3),
+    "bgr8": (np.dtype(np.uint8), 3),
+    "rgba8": (np.dtype(np.uint8), 4),
+    "bgra8": (np.dtype(np.uint8), 4),
+    "mono8": (np.dtype(np.uint8), 1),
+    "8UC1": (np.dtype(np.uint8), 1),
+    "mono16": (np.dtype(np.uint16), 1),
+    "16UC1": (np.dtype(np.uint16), 1),
+    "32FC1": (np.dtype(np.float32), 1),
+}
+
+
+def image_to_msg(image: np.ndarray, encoding: str, header: Header | None = None) -> Image:
+    """Pack an [H, W] or [H, W, C] array with a known encoding into sensor_msgs/Image."""
+    if encoding not in IMAGE_ENCODINGS:
+        raise MessageConversionError(f"Image.encoding: unsupported '{encoding}' (supported: {sorted(IMAGE_ENCODINGS)})")
+    dtype, channels = IMAGE_ENCODINGS[encoding]
+    shape: tuple[int | None, ...] = (None, None) if channels == 1 else (None, None, channels)
+    image = _check(f"Image[{encoding}]", image, shape, dtype)
+    height, width = image.shape[:2]
+    return Image(
+        header=header if header is not None else Header(),
+        height=height,
+        width=width,
+        encoding=encoding,
+        is_bigendian=0,
+        step=width * channels * dtype.itemsize,
+        data=np.ascontiguousarray(image).tobytes(),
+    )
+
+
+def image_from_msg(msg: Image, allowed: tuple[str, ...] | None = None) -> np.ndarray:
+    """Unpack sensor_msgs/Image to an [H, W] or [H, W, C] array (a copy), validating the layout.
+
+    Args:
+        msg: the image.
+        allowed: encodings the caller accepts (e.g. ("rgb8", "bgr8") for colour); others raise.
+    """
+    encoding = msg.encoding
+    if encoding not in IMAGE_ENCODINGS or (allowed is not None and encoding not in allowed):
+        accepted = sorted(allowed if allowed is not None else IMAGE_ENCODINGS)
+        raise MessageConversionError(f"Image.encoding: got '{encoding}', expected one of {accepted}")
+    dtype, channels = IMAGE_ENCODINGS[encoding]
+    h, w = int(msg.height), int(msg.width)
+    if h == 0 or w == 0:
+        raise MessageConversionError(f"Image: empty image ({w}x{h})")
+    row = w * channels * dtype.itemsize
+    if msg.step < row:
+        raise MessageConversionError(f"Image.step: {msg.step} is smaller than width x pixel size = {row}")
+    if len(msg.data) != msg.step * h:
+        raise MessageConversionError(f"Image.data: expected {msg.step * h} bytes (step x height), got {len(msg.data)}")
+    raw = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(h, msg.step)[:, :row]
+    big = dtype.newbyteorder(">") if msg.is_bigendian else dtype
+    out = raw.copy().view(big).astype(dtype, copy=False)
+    return out.reshape(h, w) if channels == 1 else out.reshape(h, w, channels)
+
+
+# --- camera info ------------------------------------------------------------------------------
+
+
+def intrinsics_from_camera_info(msg: CameraInfo) -> np.ndarray:
+    """Return the 3x3 pinhole matrix K (float32) of a CameraInfo, rejecting an unset one."""
+    k = np.asarray(msg.k, dtype=np.float32).reshape(3, 3)
+    if not np.isfinite(k).all() or k[0, 0] <= 0 or k[1, 1] <= 0 or k[2, 2] != 1.0:
+        raise MessageConversionError(f"CameraInfo.k: not a valid pinhole matrix: {k.ravel().tolist()}")
+    return k
+
+
+def camera_info_from_intrinsics(k: np.ndarray, width: int, height: int, header: Header | None = None) -> CameraInfo:
+    """Build a distortion-free CameraInfo for a pinhole matrix K."""
+    k = _check("CameraInfo.k", np.asarray(k, dtype=np.float64), (3, 3))
+    p = np.zeros((3, 4))
+    p[:, :3] = k
+    return CameraInfo(
+        header=header if header is not None else Header(),
+        width=width,
+        height=height,
+        distortion_model="plumb_bob",
+        d=[0.0] * 5,
+        k=k.ravel().tolist(),
+        r=np.eye(3).ravel().tolist(),
+        p=p.ravel().tolist(),
+    )
+
+
+# --- RGB-D frames -----------------------------------------------------------------------------
+
+COLOR_ENCODINGS = ("rgb8", "bgr8")
+DEPTH_ENCODINGS = ("32FC1", "16UC1")
+
+
+def rgbd_to_msgs(frame: RGBDFrame, header: Header) -> tuple[Image, Image, CameraInfo]:
+    """Colour (rgb8), depth (32FC1, metres, 0 = invalid) and CameraInfo sharing one header."""
+    frame.validate()
+    h, w = frame.depth.shape
+    return (
+        image_to_msg(frame.color, "rgb8", header),
+        image_to_msg(frame.depth, "32FC1", header),
+        camera_info_from_intrinsics(frame.intrinsics, w, h, header),
+    )
+
+
+def rgbd_from_msgs(color: Image, depth: Image, info: CameraInfo) -> RGBDFrame:
+    """Build an RGBDFrame from aligned colour/depth images and their CameraInfo.
+
+    Accepts rgb8/bgr8 colour and 32FC1 (metres) or 16UC1 (millimetres) depth. Non-finite depth
+    pixels (NaN/inf, how some drivers mark missing returns) become 0, the invalid marker.
+    """
+    rgb = image_from_msg(color, COLOR_ENCODINGS)
+    if color.encoding == "bgr8":
+        rgb = rgb[..., ::-1].copy()
+    raw = image_from_msg(depth, DEPTH_ENCODINGS)
+    depth_m = raw.astype(np.float32) * (0.001 if depth.encoding == "16UC1" else 1.0)
+    depth_m[~np.isfinite(depth_m)] = 0.0
+    if rgb.shape[:2] != depth_m.shape:
+        raise MessageConversionError(f"Image: depth {depth_m.shape} is not aligned to colour {rgb.shape[:2]}")
+    if (info.width, info.height) != (rgb.shape[1], rgb.shape[0]):
+        raise MessageConversionError(
+            f"CameraInfo: size {info.width}x{info.height} does not match the images {rgb.shape[1]}x{rgb.shape[0]}"
+        )
+    stamp = color.header.stamp
+    frame = RGBDFrame(rgb, depth_m, intrinsics_from_camera_info(info), stamp_ns=stamp.sec * 10**9 + stamp.nanosec)
+    try:
+        return frame.validate()
+    except ValidationError as exc:
+        raise MessageConversionError(str(exc)) from None
+
+
+# --- demonstrations ---------------------------------------------------------------------------
+
+
+def demonstration_to_msg(demo: Demonstration, header: Header) -> DemonstrationMsg:
+    """Keyframes with images (colour, depth, mask, CameraInfo), keyposes and events."""
+    demo.validate()
+    keyframes = []
+    for i in range(demo.num_keyframes):
+        color, depth, info = rgbd_to_msgs(demo.frame(i), header)
+        mask = image_to_msg(np.where(demo.mask[i], 255, 0).astype(np.uint8), "mono8", header)
+        keyframes.append(
+            Keyframe(
+                header=header,
+                frame_index=int(demo.frame_index[i]),
+                color=color,
+                depth=depth,
+                mask=mask,
+                camera_info=info,
+                keypose=dual_arm_state_to_msg(demo.keypose[i], header),
+                left_event=int(demo.events[i, 0]),
+                right_event=int(demo.events[i, 1]),
+            )
+        )
+    return DemonstrationMsg(
+        header=header, name=demo.name, mode=demo.mode, description=demo.description, keyframes=keyframes
+    )
+
+
+def demonstration_from_msg(msg: DemonstrationMsg) -> Demonstration:
+    """Rebuild a Demonstration from keyframes that carry images; errors name the keyframe."""
+    if not msg.keyframes:
+        raise MessageConversionError("Demonstration.keyframes: empty")
+    frames, masks, keyposes, events, indices = [], [], [], [], []
+    for i, kf in enumerate(msg.keyframes):
+        try:
+            if kf.color.width == 0:
+                raise MessageConversionError("carries no images (token-only keyframes need a tokenizer-free path)")
+            frames.append(rgbd_from_msgs(kf.color, kf.depth, kf.camera_info))
+            masks.append(image_from_msg(kf.mask, ("mono8", "8UC1")) > 0)
+            keyposes.append(dual_arm_state_from_msg(kf.keypose))
+        except MessageConversionError as exc:
+            raise MessageConversionError(f"Demonstration.keyframes[{i}]: {exc}") from None
+        events.append((kf.left_event, kf.right_event))
+        indices.append(kf.frame_index)
+    shapes = {f.color.shape for f in frames}
+    if len(shapes) != 1:
+        raise MessageConversionError(f"Demonstration.keyframes: images differ in size {sorted(shapes)}")
+    demo = Demonstration(
+        color=np.stack([f.color for f in frames]),
+        depth=np.stack([f.depth for f in frames]),
+        mask=np.stack(masks),
+        intrinsics=frames[0].intrinsics,
+        keypose=np.stack(keyposes),
+        events=np.asarray(events, np.uint8),
+        frame_index=np.asarray(indices, np.int32),
+        name=msg.name,
+        mode=msg.mode,
+        description=msg.description,
+    )
+    try:
+        return demo.validate()
+    except DemonstrationError as exc:
+        raise MessageConversionError(str(exc)) from None

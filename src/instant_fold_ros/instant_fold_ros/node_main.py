@@ -1,0 +1,49 @@
+"""The one way every Instant-Fold node process starts and stops.
+
+Ctrl-C / SIGINT (what the process runner and `ros2 launch` send) ends spinning, the node's
+`close()` hook runs (to stop arms, close bags), and the context is shut down; the process exits
+0 on such a requested stop. A node whose work has an end (a probe, a one-shot tool) sets
+`self.finished = True` and its `exit_code`; the process then exits with that code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.node import Node
+
+SPIN_PERIOD_S = 0.1
+
+
+def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, threads: int = 1) -> int:
+    """Create the node with `factory` after rclpy.init, spin it until shutdown, clean up.
+
+    `threads` > 1 spins a multi-threaded executor (nodes whose callbacks block, such as an action
+    server's execute loop, need one).
+    """
+    rclpy.init(args=list(args) if args is not None else None)
+    node: Node | None = None
+    interrupted = False
+    try:
+        node = factory()
+        executor = SingleThreadedExecutor() if threads == 1 else MultiThreadedExecutor(num_threads=threads)
+        executor.add_node(node)
+        while rclpy.ok() and not getattr(node, "finished", False):
+            executor.spin_once(timeout_sec=SPIN_PERIOD_S)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        interrupted = True
+    finally:
+        if node is not None:
+            close = getattr(node, "close", None)
+            if callable(close):
+                close()
+            node.destroy_node()
+        interrupted = interrupted or not rclpy.ok()
+        rclpy.try_shutdown()
+    if node is None:
+        return 1
+    if interrupted and not getattr(node, "finished", False):
+        return 0  # stopped on request: a clean exit
+    return int(getattr(node, "exit_code", 0))

