@@ -2,16 +2,7 @@
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
-
-warnings.filterwarnings("ignore", category=DeprecationWarning)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    for marker in ("slow: long checks, not in the default run", "gpu: needs CUDA", "ros: needs rclpy"):
-        config.addinivalue_line("markers", marker)
 
 
 @pytest.fixture(scope="session")
