@@ -122,6 +122,14 @@ def test_cli_writes_a_readable_dataset_and_resumes(tmp_path, monkeypatch):
     d = item["depth"][0][px[vis, 1], px[vis, 0]].double()
     assert (d - p[vis, 2]).abs().median() < 0.01
 
+    # Frame subsets for the trainers: context keyframes and motion-filtered pretraining frames.
+    kf = EpisodeDataset(out, frames="keyframes")[0]
+    assert kf["frame_index"].tolist() == item["keyframes"].tolist()
+    assert kf["rgb"].shape[0] == len(item["keyframes"]) == kf["keyframes"].shape[0]
+    motion = EpisodeDataset(out, frames="motion")[0]
+    assert 2 <= motion["rgb"].shape[0] <= 15 and motion["frame_index"][0] == 0
+    assert len(EpisodeDataset(out, split="heldout")) == 0
+
     # Resume: a second run simulates nothing and leaves the finished episode untouched.
     before = {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()}
 

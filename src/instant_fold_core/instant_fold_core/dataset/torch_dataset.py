@@ -55,10 +55,9 @@ class EpisodeDataset(Dataset):
     def _select(self, name: str) -> np.ndarray | None:
         if self.frames == "all":
             return None
-        full = self.store.read(name)
         if self.frames == "keyframes":
-            return full.keyframes.astype(np.int64)
-        return motion_filter(full.particles)
+            return self.store.read_array(name, "keyframes").astype(np.int64)
+        return motion_filter(self.store.read_array(name, "particles"))
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         name = self.names[index]

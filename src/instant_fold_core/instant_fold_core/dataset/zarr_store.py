@@ -165,6 +165,17 @@ class EpisodeStore:
     def meta(self, name: str) -> dict[str, Any]:
         return dict(self._group(name).attrs["meta"])
 
+    def read_array(self, name: str, field: str) -> np.ndarray:
+        """One array of episode `name` (e.g. particles for the motion filter) without the images."""
+        if field not in ARRAY_FIELDS:
+            raise ValueError(f"field: expected one of {ARRAY_FIELDS}, got {field!r}")
+        try:
+            return self._group(name)[field][...]
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"{self.path}: episode {name!r} is corrupt ({exc})") from exc
+
     def read(self, name: str, frames: np.ndarray | None = None) -> Episode:
         """Episode `name` (optionally only `frames`, with keyframes re-indexed to them)."""
         group = self._group(name)
