@@ -56,7 +56,7 @@ class GenerationConfig:
     resolution: int = 256
     obs_scale: float = 1.13 / 2.0  # sim space -> real metres (nominal 2 m camera -> 1.13 m)
     max_layout_attempts: int = 30
-    drop_settle_frames: int = 40
+    drop_settle_frames: int = 60  # cap; settling stops early once the cloth is at rest
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -70,7 +70,6 @@ PRESETS: dict[str, GenerationConfig] = {
         sim=ClothSimConfig(substeps=8, iterations=8, grasp_radius=0.09),
         garment_spacing=0.035,
         max_particles=600,
-        drop_settle_frames=25,
         motion=MotionConfig(final_settle_frames=8),
     ),
 }
