@@ -41,6 +41,8 @@ class MotionConfig:
     home: tuple[tuple[float, float, float], tuple[float, float, float]] = ((-1.3, -0.3, 0.5), (1.3, -0.3, 0.5))
     start_jitter: float = 0.15  # initial gripper states are sampled around home
     final_settle_frames: int = 15
+    rest_speed: float = 0.02  # cloth counts as at rest below this 95th-percentile speed (m/s)
+    max_wait_frames: int = 20  # at most this long waiting for rest before a subaction
 
 
 @dataclass
@@ -216,8 +218,18 @@ class FoldingRollout:
         r.action.append(np.array([[*p, o] for p, o in cmd]))
         r.render_s += time.perf_counter() - t0
 
+    def wait_until_rest(self) -> None:
+        """Hold the arms (recorded frames) until the cloth stops moving, so that pick points
+        planned from the keypoints are still where the cloth is when the gripper arrives."""
+        m = self.config.motion
+        for _ in range(m.max_wait_frames):
+            if self.scene.cloth_speed() < m.rest_speed:
+                return
+            self.execute([self._current()])
+
     def run_subaction(self, sub: Subaction) -> None:
         m = self.config.motion
+        self.wait_until_rest()
         kps = self.keypoints()
         targets = {mv: mv.target(kps) for mv in sub.moves}
         sequential = sub.sequential or self._too_close(sub.moves, targets)

@@ -227,11 +227,15 @@ class ClothScene:
             self.state_0, self.state_1 = self.state_1, self.state_0
         self.sim_time += self.frame_dt
 
+    def cloth_speed(self) -> float:
+        """95th-percentile particle speed (sim m/s): the cloth is at rest when this is small."""
+        speed = np.linalg.norm(self.state_0.particle_qd.numpy(), axis=1) / UNITS
+        return float(np.percentile(speed, 95))
+
     def settle(self, max_frames: int = 60, speed_tol: float = 0.01) -> int:
         """Step with grippers idle until the cloth is (nearly) at rest; returns frames used."""
         for frame in range(max_frames):
             self.step_frame()
-            speed = np.linalg.norm(self.state_0.particle_qd.numpy(), axis=1) / UNITS
-            if np.percentile(speed, 95) < speed_tol:
+            if self.cloth_speed() < speed_tol:
                 return frame + 1
         return max_frames
