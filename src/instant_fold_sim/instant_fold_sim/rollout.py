@@ -354,6 +354,8 @@ def run_episode(
         rollout.run_subaction(sub)
     rollout.finish()
     sim_wall = time.perf_counter() - t_sim
+    # Quality signal for filtering: a few particles can leak through the table (see docs/sim.md).
+    lowest = float(min(p[:, 2].min() for p in rollout.rec.particles))
     episode = _to_episode(rollout, config)
     errors = [o["error"] for o in rollout.oracle]
     episode.meta.update(
@@ -374,6 +376,7 @@ def run_episode(
             },
             "randomization": dr.to_dict(),
             "layout_attempts": attempts,
+            "lowest_particle_z": lowest,
             "sim_config": config.sim.to_dict(),
             "motion_config": asdict(config.motion),
             "preset": config.name,

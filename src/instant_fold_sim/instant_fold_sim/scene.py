@@ -64,11 +64,15 @@ def _drive_pinned(
     offsets: wp.array[wp.vec3],
     target: wp.vec3,
     vel: wp.vec3,
+    floor: float,
     q: wp.array[wp.vec3],
     qd: wp.array[wp.vec3],
 ):
+    # Pinned particles are kinematic (no contacts), so keep them above the table explicitly:
+    # a gripper placing a layer must not push the cloth below it through the table.
     i = wp.tid()
-    q[ids[i]] = target + offsets[i]
+    p = target + offsets[i]
+    q[ids[i]] = wp.vec3(p[0], p[1], wp.max(p[2], floor))
     qd[ids[i]] = vel
 
 
@@ -217,7 +221,13 @@ class ClothScene:
                     wp.launch(
                         _drive_pinned,
                         dim=len(g.held),
-                        inputs=[g._ids, g._offsets, wp.vec3(*(g.position * UNITS)), wp.vec3(*vel)],
+                        inputs=[
+                            g._ids,
+                            g._offsets,
+                            wp.vec3(*(g.position * UNITS)),
+                            wp.vec3(*vel),
+                            cfg.particle_radius * UNITS,
+                        ],
                         outputs=[self.state_0.particle_q, self.state_0.particle_qd],
                         device=self.device,
                     )
