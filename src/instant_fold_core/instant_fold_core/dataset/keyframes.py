@@ -1,0 +1,54 @@
+"""Semantic keyframes of an episode (paper, appendix A "Keyframe Extraction").
+
+Candidates are gripper-state transitions (each grasp and release), motion-transition frames
+that capture sequential coordination (one arm starting or finishing its motion while the other
+does not, e.g. one gripper completing its motion before the other begins), the first frame
+(the initial state a demonstration starts from) and, always, the terminal frame.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+
+def _close_gaps(flags: np.ndarray, min_run: int) -> np.ndarray:
+    """Fill idle gaps shorter than `min_run` inside motion (a grasp pause is not a stop)."""
+    out = flags.copy()
+    idx = np.flatnonzero(flags)
+    for a, b in itertools.pairwise(idx):
+        if 1 < b - a <= min_run:
+            out[a:b] = True
+    return out
+
+
+def extract_keyframes(
+    gripper_state: np.ndarray, move_tol: float = 1e-3, min_run: int = 6, min_separation: int = 3
+) -> np.ndarray:
+    """Keyframe indices (int32, increasing) from per-frame arm states [T, 2, 4].
+
+    A grasp/release keyframe is the first frame whose openness differs from the previous
+    frame. An arm is "moving" at frame t when its position changes by more than `move_tol`
+    (metres) towards t + 1, with pauses shorter than `min_run` frames bridged; a motion
+    transition is a frame where exactly one arm starts or stops moving. Grasp/release events
+    are always kept; motion transitions closer than `min_separation` frames to an already
+    chosen keyframe are redundant and dropped.
+    """
+    gs = np.asarray(gripper_state, dtype=np.float64)
+    if gs.ndim != 3 or gs.shape[1:] != (2, 4) or gs.shape[0] == 0:
+        raise ValueError(f"gripper_state: expected [T, 2, 4], got {gs.shape}")
+    t = gs.shape[0]
+    closed = gs[:, :, 3] < 0.5
+    events = (np.flatnonzero((closed[1:] != closed[:-1]).any(axis=1)) + 1).tolist()
+    motion: list[int] = []
+    if t > 2:
+        step = np.linalg.norm(np.diff(gs[:, :, :3], axis=0), axis=2)  # [T-1, 2]
+        moving = np.stack([_close_gaps(step[:, a] > move_tol, min_run) for a in range(2)], axis=1)
+        changed = moving[1:] != moving[:-1]
+        motion = (np.flatnonzero(changed.sum(axis=1) == 1) + 1).tolist()
+    chosen = [0, t - 1, *events]
+    for cand in motion:
+        if all(abs(cand - c) >= min_separation for c in chosen):
+            chosen.append(cand)
+    return np.array(sorted(set(chosen)), dtype=np.int32)

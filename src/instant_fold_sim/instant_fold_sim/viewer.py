@@ -1,0 +1,101 @@
+"""Episode viewer: an MP4 or GIF of the rollout and a PNG strip of its keyframes with the mode name.
+
+python -m instant_fold_sim.viewer --store data/sim.zarr --episode NAME --out out/NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from instant_fold_core.dataset.schema import Episode
+from instant_fold_core.dataset.zarr_store import EpisodeStore
+
+KEYPOINT_COLOURS = [
+    (255, 0, 0),
+    (0, 160, 255),
+    (255, 160, 0),
+    (0, 200, 80),
+    (200, 0, 200),
+    (0, 220, 220),
+    (255, 255, 255),
+]
+
+
+def _project(ep: Episode, points: np.ndarray) -> np.ndarray:
+    k = ep.intrinsics.astype(np.float64)
+    z = np.maximum(points[..., 2], 1e-6)
+    return np.stack([k[0, 0] * points[..., 0] / z + k[0, 2], k[1, 1] * points[..., 1] / z + k[1, 2]], -1)
+
+
+def annotate(ep: Episode, t: int, label: str | None = None) -> Image.Image:
+    """Frame `t` with keypoints, gripper positions (filled = closed) and an optional label."""
+    img = Image.fromarray(ep.rgb[t]).convert("RGB")
+    draw = ImageDraw.Draw(img)
+    for (u, v), colour in zip(_project(ep, ep.keypoints[t].astype(np.float64)), KEYPOINT_COLOURS, strict=True):
+        draw.ellipse([u - 3, v - 3, u + 3, v + 3], outline=colour, width=2)
+    for arm, (u, v) in enumerate(_project(ep, ep.gripper_state[t, :, :3].astype(np.float64))):
+        closed = ep.gripper_state[t, arm, 3] < 0.5
+        box = [u - 5, v - 5, u + 5, v + 5]
+        draw.rectangle(box, outline=(255, 255, 0), fill=(255, 255, 0) if closed else None, width=2)
+    if label:
+        draw.rectangle([0, 0, img.width, 12], fill=(0, 0, 0))
+        draw.text((2, 0), label, fill=(255, 255, 255))
+    return img
+
+
+def keyframe_strip(ep: Episode, path: str | Path) -> Path:
+    """PNG strip of the keyframes, the mode name and variant in the first panel."""
+    title = f"{ep.meta.get('mode', '?')} [{ep.meta.get('variant', '')}]"
+    panels = [annotate(ep, int(t), title if i == 0 else f"t={int(t)}") for i, t in enumerate(ep.keyframes)]
+    strip = Image.new("RGB", (sum(p.width for p in panels), panels[0].height))
+    x = 0
+    for p in panels:
+        strip.paste(p, (x, 0))
+        x += p.width
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    strip.save(path)
+    return path
+
+
+def video(ep: Episode, path: str | Path, fps: float | None = None) -> Path:
+    """MP4 (needs imageio-ffmpeg) or GIF, chosen by the file suffix."""
+    import imageio.v3 as iio
+
+    fps = fps or float(ep.meta.get("fps", 20.0))
+    title = f"{ep.meta.get('mode', '?')} [{ep.meta.get('variant', '')}]"
+    frames = np.stack([np.asarray(annotate(ep, t, title)) for t in range(ep.num_frames)])
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".gif":
+        iio.imwrite(path, frames, duration=1000 / fps, loop=0)
+    else:
+        iio.imwrite(path, frames, fps=fps, codec="libx264", macro_block_size=1)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m instant_fold_sim.viewer", description=__doc__)
+    p.add_argument("--store", required=True)
+    p.add_argument("--episode", default=None, help="episode name (default: the first)")
+    p.add_argument("--out", required=True, help="output prefix: writes <out>.mp4|gif and <out>_keyframes.png")
+    p.add_argument("--format", choices=["mp4", "gif"], default="mp4")
+    args = p.parse_args(argv)
+    store = EpisodeStore(args.store)
+    names = store.names()
+    if not names:
+        print(f"{args.store}: no episodes", file=sys.stderr)
+        return 1
+    ep = store.read(args.episode or names[0])
+    print(video(ep, f"{args.out}.{args.format}"))
+    print(keyframe_strip(ep, f"{args.out}_keyframes.png"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

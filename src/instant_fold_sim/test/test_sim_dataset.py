@@ -1,0 +1,164 @@
+"""Episode store, keyframes, motion filter, the generation CLI (write, read back, resume)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from instant_fold_core.dataset.filtering import motion_filter
+from instant_fold_core.dataset.keyframes import extract_keyframes
+from instant_fold_core.dataset.schema import Episode
+from instant_fold_core.dataset.torch_dataset import EpisodeDataset
+from instant_fold_core.dataset.zarr_store import EpisodeStore, StoreError
+from instant_fold_sim import generate
+
+
+def _episode(t: int = 6, m: int = 20, res: int = 16) -> Episode:
+    rng = np.random.default_rng(0)
+    return Episode(
+        rgb=rng.integers(0, 255, (t, res, res, 3), dtype=np.uint8),
+        depth=rng.uniform(0.5, 1.0, (t, res, res)).astype(np.float32),
+        mask=rng.random((t, res, res)) > 0.5,
+        intrinsics=np.eye(3, dtype=np.float32),
+        extrinsics=np.eye(4, dtype=np.float32),
+        gripper_state=rng.random((t, 2, 4)).astype(np.float32),
+        action=rng.random((t, 2, 4)).astype(np.float32),
+        particles=rng.random((t, m, 3)).astype(np.float32),
+        particle_visible=rng.random((t, m)) > 0.3,
+        keypoints=rng.random((t, 7, 3)).astype(np.float32),
+        keypoint_particle_ids=np.arange(7, dtype=np.int32),
+        keyframes=np.array([0, 2, t - 1], dtype=np.int32),
+        meta={"mode": "x", "np_value": np.float64(1.5), "flag": np.bool_(True), "garment": {"split": "train"}},
+    )
+
+
+def test_store_roundtrip_is_exact_and_crash_safe(tmp_path):
+    store = EpisodeStore(tmp_path / "s.zarr", mode="a")
+    ep = _episode()
+    store.write("a", ep)
+    back = store.read("a")
+    for field in ("rgb", "depth", "mask", "gripper_state", "particles", "particle_visible", "keyframes"):
+        np.testing.assert_array_equal(getattr(back, field), getattr(ep, field))
+    assert back.meta["np_value"] == 1.5 and back.meta["flag"] is True
+    # A crashed writer leaves only a hidden temporary group: it is not an episode and is cleaned.
+    (tmp_path / "s.zarr" / "episodes" / ".tmp-b-123").mkdir()
+    assert store.names() == ["a"] and store.clean_partial() == 1
+    with pytest.raises(StoreError, match="already exists"):
+        store.write("a", ep)
+    sub = store.read("a", frames=np.array([0, 1, 5]))
+    assert sub.num_frames == 3 and sub.keyframes.tolist() == [0, 2]
+    with pytest.raises(StoreError, match="not a zarr store"):
+        EpisodeStore(tmp_path / "nothing")
+    # Corrupt a chunk: reading names the episode instead of returning garbage.
+    chunk = next((tmp_path / "s.zarr" / "episodes" / "a" / "particles").rglob("c/*/*/*"))
+    chunk.write_bytes(b"garbage")
+    with pytest.raises(StoreError, match="corrupt"):
+        store.read("a")
+
+
+def test_keyframes_follow_grasps_releases_and_sequential_motion():
+    t = 60
+    gs = np.zeros((t, 2, 4))
+    gs[:, :, 3] = 1.0
+    gs[10:25, 0, 3] = 0.0  # left arm holds cloth 10..24
+    gs[5:30, 0, 0] = np.linspace(0, 1, 25)  # left moves 5..29
+    gs[30:, 0, 0] = 1.0
+    gs[35:50, 1, 0] = np.linspace(0, 1, 15)  # right starts after left finished
+    gs[50:, 1, 0] = 1.0
+    gs[38:45, 1, 3] = 0.0
+    kf = extract_keyframes(gs).tolist()
+    assert kf[0] == 0 and kf[-1] == t - 1
+    assert {10, 25, 38, 45} <= set(kf)  # grasps and releases
+    assert any(abs(k - 30) <= 1 for k in kf) and any(abs(k - 35) <= 1 for k in kf)  # left stops, right starts
+    with pytest.raises(ValueError, match="gripper_state"):
+        extract_keyframes(np.zeros((3, 4)))
+
+
+def test_motion_filter_keeps_moving_frames_and_caps_length():
+    p = np.zeros((40, 100, 3))
+    p[10:, :50, 0] = 0.05  # half the cloth moves 5 cm at frame 10
+    p[20:, :10, 1] = 0.05  # only 10 % moves at frame 20: below the 15 % threshold
+    assert motion_filter(p).tolist() == [0, 10]
+    walk = np.cumsum(np.full((50, 10, 3), 0.03), axis=0)
+    kept = motion_filter(walk)
+    assert len(kept) == 15 and kept[0] == 0 and kept[-1] == 49
+    with pytest.raises(ValueError, match="particles"):
+        motion_filter(np.zeros((0, 3)))
+
+
+def test_cli_writes_a_readable_dataset_and_resumes(tmp_path, monkeypatch):
+    out = tmp_path / "sim.zarr"
+    args = ["--out", str(out), "--preset", "cpu-small", "--garments", "proc:0", "--modes", "random_drag_1"]
+    assert generate.main(args) == 0
+    ds = EpisodeDataset(out)
+    assert len(ds) == 1
+    item = ds[0]
+    t = item["rgb"].shape[0]
+    m = item["particles"].shape[1]
+    assert t > 10 and 100 < m <= 2000
+    assert item["rgb"].shape == (t, 256, 256, 3)
+    assert item["depth"].shape == (t, 256, 256) and (item["depth"] > 0).all()
+    assert item["mask"].shape == (t, 256, 256) and item["mask"].any(dim=(1, 2)).all()
+    assert item["gripper_state"].shape == (t, 2, 4) and item["action"].shape == (t, 2, 4)
+    assert item["particle_visible"].shape == (t, m) and item["particle_visible"].float().mean() > 0.3
+    assert item["keypoints"].shape == (t, 7, 3) and item["keyframes"][-1] == t - 1
+    meta = item["meta"]
+    for key in ("mode", "mode_id", "variant", "seed", "garment", "randomization", "sim_config", "oracle"):
+        assert key in meta
+    assert meta["garment"]["split"] == "train" and meta["randomization"]["sleeve_mode"] in "NLRB"
+    json.dumps(meta)
+    # Geometry is consistent: keypoints are their particles, and particles project into the image.
+    ids = item["keypoint_particle_ids"].long()
+    np.testing.assert_allclose(item["keypoints"], item["particles"][:, ids], atol=1e-6)
+    k = item["intrinsics"].double()
+    p = item["particles"][0].double()
+    uv = (p[:, :2] / p[:, 2:3]) * k.diagonal()[:2] + k[:2, 2]
+    assert (uv > 0).all() and (uv < 255).all()
+    # Depth at a visible particle's pixel equals the particle's depth (same camera frame, metres).
+    vis = item["particle_visible"][0]
+    px = uv.round().long().clamp(0, 255)
+    d = item["depth"][0][px[vis, 1], px[vis, 0]].double()
+    assert (d - p[vis, 2]).abs().median() < 0.01
+
+    # Frame subsets for the trainers: context keyframes and motion-filtered pretraining frames.
+    kf = EpisodeDataset(out, frames="keyframes")[0]
+    assert kf["frame_index"].tolist() == item["keyframes"].tolist()
+    assert kf["rgb"].shape[0] == len(item["keyframes"]) == kf["keyframes"].shape[0]
+    motion = EpisodeDataset(out, frames="motion")[0]
+    assert 2 <= motion["rgb"].shape[0] <= 15 and motion["frame_index"][0] == 0
+    assert len(EpisodeDataset(out, split="heldout")) == 0
+
+    # Resume: a second run simulates nothing and leaves the finished episode untouched.
+    before = {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()}
+
+    def boom(*a, **k):
+        raise AssertionError("finished episode was simulated again")
+
+    monkeypatch.setattr(generate, "run_episode", boom)
+    assert generate.main(args) == 0
+    assert {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()} == before
+    assert EpisodeStore(out).names() == [item["name"]]
+
+
+def test_jobs_have_stable_distinct_seeds_and_cycle_variants():
+    garments = generate.expand_garments(["proc:0:12"], "heldout", 0.035)
+    assert [g for _, g in garments] == ["proc_00005", "proc_00011"]
+    jobs = generate.make_jobs(garments, ["sleeves_down__side_fold"], None, 12, base_seed=0)
+    assert len({j.name for j in jobs}) == len(jobs) == 24
+    assert len({j.seed for j in jobs}) == 24
+    per_variant = [j.variant for j in jobs if j.garment_id == "proc_00005"]
+    assert sorted(set(per_variant)) == ["LL", "LR", "RL", "RR", "SL", "SR"]
+    assert all(per_variant.count(v) == 2 for v in set(per_variant))  # evenly split across variants
+    again = generate.make_jobs(garments, ["sleeves_down__side_fold"], None, 12, base_seed=0)
+    assert [j.seed for j in again] == [j.seed for j in jobs]
+    assert generate.make_jobs(garments, ["sleeves_down__side_fold"], None, 1, base_seed=1)[0].seed != jobs[0].seed
+
+
+@pytest.mark.slow
+def test_cli_runs_in_parallel_on_ray(tmp_path):
+    out = tmp_path / "ray.zarr"
+    args = ["--out", str(out), "--preset", "cpu-small", "--garments", "proc:0", "proc:1", "--modes", "random_drag_1"]
+    assert generate.main([*args, "--workers", "2"]) == 0
+    assert len(EpisodeStore(out)) == 2
