@@ -12,7 +12,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
-    install_requires=["numpy", "torch", "pyyaml", "safetensors"],
+    install_requires=["numpy", "torch", "pyyaml", "safetensors", "timm", 'zarr>=3; python_version >= "3.11"'],
     python_requires=">=3.10",
     zip_safe=True,
     maintainer="Instant-Fold developers",

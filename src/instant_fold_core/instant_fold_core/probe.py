@@ -20,8 +20,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .dataset.filtering import motion_filter
 from .dataset.schema import Episode
-from .encoder.data import load_frames, motion_filter
+from .encoder.data import load_frames
 from .encoder.modeling import ClothTokenizer
 from .losses import assign_tokens_to_particles, keypoint_features
 

@@ -219,3 +219,33 @@ def test_cpu_small_pretraining_lowers_the_loss_and_improves_pck5_on_heldout_clot
     probe_after = correspondence_probe(trained.tokenizer, heldout, max_pairs=150)
     for key in ("intra_trajectory", "cross_trajectory", "cross_cloth"):
         assert probe_after[key]["pck5"] > probe_before[key]["pck5"], (key, probe_before[key], probe_after[key])
+
+
+def test_cli_reads_an_episode_store_by_split(tmp_path, capsys):
+    """`--data` trains on the episodes of one garment split of a store written like the simulator's."""
+    import yaml
+
+    from instant_fold_core.dataset.zarr_store import EpisodeStore
+
+    store = EpisodeStore(tmp_path / "store", mode="a")
+    for i, episode in enumerate(synthetic_dataset(num_cloths=2, trajectories=2, frames=4, image_size=48)):
+        episode.meta["split"] = "train" if i < 2 else "heldout"
+        store.write(f"ep{i}", episode)
+    small = tiny_config(2)
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg_path.write_text(
+        yaml.safe_dump(
+            {
+                "preset": "cpu-small",
+                "encoder": {"image_size": 48, "num_tokens": 32, "backbone_kwargs": small.encoder.backbone_kwargs},
+                "training": {"max_frames": 4, "clothes_per_batch": 1, "trajectories_per_cloth": 2},
+            }
+        )
+    )
+    args = ["--config", str(cfg_path), "--data", str(tmp_path / "store"), "--steps", "1", "--no-progress"]
+    assert main([*args, "--output", str(tmp_path / "run")]) == 0
+    assert "tokenizer saved" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no episode of split 'validation'"):
+        main([*args, "--output", str(tmp_path / "run2"), "--split", "validation"])
+    with pytest.raises(SystemExit, match="pretrain_encoder: .*missing"):
+        main([*args, "--output", str(tmp_path / "run3"), "--data", str(tmp_path / "missing")])

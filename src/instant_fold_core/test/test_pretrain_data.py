@@ -10,8 +10,10 @@ from instant_fold_core.augment import (
     occlude_with_grippers,
     random_gripper_centers,
 )
-from instant_fold_core.encoder.data import DataError, PKSampler, PretrainDataset, motion_filter
+from instant_fold_core.dataset.filtering import motion_filter
+from instant_fold_core.encoder.data import DataError, PKSampler, PretrainDataset
 from instant_fold_core.encoder.synthetic import make_cloth, synthetic_episode
+from instant_fold_core.validation import ValidationError
 
 
 def test_motion_filter_keeps_frames_that_moved_enough_since_the_last_kept_one():
@@ -28,7 +30,7 @@ def test_motion_filter_keeps_frames_that_moved_enough_since_the_last_kept_one():
     particles[7, :, 2] = 0.06
     assert motion_filter(particles).tolist() == [0, 2, 5, 6, 7]
     assert motion_filter(particles, max_frames=3).tolist() == [0, 5, 7]
-    with pytest.raises(DataError, match="particles"):
+    with pytest.raises(ValidationError, match="particles"):
         motion_filter(np.zeros((3, 0, 3)))
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from instant_fold_core.validation import ValidationError
+
 TAU_DIST = 0.02  # metres
 TAU_FRAC = 0.15
 MAX_FRAMES = 15
@@ -20,7 +22,7 @@ def motion_filter(
     """Indices (int64, increasing) of the frames kept from particles [T, M, 3]."""
     p = np.asarray(particles, dtype=np.float64)
     if p.ndim != 3 or p.shape[2] != 3 or p.shape[0] == 0 or p.shape[1] == 0:
-        raise ValueError(f"particles: expected non-empty [T, M, 3], got {p.shape}")
+        raise ValidationError(f"particles: motion filtering needs non-empty [T, M, 3] particles, got {p.shape}")
     kept = [0]
     for t in range(1, p.shape[0]):
         moved = np.linalg.norm(p[t] - p[kept[-1]], axis=1) > dist

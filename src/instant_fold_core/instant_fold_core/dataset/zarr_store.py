@@ -21,8 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zarr
-from zarr.codecs import BloscCodec
+
+try:
+    import zarr
+    from zarr.codecs import BloscCodec
+except ImportError as exc:  # zarr 3 needs Python >= 3.11
+    raise ImportError(
+        "episode stores need zarr 3, which needs Python >= 3.11 (the online graph runs without it)"
+    ) from exc
 
 from .schema import ARM_NAMES, ARM_STATE_FIELDS, KEYPOINT_NAMES, Episode, EpisodeError
 

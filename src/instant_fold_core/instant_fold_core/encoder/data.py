@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..dataset.filtering import motion_filter
 from ..dataset.schema import Episode
 from ..geometry import center_crop_resize
 from ..validation import ValidationError
@@ -21,25 +22,6 @@ from ..validation import ValidationError
 
 class DataError(ValidationError):
     """The pretraining data cannot form batches; the message says why."""
-
-
-def motion_filter(particles: np.ndarray, dist: float = 0.02, frac: float = 0.15, max_frames: int = 15) -> np.ndarray:
-    """Frames with enough cloth motion (paper appendix B, "Trajectory Filtering").
-
-    Keep frame 0, then each frame in which more than `frac` of the particles moved more than
-    `dist` metres since the last kept frame; subsample uniformly to at most `max_frames`.
-    """
-    if particles.ndim != 3 or particles.shape[1] == 0:
-        raise DataError(f"particles: motion filtering needs [T, M>0, 3] particles, got {particles.shape}")
-    kept = [0]
-    for t in range(1, particles.shape[0]):
-        moved = np.linalg.norm(particles[t] - particles[kept[-1]], axis=-1) > dist
-        if moved.mean() > frac:
-            kept.append(t)
-    kept_arr = np.asarray(kept)
-    if len(kept_arr) > max_frames:
-        kept_arr = kept_arr[np.linspace(0, len(kept_arr) - 1, max_frames).round().astype(int)]
-    return kept_arr
 
 
 @dataclass

@@ -399,19 +399,36 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pretrain_encoder", description=__doc__.split("\n")[0])
     p.add_argument("--config", default="cpu-small", help="preset (paper, cpu-small) or YAML file")
     p.add_argument("--output", required=True, help="run directory (checkpoints, metrics.jsonl, tokenizer/)")
-    p.add_argument(
+    data = p.add_mutually_exclusive_group()
+    data.add_argument("--data", help="episode store written by `python -m instant_fold_sim.generate`")
+    data.add_argument(
         "--synthetic",
         nargs=3,
         type=int,
         metavar=("CLOTHS", "TRAJECTORIES", "FRAMES"),
         help="train on generated synthetic cloth episodes instead of a dataset",
     )
+    p.add_argument("--split", default="train", help="garment split of the store to train on (train, heldout, all)")
     p.add_argument("--steps", type=int, help="override training.steps")
     p.add_argument("--device", help="auto (default: cuda if available), cpu, cuda, cuda:1")
     p.add_argument("--resume", help="checkpoint directory or 'auto'")
     p.add_argument("--backbone-checkpoint", help="official DINOv3 weights (.pth/.safetensors)")
     p.add_argument("--no-progress", action="store_true")
     return p
+
+
+def _store_episodes(path: str, split: str) -> list[Episode]:
+    """The episodes of one garment split of a store (read eagerly: cpu-small-sized stores)."""
+    from ..dataset.zarr_store import EpisodeStore, StoreError
+
+    try:
+        store = EpisodeStore(path)
+        names = [n for n in store.names() if split == "all" or store.meta(n).get("split") == split]
+    except StoreError as exc:
+        raise SystemExit(f"pretrain_encoder: {exc}") from exc
+    if not names:
+        raise SystemExit(f"pretrain_encoder: store {path} has no episode of split {split!r}")
+    return [store.read(n) for n in names]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -421,15 +438,15 @@ def main(argv: list[str] | None = None) -> int:
         config.training.steps = args.steps
     if args.backbone_checkpoint:
         config.encoder.backbone_checkpoint = args.backbone_checkpoint
-    if not args.synthetic:
-        raise SystemExit(
-            "no training data: pass --synthetic CLOTHS TRAJECTORIES FRAMES (dataset reading "
-            "arrives with the simulator's dataset reader)"
-        )
-    from .synthetic import synthetic_dataset
+    if args.data:
+        episodes = _store_episodes(args.data, args.split)
+    elif not args.synthetic:
+        raise SystemExit("no training data: pass --data STORE (or --synthetic CLOTHS TRAJECTORIES FRAMES)")
+    else:
+        from .synthetic import synthetic_dataset
 
-    cloths, trajs, frames = args.synthetic
-    episodes = synthetic_dataset(cloths, trajs, frames, config.encoder.image_size, seed=config.training.seed)
+        cloths, trajs, frames = args.synthetic
+        episodes = synthetic_dataset(cloths, trajs, frames, config.encoder.image_size, seed=config.training.seed)
     summary = pretrain(episodes, config, args.output, args.device, args.resume, progress=not args.no_progress)
     if summary["rank"] == 0 and summary["history"]:
         first, last = summary["history"][0], summary["history"][-1]
