@@ -366,6 +366,8 @@ def run_episode(
             "description": mode.description,
             "variant": variant,
             "seed": seed,
+            "garment_id": garment.garment_id,  # the flat keys every consumer reads (schema.META_KEYS)
+            "split": garment.split,
             "garment": {
                 "id": garment.garment_id,
                 "split": garment.split,

@@ -9,7 +9,7 @@ import pytest
 
 from instant_fold_core.dataset.filtering import motion_filter
 from instant_fold_core.dataset.keyframes import extract_keyframes
-from instant_fold_core.dataset.schema import Episode
+from instant_fold_core.dataset.schema import META_KEYS, Episode
 from instant_fold_core.dataset.torch_dataset import EpisodeDataset
 from instant_fold_core.dataset.zarr_store import EpisodeStore, StoreError
 from instant_fold_sim import generate
@@ -105,9 +105,10 @@ def test_cli_writes_a_readable_dataset_and_resumes(tmp_path, monkeypatch):
     assert item["particle_visible"].shape == (t, m) and item["particle_visible"].float().mean() > 0.3
     assert item["keypoints"].shape == (t, 7, 3) and item["keyframes"][-1] == t - 1
     meta = item["meta"]
-    for key in ("mode", "mode_id", "variant", "seed", "garment", "randomization", "sim_config", "oracle"):
+    for key in (*META_KEYS, "garment", "randomization", "sim_config", "oracle"):
         assert key in meta
-    assert meta["garment"]["split"] == "train" and meta["randomization"]["sleeve_mode"] in "NLRB"
+    assert meta["split"] == meta["garment"]["split"] == "train" and meta["randomization"]["sleeve_mode"] in "NLRB"
+    assert meta["garment_id"] == meta["garment"]["id"]
     json.dumps(meta)
     # Geometry is consistent: keypoints are their particles, and particles project into the image.
     ids = item["keypoint_particle_ids"].long()

@@ -32,6 +32,12 @@ ARM_NAMES: tuple[str, ...] = ("left", "right")
 #: Per-arm state/action layout: Cartesian position (m, camera frame) + gripper openness.
 ARM_STATE_FIELDS: tuple[str, ...] = ("x", "y", "z", "openness")
 
+#: `Episode.meta` keys every simulated episode carries and the trainers read: the cloth identity
+#: (`garment_id`, grouping same-cloth trajectories and context demonstrations), its `split`
+#: ("train" | "heldout"), the folding `mode` name and `mode_id`, the execution `variant`, the
+#: episode `seed` and the mode's language `description`.
+META_KEYS: tuple[str, ...] = ("garment_id", "split", "mode", "mode_id", "variant", "seed", "description")
+
 #: Openness convention: 1.0 = open, 0.0 = closed (binary in the paper).
 GRIPPER_OPEN = 1.0
 GRIPPER_CLOSED = 0.0
