@@ -336,7 +336,10 @@ def run_episode(
     """Simulate `mode`/`variant` on `garment` with everything random drawn from `seed`."""
     config = config or PRESETS["paper"]
     t_start = time.perf_counter()
-    rng = np.random.default_rng(np.random.SeedSequence([seed, mode.mode_id]))
+    # The start state (layout, randomisation, initial gripper poses) depends on the seed alone, so
+    # episodes of different modes with one seed start identically (in-context pairs need that);
+    # only a random-deformation program draws from a mode-specific stream.
+    rng = np.random.default_rng(np.random.SeedSequence([seed]))
     kp_ids = detect_keypoints(garment.vertices) if keypoint_ids is None else np.asarray(keypoint_ids)
     garment_sim = garment.vertices * config.sim.garment_scale
     scene = ClothScene(garment, config.sim, initial_positions=garment_sim)
@@ -344,7 +347,11 @@ def run_episode(
     for arm, g in enumerate(scene.grippers):
         g.position = np.asarray(config.motion.home[arm]) + rng.uniform(-1, 1, 3) * config.motion.start_jitter
     program = (
-        random_deformation_program(rng, mode.regions, garment.size() * config.sim.garment_scale)
+        random_deformation_program(
+            np.random.default_rng(np.random.SeedSequence([seed, mode.mode_id])),
+            mode.regions,
+            garment.size() * config.sim.garment_scale,
+        )
         if mode.family == "random"
         else mode.program(variant)
     )
