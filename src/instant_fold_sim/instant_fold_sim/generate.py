@@ -5,7 +5,8 @@
 
 Jobs are (garment, mode, k) for k < episodes-per; the variant cycles through the mode's
 variants (so episodes are evenly split across them) and the seed is derived from
-(--seed, garment id, mode id, k), so any episode can be regenerated alone. Finished
+(--seed, garment id, k), so any episode can be regenerated alone and episode k of every mode on a
+garment starts from the same cloth state (the in-context pairs and same-start evaluation need that). Finished
 episodes are skipped, which makes every run resumable. With --workers > 1 the jobs run on
 Ray (a local cluster by default, --address to join an existing one; the store must then be on
 a filesystem all nodes share).
@@ -46,9 +47,10 @@ class Job:
         return f"{self.garment_id}__m{MODES[self.mode].mode_id:02d}_{self.variant}__e{self.k:03d}"
 
 
-def episode_seed(base: int, garment_id: str, mode_id: int, k: int) -> int:
-    """Stable 63-bit seed from the job identity (independent of job order and worker count)."""
-    digest = hashlib.sha256(f"{base}|{garment_id}|{mode_id}|{k}".encode()).digest()
+def episode_seed(base: int, garment_id: str, k: int) -> int:
+    """Stable 63-bit seed from (base, garment, k), independent of job order, worker count and mode:
+    the start state depends on the seed alone, so modes sharing k share their start."""
+    digest = hashlib.sha256(f"{base}|{garment_id}|{k}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1
 
 
@@ -98,7 +100,7 @@ def make_jobs(
                         mode_name,
                         allowed[k % len(allowed)],
                         k,
-                        episode_seed(base_seed, gid, mode.mode_id, k),
+                        episode_seed(base_seed, gid, k),
                     )
                 )
     return jobs
