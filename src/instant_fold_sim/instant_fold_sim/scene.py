@@ -203,6 +203,14 @@ class ClothScene:
         g.held = np.zeros(0, dtype=np.int32)
         g._ids = g._offsets = None
 
+    def command_gripper(self, arm: int, openness: float) -> None:
+        """Apply a commanded openness: closing an open gripper grasps, opening a closed one releases."""
+        g = self.grippers[arm]
+        if openness < 0.5 <= g.openness:
+            self.grasp(arm)
+        elif openness >= 0.5 > g.openness:
+            self.release(arm)
+
     # ------------------------------------------------------------------ stepping
 
     def step_frame(self, targets: np.ndarray | None = None) -> None:
