@@ -34,17 +34,22 @@ class SimFoldError(RuntimeError):
 
 @dataclass
 class LatencyProbe:
-    """Wall time from a camera frame's first arrival to the arrival of the chunk answering it."""
+    """Wall time from a camera frame's first arrival to the arrival of the chunk answering it.
+
+    Frames count once `armed` (the fold started), so start-up waiting is not counted.
+    """
 
     frames: dict[int, float] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list)
+    armed: bool = False
 
     @staticmethod
     def key(stamp) -> int:
         return stamp.sec * 1_000_000_000 + stamp.nanosec
 
     def on_frame(self, msg) -> None:
-        self.frames.setdefault(self.key(msg.header.stamp), time.monotonic())
+        if self.armed:
+            self.frames.setdefault(self.key(msg.header.stamp), time.monotonic())
 
     def on_command(self, msg) -> None:
         seen = self.frames.get(self.key(msg.header.stamp))
@@ -173,6 +178,7 @@ def run_fold(args: argparse.Namespace) -> dict:
                 if f.step % 10 == 0:
                     print(f"[sim_fold] query {f.step}: phase {f.phase}, gripper events {f.events_executed}", flush=True)
 
+            probe.armed = True
             handle = _wait(fold.send_goal_async(goal, feedback_callback=feedback), 60, "execute_fold goal")
             if not handle.accepted:
                 raise SimFoldError("the policy server rejected the fold goal")

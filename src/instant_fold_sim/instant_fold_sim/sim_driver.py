@@ -14,11 +14,12 @@ sim robot needs no calibration of its own.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
 from instant_fold_control.config import ArmConfig, RobotConfig
 from instant_fold_control.drivers.base import (
@@ -58,7 +59,7 @@ class SimLink:
         self._client = self._node.create_client(SimStep, self.service)
         self._executor = SingleThreadedExecutor()
         self._executor.add_node(self._node)
-        self._thread = threading.Thread(target=self._executor.spin, name="sim_driver_link", daemon=True)
+        self._thread = threading.Thread(target=self._spin, name="sim_driver_link", daemon=True)
         self._thread.start()
         if not self._client.wait_for_service(timeout_sec=wait_s):
             self.close()
@@ -69,6 +70,14 @@ class SimLink:
         assert self.state is not None
         self.target = self.state[:, :3].copy()
         self.openness = self.state[:, 3].copy()
+
+    def _spin(self) -> None:
+        executor = self._executor
+        if executor is None:
+            return
+        # Ctrl-C shuts the process's context down before the controller closes its drivers.
+        with contextlib.suppress(ExternalShutdownException):
+            executor.spin()
 
     def _call(self, until: float) -> None:
         if self._client is None:
