@@ -115,6 +115,13 @@ class ProcessRunner:
                 return r.spec.name, rc
         return None
 
+    def kill(self) -> None:
+        """SIGKILL every node now (a crash, as tests of the graph's fault handling need)."""
+        for r in self._running:
+            if r.process.poll() is None:
+                r.process.kill()
+                r.process.wait()
+
     def request_stop(self) -> None:
         """Ask `wait` to stop the graph (safe to call from a signal handler)."""
         self._stop.set()

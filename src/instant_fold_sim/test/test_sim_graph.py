@@ -8,7 +8,6 @@ the arms (the controller holds, the simulation waits), and a restarted server fo
 from __future__ import annotations
 
 import io
-import time
 from pathlib import Path
 
 import numpy as np
@@ -50,9 +49,10 @@ def demonstration(path: Path) -> Path:
 
 
 def test_sim_graph_folds_holds_when_the_policy_dies_and_resumes(tmp_path: Path, ros_env: dict[str, str]) -> None:
+    from rclpy.action import ActionClient
+
     from instant_fold_interfaces.action import ExecuteFold
     from instant_fold_interfaces.srv import SimStep
-    from rclpy.action import ActionClient
 
     policy_dir, tokenizer_dir = untrained_checkpoints(tmp_path / "models")
     demo = demonstration(tmp_path / "demo.safetensors")
@@ -110,9 +110,7 @@ def test_sim_graph_folds_holds_when_the_policy_dies_and_resumes(tmp_path: Path, 
             feedback: list = [None]
             fold(100, feedback)
             assert probe.spin_until(lambda: len(feedback) >= 4, 120), log.getvalue()
-            for r in policy._running:  # noqa: SLF001 - the test kills the server process outright
-                r.process.kill()
-                r.process.wait()
+            policy.kill()
             # The chunk in flight finishes (the random policy's far targets make the speed limit
             # add catch-up ticks: at most the workspace diagonal at max_speed, < 2 s simulated),
             # then simulated time and the arms stand still.
