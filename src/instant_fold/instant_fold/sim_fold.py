@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -169,9 +170,9 @@ def run_fold(args: argparse.Namespace) -> dict:
             node.create_subscription(Image, "camera/color", probe.on_frame, OBSERVATION_QOS)
             node.create_subscription(ClothTokens, "cloth/tokens", probe.on_tokens, OBSERVATION_QOS)
             node.create_subscription(ActionChunk, "arms/command", probe.on_command, COMMAND_QOS)
-            fold = ActionClient(node, ExecuteFold, "policy/execute_fold")
-            step = node.create_client(SimStep, "sim/step")
-            evaluate = node.create_client(EvaluateFold, "sim/evaluate")
+            fold: Any = ActionClient(node, ExecuteFold, "policy/execute_fold")
+            step: Any = node.create_client(SimStep, "sim/step")
+            evaluate: Any = node.create_client(EvaluateFold, "sim/evaluate")
             print(f"[sim_fold] starting the graph ({', '.join(n.name for n in graph.nodes)}); log: {out / 'graph.log'}")
             deadline = time.monotonic() + args.startup_timeout
             while not (fold.server_is_ready() and step.service_is_ready()):

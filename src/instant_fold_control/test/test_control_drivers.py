@@ -26,5 +26,7 @@ def test_sim_driver_comes_from_the_simulator_package_by_entry_point() -> None:
     """The controller does not depend on the simulator: `sim` is found through the entry point."""
     assert "sim" not in BUILTIN and "sim" in available_drivers()
     assert find_factory("sim").__module__ == "instant_fold_sim.sim_driver"
-    with pytest.raises(DriverError, match=r"driver 'nope' is not available; known drivers: \['dobot', 'franka', 'sim'\]"):
+    with pytest.raises(
+        DriverError, match=r"driver 'nope' is not available; known drivers: \['dobot', 'franka', 'sim'\]"
+    ):
         find_factory("nope")

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from typing import Any
 
 import numpy as np
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
 
 from instant_fold_control.config import ArmConfig, RobotConfig
 from instant_fold_control.drivers.base import (
@@ -45,8 +47,8 @@ class SimLink:
         self.openness = np.ones(2)
         self.state: np.ndarray | None = None  # [2, 4] camera frame, from the last answer
         self.sim_time = 0.0
-        self._node = None
-        self._client = None
+        self._node: Node | None = None
+        self._client: Any = None
         self._executor: SingleThreadedExecutor | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -55,10 +57,10 @@ class SimLink:
         if self._node is not None:
             return
         # Not the process's global arguments: those rename every node to the controller's name.
-        self._node = rclpy.create_node("sim_driver_link", use_global_arguments=False)
-        self._client = self._node.create_client(SimStep, self.service)
+        node = self._node = rclpy.create_node("sim_driver_link", use_global_arguments=False)
+        self._client = node.create_client(SimStep, self.service)
         self._executor = SingleThreadedExecutor()
-        self._executor.add_node(self._node)
+        self._executor.add_node(node)
         self._thread = threading.Thread(target=self._spin, name="sim_driver_link", daemon=True)
         self._thread.start()
         if not self._client.wait_for_service(timeout_sec=wait_s):

@@ -52,7 +52,7 @@ def test_cloth_pushed_into_the_table_stays_on_top(small_garment, cpu_small):
     tip = detect_keypoints(small_garment.vertices)[0]
     scene.grippers[0].position = scene.positions()[tip].copy()
     scene.grasp(0)
-    high = scene.grippers[0].position + [0.3, 0.0, 0.5]
+    high = scene.grippers[0].position + np.array([0.3, 0.0, 0.5])
     for _ in range(4):
         scene.step_frame([high, scene.grippers[1].position])
     below = high * [1.0, 1.0, 0.0] - [0.0, 0.0, 0.3]  # commanded 30 cm into the table in one frame
