@@ -82,7 +82,7 @@ def test_evaluation_cli_reports_train_and_heldout(episodes, checkpoint, tmp_path
         e.save((held_dir if i >= 4 else train_dir) / f"ep{i}.npz")
     out = tmp_path / "eval.json"
     args = ["--checkpoint", str(checkpoint), "--data", str(train_dir), "--heldout", str(held_dir)]
-    assert main([*args, "--samples", "8", "--out", str(out)]) == 0
+    assert main([*args, "--samples", "8", "--max-frames", "8", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     for split, n in (("train", 4), ("heldout", 2)):
         assert result[split]["episodes"] == n and result[split]["action_error_frames"] == 8

@@ -25,7 +25,8 @@ from instant_fold_core.policy.tokenize_episodes import tokenize_episode
 from instant_fold_core.policy.training import CHECKPOINT_DIR, train
 
 GARMENT = "proc:0"
-#: Episode seeds (start states); both give oracle errors < 0.1 for both modes on this garment.
+#: Start states k of the generator (`episode_seed(0, "proc_00000", k)`): both modes fold cleanly
+#: from these two (oracle errors 0.03-0.14); k = 0 is a failed mode-2 fold on this garment.
 STARTS = (1, 2)
 MODES = {
     "sleeves_down__bottom_up": ("top_left", "top_right"),
@@ -37,6 +38,7 @@ MODES = {
 def episodes():
     """{(start, mode): (Episode, TokenizedEpisode)} for both starts and both modes."""
     from instant_fold_sim.garments import resolve_garment
+    from instant_fold_sim.generate import episode_seed
     from instant_fold_sim.programs import resolve_mode
     from instant_fold_sim.rollout import preset
 
@@ -47,7 +49,7 @@ def episodes():
     out = {}
     for start in STARTS:
         for mode in MODES:
-            episode = run_episode_checked(garment, resolve_mode(mode), start, config)
+            episode = run_episode_checked(garment, resolve_mode(mode), episode_seed(0, "proc_00000", start), config)
             out[start, mode] = (episode, tokenize_episode(tokenizer, episode))
     return out
 
@@ -64,7 +66,7 @@ def run_episode_checked(garment, mode, seed, config):
 def trained(episodes, tmp_path_factory):
     cfg = policy_preset("cpu-small")
     cfg.train.frames = "moving"
-    cfg.train.steps, cfg.train.log_every, cfg.train.checkpoint_every = 1500, 100, 500
+    cfg.train.steps, cfg.train.noise_samples, cfg.train.log_every, cfg.train.checkpoint_every = 1200, 8, 100, 400
     out = tmp_path_factory.mktemp("policy")
     history = train(cfg.validate(), [tok for _, tok in episodes.values()], out, log=False)
     return history, out / CHECKPOINT_DIR

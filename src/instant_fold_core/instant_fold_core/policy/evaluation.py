@@ -103,7 +103,11 @@ def nearest_keypoints(points: np.ndarray, keypoints: np.ndarray, names: tuple[st
 
 
 def first_grasp_errors(
-    runner: PolicyRunner, queries: list[TokenizedEpisode], demos: list[TokenizedEpisode], seed: int = 0
+    runner: PolicyRunner,
+    queries: list[TokenizedEpisode],
+    demos: list[TokenizedEpisode],
+    seed: int = 0,
+    max_frames: int = 80,
 ) -> list[dict[str, Any]]:
     """Roll out every query episode with a demonstration of its garment and mode taken from `demos`
     (another episode: a different start state), and compare the first grasps with the expert's."""
@@ -119,7 +123,9 @@ def first_grasp_errors(
         runner.load_demonstration(
             demo.cloth_positions[kf], demo.cloth_features[kf], demo.gripper_state[kf], demo.cloth_valid[kf]
         )
-        rollout = rollout_first_grasp(runner, query, generator=torch.Generator().manual_seed(seed))
+        rollout = rollout_first_grasp(
+            runner, query, max_frames=max_frames, generator=torch.Generator().manual_seed(seed)
+        )
         error = np.linalg.norm(rollout.grasp - expert_first_grasp(query), axis=-1)
         results.append(
             {
@@ -154,6 +160,7 @@ def evaluate(
     heldout_dir: str | Path | None = None,
     samples: int = 256,
     seed: int = 0,
+    max_frames: int = 80,
 ) -> dict[str, Any]:
     """Action error (as `training.action_error`, every frame, no augmentation) and first-grasp rollouts
     on the training episodes and, when given, on held-out episodes (demonstrations from training)."""
@@ -179,7 +186,7 @@ def evaluate(
         # garment and mode, i.e. from training episodes (other start states).
         errors = [action_error(policy, dataset, pick[i : i + 64], seed) for i in range(0, len(pick), 64)]
         weights = [len(pick[i : i + 64]) for i in range(0, len(pick), 64)]
-        grasps = first_grasp_errors(runner, episodes, train_eps, seed)
+        grasps = first_grasp_errors(runner, episodes, train_eps, seed, max_frames)
         out[split] = {
             "episodes": len(episodes),
             "action_error_cm": float(np.average(errors, weights=weights)) * 100,
@@ -201,10 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", help="tokenised held-out episodes (*.npz)")
     parser.add_argument("--samples", type=int, default=256, help="frames per split for the action error")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-frames", type=int, default=80, help="rollout budget (frames) for the first grasps")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
     try:
-        result = evaluate(args.checkpoint, args.data, args.heldout, args.samples, args.seed)
+        result = evaluate(args.checkpoint, args.data, args.heldout, args.samples, args.seed, args.max_frames)
     except (PolicyDataError, CheckpointError) as exc:
         print(f"evaluate_policy: {exc}", file=sys.stderr)
         return 2
