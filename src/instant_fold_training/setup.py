@@ -21,6 +21,8 @@ setup(
         "console_scripts": [
             "pretrain_encoder = instant_fold_training.pretrain_encoder:main",
             "train_policy = instant_fold_training.train_policy:main",
+            "tokenize_episodes = instant_fold_training.tokenize_episodes:main",
+            "evaluate_policy = instant_fold_training.evaluate_policy:main",
         ],
     },
 )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.policy.configuration import TrainingConfig
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, chunk_targets, collate
-from instant_fold_core.policy.dataset import PolicyDataset, mode_ids, occlude_tokens, recovery_targets
+from instant_fold_core.policy.dataset import PolicyDataset, mode_ids, moving_frames, occlude_tokens, recovery_targets
 from instant_fold_core.policy.synthetic import MODES, make_episode, synthetic_episodes
 
 
@@ -92,6 +94,35 @@ def test_dataset_pairs_each_sample_with_a_sibling_demonstration(episodes):
         np.testing.assert_array_equal(sample.demo_gripper_state, demo.gripper_state[demo.keyframes])
         np.testing.assert_array_equal(sample.cloth_positions, episodes[ep_idx].cloth_positions[t])
         assert sample.mode_id == ds.mode_ids[episodes[ep_idx].meta["mode"]]
+
+
+def with_holds(episode: TokenizedEpisode) -> TokenizedEpisode:
+    """The episode with its arms frozen on frames 0-4 (a hold before the first move) and 10-14 (a
+    wait before closing the gripper at frame 15), as the simulator records while the cloth settles."""
+    gs = episode.gripper_state.copy()
+    gs[:5] = gs[0]
+    gs[10:15] = gs[10]
+    gs[15:, 0, 3] = 1 - gs[15:, 0, 3]  # a gripper change is a move even without motion
+    gs[15, :, :3] = gs[14, :, :3]
+    return dataclasses.replace(episode, gripper_state=gs).validate()
+
+
+def test_moving_frames_keep_only_the_last_frame_of_each_hold(episodes):
+    e = with_holds(episodes[0])
+    kept = moving_frames(e)
+    assert 4 in kept and 14 in kept  # the last hold frames: their chunk starts the next move
+    assert not set(range(4)) & set(kept) and not set(range(10, 14)) & set(kept)
+    assert e.num_frames - 1 not in kept
+    # No two kept frames share an arm state (within 1 mm) unless their chunks agree.
+    states = e.gripper_state[kept].reshape(len(kept), -1)
+    for i, t in enumerate(kept):
+        same = kept[np.linalg.norm(states - states[i], axis=1) < 1e-3]
+        chunks = [chunk_targets(e, int(u), 4)[0] for u in same]
+        assert all(np.allclose(c, chunks[0], atol=1e-3) for c in chunks), t
+    ds = PolicyDataset([e, *episodes[1:]], 4, TrainingConfig(frames="moving"))
+    assert [t for i, t in ds.index if i == 0] == kept.tolist()
+    full = PolicyDataset([e, *episodes[1:]], 4, TrainingConfig())
+    assert len(full) == sum(x.num_frames for x in episodes) > len(ds)
 
 
 def test_dataset_augmentations_are_applied_at_their_rates(episodes):

@@ -433,3 +433,33 @@ def test_demo_conditioning_plot(episodes, tmp_path):
     path = plot_demo_conditioning(runner, episodes[0], 0, demos, tmp_path / "cond.png", experts)
     assert path.stat().st_size > 10_000
     np.testing.assert_allclose(experts["A"].chunk[-1], episodes[0].action[3, :, :3], atol=1e-6)
+
+
+def test_noise_repeats_share_the_scene_and_equal_a_repeated_batch(episodes):
+    """repeats = R gives exactly the loss of the batch with every sample repeated R times."""
+    policy, dataset = make_policy(small_config(), episodes)
+    g = torch.Generator().manual_seed(3)
+    r, h = 2, policy.cfg.horizon
+    t = torch.rand(3 * r, generator=g)
+    noise = (torch.randn(3 * r, h, 2, 3, generator=g), torch.randn(3 * r, 2, 3, generator=g))
+    # Same demonstration draw for a sample and its copy: one generator seed per sample.
+    direct = collate([dataset.sample(i, np.random.default_rng(i)) for i in (0, 1, 2)])
+    repeated = collate([dataset.sample(i, np.random.default_rng(i)) for i in (0, 0, 1, 1, 2, 2)])
+    shared = policy.compute_loss(direct, t=t, noise=noise, repeats=r)
+    reference = policy.compute_loss(repeated, t=t, noise=noise)
+    for key in reference:
+        torch.testing.assert_close(shared[key], reference[key], atol=1e-5, rtol=1e-5)
+    assert shared["loss"].requires_grad
+
+
+def test_yaml_overrides_a_preset(tmp_path):
+    (tmp_path / "run.yaml").write_text("preset: cpu-small\ntrain: {steps: 7, noise_samples: 4, frames: moving}\n")
+    cfg = load_config(tmp_path / "run.yaml")
+    assert cfg.name == "cpu-small" and cfg.model == preset("cpu-small").model
+    assert (cfg.train.steps, cfg.train.noise_samples, cfg.train.frames, cfg.train.lr) == (7, 4, "moving", 2e-3)
+    (tmp_path / "bad.yaml").write_text("preset: cpu-small\ntrain: {frames: some}\n")
+    with pytest.raises(ConfigError, match=r"train\.frames"):
+        load_config(tmp_path / "bad.yaml")
+    (tmp_path / "bad2.yaml").write_text("preset: cpu-small\ntrain: {noise_samples: 0}\n")
+    with pytest.raises(ConfigError, match=r"train\.noise_samples"):
+        load_config(tmp_path / "bad2.yaml")

@@ -1,5 +1,6 @@
-"""Offline command-line tools: pretrain the cloth encoder, train the policy (torchrun-ready).
+"""Offline command-line tools: pretrain the cloth encoder, tokenise episode stores, train the policy (torchrun).
 
-The training loops live in instant_fold_core (encoder/training.py, policy/training.py) so they
-can be imported and tested without ROS; these modules are their command-line entry points.
+The logic lives in instant_fold_core (encoder/training.py, policy/training.py,
+policy/tokenize_episodes.py) so it can be imported and tested without ROS; these modules are
+their command-line entry points.
 """

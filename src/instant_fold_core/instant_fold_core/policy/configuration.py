@@ -102,6 +102,10 @@ class PolicyConfig:
         return (2 if self.use_keypose_aux else 0) + 2 * self.horizon
 
 
+#: Values of `TrainingConfig.frames`.
+FRAME_SELECTIONS: tuple[str, ...] = ("all", "moving")
+
+
 @dataclass
 class TrainingConfig:
     """Optimisation and augmentation (appendix D/E). Choices the paper leaves open are documented."""
@@ -119,6 +123,14 @@ class TrainingConfig:
     #: Probability of occluding the current observation's cloth tokens around the grippers.
     occlusion_prob: float = 0.0
     occlusion_radius_m: float = 0.03
+    #: Flow-matching draws (t, noise) per sample and step. They share the demonstration encoding and
+    #: scene fusion (most of a step's cost), so more draws cut the variance of the flow loss cheaply.
+    noise_samples: int = 1
+    #: Which frames are training samples. "all"; or "moving": frames from which an arm moves or its
+    #: gripper changes towards the next frame. "moving" drops hold frames (arms waiting for the cloth
+    #: to settle) except the last of each hold: during a hold one frame looks like the next, but the
+    #: chunk depends on how long the wait has lasted, which no single frame shows (docs/policy.md).
+    frames: str = "all"
     #: Mixed precision (bf16 autocast) when training on CUDA.
     amp: bool = True
     seed: int = 0
@@ -126,7 +138,7 @@ class TrainingConfig:
     checkpoint_every: int = 5000
 
     def validate(self) -> TrainingConfig:
-        for name in ("batch_size", "steps", "log_every", "checkpoint_every"):
+        for name in ("batch_size", "steps", "log_every", "checkpoint_every", "noise_samples"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"train.{name}: must be positive, got {getattr(self, name)}")
         for name in ("recovery_prob", "occlusion_prob", "ema_decay"):
@@ -134,6 +146,8 @@ class TrainingConfig:
                 raise ConfigError(f"train.{name}: must be in [0, 1], got {getattr(self, name)}")
         if self.lr <= 0:
             raise ConfigError(f"train.lr: must be positive, got {self.lr}")
+        if self.frames not in FRAME_SELECTIONS:
+            raise ConfigError(f"train.frames: expected one of {FRAME_SELECTIONS}, got {self.frames!r}")
         return self
 
 
@@ -169,10 +183,20 @@ class InstantFoldPolicyConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> InstantFoldPolicyConfig:
+        """A YAML file; with a top-level `preset: NAME` its `model`/`train` keys override that preset."""
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"policy config: no such file {path}")
-        return cls.from_dict(yaml.safe_load(path.read_text()) or {})
+        data = yaml.safe_load(path.read_text()) or {}
+        if isinstance(data, dict) and "preset" in data:
+            base = preset(str(data.pop("preset"))).to_dict()
+            for section in ("model", "train"):
+                overrides = data.get(section, {})
+                if not isinstance(overrides, dict):
+                    raise ConfigError(f"{section}: expected a mapping, got {type(overrides).__name__}")
+                base[section].update(overrides)
+            data = {**base, **{k: v for k, v in data.items() if k not in ("model", "train")}}
+        return cls.from_dict(data)
 
     def to_yaml(self, path: str | Path) -> None:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))

@@ -39,19 +39,21 @@ class PolicyDataset:
             [j for j in groups[(str(e.meta["garment_id"]), str(e.meta["mode"]))] if j != i] or [i]
             for i, e in enumerate(episodes)
         ]
-        self.index = [(i, t) for i, e in enumerate(episodes) for t in range(e.num_frames)]
+        select = moving_frames if self.train.frames == "moving" else (lambda e: np.arange(e.num_frames))
+        self.index = [(i, int(t)) for i, e in enumerate(episodes) for t in select(e)]
+        if not self.index:
+            raise PolicyDataError(f"PolicyDataset: no training frame left (train.frames={self.train.frames!r})")
 
     def __len__(self) -> int:
         return len(self.index)
 
     def calibrate(self, normalizers: ActionNormalizers) -> ActionNormalizers:
-        """Fit both min-max normalisers on every target of the dataset (without augmentation)."""
+        """Fit both min-max normalisers on every target of the dataset's frames (without augmentation)."""
         deltas, keyposes = [], []
-        for e in self.episodes:
-            for t in range(e.num_frames):
-                d, _, k, _ = chunk_targets(e, t, self.horizon)
-                deltas.append(d)
-                keyposes.append(k)
+        for i, t in self.index:
+            d, _, k, _ = chunk_targets(self.episodes[i], t, self.horizon)
+            deltas.append(d)
+            keyposes.append(k)
         if self.train.recovery_prob > 0:
             # Recovery chunks move back by up to the perturbation spread over the horizon.
             r = self.train.recovery_noise_m / self.horizon
@@ -90,6 +92,18 @@ class PolicyDataset:
             kp_grip,
             self.mode_ids[str(episode.meta["mode"])],
         )
+
+
+def moving_frames(episode: TokenizedEpisode, tol_m: float = 1e-3) -> np.ndarray:
+    """Frames t < T - 1 from which some arm moves by more than `tol_m` or changes its gripper by frame t + 1.
+
+    Of a hold (consecutive frames with the same arm state) only the last frame is kept: its chunk
+    starts the next move, and no kept frame shares its state with a different chunk.
+    """
+    gs = episode.gripper_state
+    moved = np.linalg.norm(np.diff(gs[:, :, :3], axis=0), axis=-1) > tol_m
+    toggled = np.diff(gs[:, :, 3], axis=0) != 0
+    return np.flatnonzero((moved | toggled).any(axis=1))
 
 
 def mode_ids(episodes: list[TokenizedEpisode]) -> dict[str, int]:

@@ -244,7 +244,6 @@ class PolicyRunner:
         self._context = self.policy.encode_context(demo)
 
     @torch.inference_mode()
-    @torch.inference_mode()
     def load_mode(self, mode: int | str) -> None:
         """Language-conditioned variant: condition on a folding mode (id, or name seen in training)."""
         if self.cfg.conditioning != "language":

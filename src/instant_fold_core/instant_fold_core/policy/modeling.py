@@ -66,6 +66,17 @@ class SceneCache:
     #: AdaLN modulations per Euler step (one [B, 6W] per decoder block), when the schedule is known.
     schedule: list[list[torch.Tensor]] | None = None
 
+    def repeat(self, repeats: int) -> SceneCache:
+        """Each batch element `repeats` times in a row (several noise draws per fused scene)."""
+        if self.schedule is not None:
+            raise ValueError("SceneCache.repeat: a scene with a precomputed Euler schedule is not repeated")
+
+        def rep(x: torch.Tensor) -> torch.Tensor:
+            return x.repeat_interleave(repeats, 0)
+
+        kv = [KeyValue(rep(c.k), rep(c.v), rep(c.bias)) for c in self.context_kv]
+        return SceneCache(kv, rep(self.proprio), rep(self.current_xyz))
+
 
 class InstantFoldPolicy(nn.Module):
     def __init__(self, cfg: PolicyConfig) -> None:
@@ -177,9 +188,18 @@ class InstantFoldPolicy(nn.Module):
         t: torch.Tensor | None = None,
         noise: tuple[torch.Tensor, torch.Tensor] | None = None,
         generator: torch.Generator | None = None,
+        repeats: int = 1,
     ) -> dict[str, torch.Tensor]:
-        """Rectified flow (z_t = (1-t) x + t eps, target eps - x) + gripper BCE, keypose auxiliary x weight."""
-        x_traj, x_kp = self.normalized_targets(batch.target)
+        """Rectified flow (z_t = (1-t) x + t eps, target eps - x) + gripper BCE, keypose auxiliary x weight.
+
+        `repeats` draws of (t, noise) per sample share one demonstration encoding and scene fusion,
+        the expensive part of a step, so the flow loss is averaged over more noise levels at little
+        extra cost (`t` and `noise`, when given, then have B * repeats rows, sample-major).
+        """
+        x_traj, x_kp = (x.repeat_interleave(repeats, 0) for x in self.normalized_targets(batch.target))
+        traj_gripper, keypose_gripper = (
+            x.repeat_interleave(repeats, 0) for x in (batch.target.traj_gripper, batch.target.keypose_gripper)
+        )
         b = x_traj.shape[0]
         if t is None:
             t = torch.rand(b, generator=generator, device="cpu").to(x_traj.device)
@@ -192,18 +212,18 @@ class InstantFoldPolicy(nn.Module):
         z_traj = (1 - t[:, None, None, None]) * x_traj + t[:, None, None, None] * eps_traj
         z_kp = (1 - t[:, None, None]) * x_kp + t[:, None, None] * eps_kp
         scene = self.prepare_scene(batch.obs, self.encode_context(batch.demo))
+        if repeats > 1:
+            scene = scene.repeat(repeats)
         out = self.velocity(scene, z_traj, z_kp if self.cfg.use_keypose_aux else None, t)
         losses = {
             "flow": F.mse_loss(out.traj_velocity.float(), (eps_traj - x_traj).float()),
-            "gripper": F.binary_cross_entropy_with_logits(
-                out.traj_gripper_logit.float(), batch.target.traj_gripper.float()
-            ),
+            "gripper": F.binary_cross_entropy_with_logits(out.traj_gripper_logit.float(), traj_gripper.float()),
         }
         total = losses["flow"] + losses["gripper"]
         if self.cfg.use_keypose_aux:
             losses["keypose_flow"] = F.mse_loss(out.keypose_velocity.float(), (eps_kp - x_kp).float())
             losses["keypose_gripper"] = F.binary_cross_entropy_with_logits(
-                out.keypose_gripper_logit.float(), batch.target.keypose_gripper.float()
+                out.keypose_gripper_logit.float(), keypose_gripper.float()
             )
             total = total + self.cfg.keypose_loss_weight * (losses["keypose_flow"] + losses["keypose_gripper"])
         losses["loss"] = total
@@ -215,9 +235,10 @@ class InstantFoldPolicy(nn.Module):
         t: torch.Tensor | None = None,
         noise: tuple[torch.Tensor, torch.Tensor] | None = None,
         generator: torch.Generator | None = None,
+        repeats: int = 1,
     ) -> dict[str, torch.Tensor]:
         """Training forward (what DDP wraps): the losses of `compute_loss`."""
-        return self.compute_loss(batch, t, noise, generator)
+        return self.compute_loss(batch, t, noise, generator, repeats)
 
     # ------------------------------------------------------------------ persistence
     def save_pretrained(

@@ -240,7 +240,7 @@ def train(
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, step)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-            losses = model(batch, generator=gen)
+            losses = model(batch, generator=gen, repeats=tr.noise_samples)
         optimizer.zero_grad(set_to_none=True)
         losses["loss"].backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), tr.grad_clip)

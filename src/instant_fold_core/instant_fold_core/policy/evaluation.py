@@ -1,0 +1,232 @@
+"""Offline checks of a trained policy on tokenised episodes: where do its first grasps land?
+
+The first grasps decide a fold: an arm that closes on the wrong keypoint folds the wrong part.
+`rollout_first_grasp` runs the policy the way the simulator loop does (H-step chunks, the first
+`execute_steps` executed, the arm state fed back) from a frame before any contact, until each arm
+closes its gripper. Before the first contact the cloth does not depend on the arms, so the
+episode's own recorded cloth frames are exactly what the policy would observe; no simulator is
+needed. The result is compared with the expert's grasp points (and, where the episode's semantic
+keypoints are at hand, with the keypoints the mode grasps).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from instant_fold_core.checkpoint import CheckpointError
+from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
+from instant_fold_core.policy.inference import PolicyRunner
+
+
+def first_close_frames(gripper_state: np.ndarray) -> np.ndarray:
+    """Per arm, the first frame whose gripper is closed (openness < 0.5), -1 if it never closes."""
+    closed = np.asarray(gripper_state)[:, :, 3] < 0.5
+    return np.array([int(np.argmax(c)) if c.any() else -1 for c in closed.T])
+
+
+def expert_first_grasp(episode: TokenizedEpisode) -> np.ndarray:
+    """[2, 3] position of each arm when it first closes in the recorded episode (NaN if never)."""
+    frames = first_close_frames(episode.gripper_state)
+    out = np.full((2, 3), np.nan, np.float32)
+    for arm, f in enumerate(frames):
+        if f >= 0:
+            out[arm] = episode.gripper_state[f, arm, :3]
+    return out
+
+
+def first_moving_frame(episode: TokenizedEpisode, tol_m: float = 1e-3) -> int:
+    """The first frame from which an arm moves (the end of the initial hold), 0 if none moves."""
+    step = np.linalg.norm(np.diff(episode.gripper_state[:, :, :3], axis=0), axis=-1)
+    moving = np.flatnonzero((step > tol_m).any(axis=1))
+    return int(moving[0]) if moving.size else 0
+
+
+@dataclass
+class GraspRollout:
+    """grasp [2, 3]: executed target at which each arm first closed (NaN if it did not within the
+    budget); frames [2]: frame of that closure (-1); path [F, 2, 4]: every executed target."""
+
+    grasp: np.ndarray
+    frames: np.ndarray
+    path: np.ndarray
+
+
+def rollout_first_grasp(
+    runner: PolicyRunner,
+    episode: TokenizedEpisode,
+    start: int | None = None,
+    max_frames: int = 80,
+    generator: torch.Generator | None = None,
+) -> GraspRollout:
+    """Run the loaded policy from `episode`'s frame `start` (default: the end of the initial hold)
+    until both arms have closed once or `max_frames` frames were executed.
+
+    Cloth observation at rollout frame f: the episode's frame min(f, c - 1), c = the expert's first
+    closure (the cloth is untouched until then, so this is what the policy would see). The arm state
+    is the previous executed target, as in the simulator loop where targets are reached next frame.
+    """
+    contact = first_close_frames(episode.gripper_state)
+    contact = int(contact[contact >= 0].min()) if (contact >= 0).any() else episode.num_frames
+    start = first_moving_frame(episode) if start is None else start
+    if not 0 <= start < contact:
+        raise PolicyDataError(f"start: frame {start} is not before the first grasp (frame {contact})")
+    state = episode.gripper_state[start].astype(np.float32).copy()
+    grasp = np.full((2, 3), np.nan, np.float32)
+    frames = np.full(2, -1)
+    path: list[np.ndarray] = []
+    frame = start
+    while frame - start < max_frames and (frames < 0).any():
+        c = min(frame, contact - 1)
+        chunk = runner.predict(
+            episode.cloth_positions[c], episode.cloth_features[c], state, episode.cloth_valid[c], generator=generator
+        )
+        for target in chunk.executable():
+            frame += 1
+            path.append(target)
+            for arm in np.flatnonzero((frames < 0) & (target[:, 3] < 0.5)):
+                grasp[arm], frames[arm] = target[arm, :3], frame
+            state = target.astype(np.float32)
+    return GraspRollout(grasp, frames, np.stack(path))
+
+
+def nearest_keypoints(points: np.ndarray, keypoints: np.ndarray, names: tuple[str, ...]) -> list[str]:
+    """Name of the keypoint ([K, 3], `names` order) nearest to each point ([P, 3]); '-' for NaN points."""
+    out = []
+    for p in np.asarray(points):
+        out.append("-" if np.isnan(p).any() else names[int(np.argmin(np.linalg.norm(keypoints - p, axis=-1)))])
+    return out
+
+
+def first_grasp_errors(
+    runner: PolicyRunner,
+    queries: list[TokenizedEpisode],
+    demos: list[TokenizedEpisode],
+    seed: int = 0,
+    max_frames: int = 80,
+) -> list[dict[str, Any]]:
+    """Roll out every query episode with a demonstration of its garment and mode taken from `demos`
+    (another episode: a different start state), and compare the first grasps with the expert's."""
+    results = []
+    for query in queries:
+        key = (query.meta["garment_id"], query.meta["mode"])
+        name = query.meta.get("episode_name")
+        pool = [d for d in demos if (d.meta["garment_id"], d.meta["mode"]) == key and d is not query]
+        if not pool:
+            continue
+        demo = pool[0]
+        kf = demo.keyframes
+        runner.load_demonstration(
+            demo.cloth_positions[kf], demo.cloth_features[kf], demo.gripper_state[kf], demo.cloth_valid[kf]
+        )
+        rollout = rollout_first_grasp(
+            runner, query, max_frames=max_frames, generator=torch.Generator().manual_seed(seed)
+        )
+        error = np.linalg.norm(rollout.grasp - expert_first_grasp(query), axis=-1)
+        results.append(
+            {
+                "query": name,
+                "demo": demo.meta.get("episode_name"),
+                "mode": key[1],
+                "grasp_error_cm": [None if np.isnan(e) else round(float(e) * 100, 2) for e in error],
+                "closed_at_frame": rollout.frames.tolist(),
+            }
+        )
+    return results
+
+
+def summarize_grasps(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean first-grasp error over arms that closed, closure rate and share of arms within 5 / 10 cm."""
+    errors = np.array([np.nan if e is None else e for r in results for e in r["grasp_error_cm"]], float)
+    if errors.size == 0:
+        return {"arms": 0}
+    closed = ~np.isnan(errors)
+    return {
+        "arms": int(errors.size),
+        "closed": float(closed.mean()),
+        "mean_error_cm": float(np.nanmean(errors)) if closed.any() else float("nan"),
+        "within_5cm": float((np.nan_to_num(errors, nan=np.inf) < 5).mean()),
+        "within_10cm": float((np.nan_to_num(errors, nan=np.inf) < 10).mean()),
+    }
+
+
+def evaluate(
+    checkpoint: str | Path,
+    train_dir: str | Path,
+    heldout_dir: str | Path | None = None,
+    samples: int = 256,
+    seed: int = 0,
+    max_frames: int = 80,
+) -> dict[str, Any]:
+    """Action error (as `training.action_error`, every frame, no augmentation) and first-grasp rollouts
+    on the training episodes and, when given, on held-out episodes (demonstrations from training)."""
+    from instant_fold_core.policy.configuration import TrainingConfig
+    from instant_fold_core.policy.dataset import PolicyDataset
+    from instant_fold_core.policy.modeling import InstantFoldPolicy
+    from instant_fold_core.policy.training import action_error, load_episodes
+
+    policy, cfg = InstantFoldPolicy.from_pretrained(checkpoint)
+    train_eps = load_episodes(str(train_dir), None, cfg)
+    held = load_episodes(str(heldout_dir), None, cfg) if heldout_dir else []
+    dataset = PolicyDataset(train_eps + held, cfg.model.horizon, TrainingConfig())
+    rng = np.random.default_rng(seed)
+    runner = PolicyRunner(policy)
+    out: dict[str, Any] = {"checkpoint": str(checkpoint), "seed": seed}
+    for split, episodes in (("train", train_eps), ("heldout", held)):
+        if not episodes:
+            continue
+        ids = {id(e) for e in episodes}
+        frames = [i for i, (e, _) in enumerate(dataset.index) if id(dataset.episodes[e]) in ids]
+        pick = sorted(rng.choice(frames, min(samples, len(frames)), replace=False).tolist())
+        # Held-out samples take their context demonstration among the other episodes of the same
+        # garment and mode, i.e. from training episodes (other start states).
+        errors = [action_error(policy, dataset, pick[i : i + 64], seed) for i in range(0, len(pick), 64)]
+        weights = [len(pick[i : i + 64]) for i in range(0, len(pick), 64)]
+        grasps = first_grasp_errors(runner, episodes, train_eps, seed, max_frames)
+        out[split] = {
+            "episodes": len(episodes),
+            "action_error_cm": float(np.average(errors, weights=weights)) * 100,
+            "action_error_frames": len(pick),
+            "first_grasp": summarize_grasps(grasps),
+            "first_grasp_episodes": grasps,
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(prog="evaluate_policy", description=__doc__.split("\n")[0])
+    parser.add_argument("--checkpoint", required=True, help="InstantFoldPolicy.save_pretrained directory")
+    parser.add_argument("--data", required=True, help="tokenised training episodes (*.npz)")
+    parser.add_argument("--heldout", help="tokenised held-out episodes (*.npz)")
+    parser.add_argument("--samples", type=int, default=256, help="frames per split for the action error")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-frames", type=int, default=80, help="rollout budget (frames) for the first grasps")
+    parser.add_argument("--out", help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    try:
+        result = evaluate(args.checkpoint, args.data, args.heldout, args.samples, args.seed, args.max_frames)
+    except (PolicyDataError, CheckpointError) as exc:
+        print(f"evaluate_policy: {exc}", file=sys.stderr)
+        return 2
+    for split in ("train", "heldout"):
+        if split in result:
+            r = result[split]
+            print(
+                f"{split}: {r['episodes']} episodes, action error {r['action_error_cm']:.2f} cm "
+                f"({r['action_error_frames']} frames), first grasp {json.dumps(r['first_grasp'])}"
+            )
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""First-grasp rollouts and the evaluation CLI (real cpu-small policy, synthetic tokenised episodes)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from instant_fold_core.policy.configuration import preset
+from instant_fold_core.policy.data import PolicyDataError
+from instant_fold_core.policy.evaluation import (
+    expert_first_grasp,
+    first_close_frames,
+    first_moving_frame,
+    main,
+    rollout_first_grasp,
+)
+from instant_fold_core.policy.inference import PolicyRunner
+from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
+from instant_fold_core.policy.training import CHECKPOINT_DIR, train
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    m = preset("cpu-small").model
+    return synthetic_episodes(1, tuple(MODES)[:2], 2, m.cloth_feature_dim, m.num_cloth_tokens)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(episodes, tmp_path_factory):
+    cfg = preset("cpu-small")
+    cfg.train.steps, cfg.train.batch_size, cfg.train.log_every, cfg.train.checkpoint_every = 4, 4, 4, 4
+    out = tmp_path_factory.mktemp("run")
+    train(cfg.validate(), episodes, out, log=False)
+    return out / CHECKPOINT_DIR
+
+
+def test_expert_first_grasp_is_where_each_gripper_first_closes(episodes):
+    e = episodes[0]
+    frames = first_close_frames(e.gripper_state)
+    for arm, f in enumerate(frames):
+        assert e.gripper_state[f, arm, 3] < 0.5 and (e.gripper_state[:f, arm, 3] >= 0.5).all()
+        np.testing.assert_array_equal(expert_first_grasp(e)[arm], e.gripper_state[f, arm, :3])
+    gs = e.gripper_state.copy()
+    gs[..., 3] = 1.0
+    assert first_close_frames(gs).tolist() == [-1, -1]
+    assert 0 <= first_moving_frame(e) < frames.min()
+
+
+def test_rollout_feeds_back_executed_targets_until_the_grippers_close(episodes, checkpoint):
+    runner = PolicyRunner.from_checkpoint(checkpoint)
+    demo = episodes[1]
+    runner.load_demonstration(
+        demo.cloth_positions[demo.keyframes], demo.cloth_features[demo.keyframes], demo.gripper_state[demo.keyframes]
+    )
+    rollout = rollout_first_grasp(runner, episodes[0], max_frames=12, generator=torch.Generator().manual_seed(0))
+    steps = runner.cfg.execute_steps
+    assert rollout.path.shape[1:] == (2, 4) and rollout.path.shape[0] % steps == 0
+    assert rollout.path.shape[0] <= 12 + steps - 1
+    start = first_moving_frame(episodes[0])
+    for arm in range(2):
+        if rollout.frames[arm] >= 0:  # the recorded grasp is the first executed closed target
+            k = rollout.frames[arm] - start - 1
+            np.testing.assert_array_equal(rollout.grasp[arm], rollout.path[k, arm, :3])
+            assert rollout.path[k, arm, 3] == 0 and (rollout.path[:k, arm, 3] == 1).all()
+        else:
+            assert np.isnan(rollout.grasp[arm]).all() and (rollout.path[:, arm, 3] == 1).all()
+    contact = first_close_frames(episodes[0].gripper_state).min()
+    with pytest.raises(PolicyDataError, match="not before the first grasp"):
+        rollout_first_grasp(runner, episodes[0], start=int(contact))
+
+
+def test_evaluation_cli_reports_train_and_heldout(episodes, checkpoint, tmp_path, capsys):
+    train_dir, held_dir = tmp_path / "train", tmp_path / "held"
+    train_dir.mkdir()
+    held_dir.mkdir()
+    m = preset("cpu-small").model
+    three = synthetic_episodes(1, tuple(MODES)[:2], 3, m.cloth_feature_dim, m.num_cloth_tokens)
+    for i, e in enumerate(three):  # start state 2 of both modes is held out
+        e.save((held_dir if i >= 4 else train_dir) / f"ep{i}.npz")
+    out = tmp_path / "eval.json"
+    args = ["--checkpoint", str(checkpoint), "--data", str(train_dir), "--heldout", str(held_dir)]
+    assert main([*args, "--samples", "8", "--max-frames", "8", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    for split, n in (("train", 4), ("heldout", 2)):
+        assert result[split]["episodes"] == n and result[split]["action_error_frames"] == 8
+        assert np.isfinite(result[split]["action_error_cm"])
+        # Every episode is rolled out with a demonstration of its garment and mode from another start.
+        assert len(result[split]["first_grasp_episodes"]) == n
+    assert "heldout: 2 episodes" in capsys.readouterr().out
+    assert main(["--checkpoint", str(tmp_path), "--data", str(train_dir)]) == 2
