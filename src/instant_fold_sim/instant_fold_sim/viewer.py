@@ -48,10 +48,15 @@ def annotate(ep: Episode, t: int, label: str | None = None) -> Image.Image:
     return img
 
 
-def keyframe_strip(ep: Episode, path: str | Path) -> Path:
-    """PNG strip of the keyframes, the mode name and variant in the first panel."""
+def keyframe_strip(ep: Episode, path: str | Path, max_panels: int = 16) -> Path:
+    """PNG strip of the keyframes, the mode name and variant in the first panel; at most
+    `max_panels` of them, evenly spread with the first and the last kept (a hesitant policy
+    rollout can have hundreds of gripper events)."""
     title = f"{ep.meta.get('mode', '?')} [{ep.meta.get('variant', '')}]"
-    panels = [annotate(ep, int(t), title if i == 0 else f"t={int(t)}") for i, t in enumerate(ep.keyframes)]
+    keyframes = ep.keyframes
+    if len(keyframes) > max_panels:
+        keyframes = keyframes[np.unique(np.linspace(0, len(keyframes) - 1, max_panels).round().astype(int))]
+    panels = [annotate(ep, int(t), title if i == 0 else f"t={int(t)}") for i, t in enumerate(keyframes)]
     strip = Image.new("RGB", (sum(p.width for p in panels), panels[0].height))
     x = 0
     for p in panels:
