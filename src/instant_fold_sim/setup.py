@@ -35,6 +35,9 @@ setup(
         "console_scripts": [
             "generate = instant_fold_sim.generate:main",
             "viewer = instant_fold_sim.viewer:main",
-        ]
+            "sim_node = instant_fold_sim.sim_node:main",
+        ],
+        # The lock-stepped `sim` robot driver, found by the controller by name.
+        "instant_fold_control.drivers": ["sim = instant_fold_sim.sim_driver:make_robot"],
     },
 )

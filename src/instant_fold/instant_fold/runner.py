@@ -7,6 +7,7 @@ and SIGKILL after grace periods. When a node marked `required` exits, the others
 the runner returns that node's exit code.
 
 Usage:  python -m instant_fold.runner <graph name or file> [--params-file extra.yaml ...]
+        python -m instant_fold.runner fold robot:=sim demo:=demo.safetensors ...   (fold.launch.py's arguments)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml, parse_launch_arguments
 from instant_fold.graph import GraphError, GraphSpec, NodeSpec, find_graph, load_graph
 
 
@@ -103,6 +106,22 @@ class ProcessRunner:
         self._running.append(_Running(node, process, pump))
         self.output.write(f"[runner] started {node.name} (pid {process.pid})\n")
 
+    def exited_required(self) -> tuple[str, int] | None:
+        """(name, exit code) of a required node that has exited, for callers that supervise
+        the graph themselves instead of calling `wait`."""
+        for r in self._running:
+            rc = r.process.poll()
+            if rc is not None and r.spec.required:
+                return r.spec.name, rc
+        return None
+
+    def kill(self) -> None:
+        """SIGKILL every node now (a crash, as tests of the graph's fault handling need)."""
+        for r in self._running:
+            if r.process.poll() is None:
+                r.process.kill()
+                r.process.wait()
+
     def request_stop(self) -> None:
         """Ask `wait` to stop the graph (safe to call from a signal handler)."""
         self._stop.set()
@@ -151,21 +170,37 @@ class ProcessRunner:
         return failures[0] if failures else 0
 
 
+def load_graph_with_arguments(name: str, arguments: Sequence[str], params_dir: Path) -> tuple[GraphSpec, list[Path]]:
+    """A graph file, or the fold graph built from `name:=value` arguments (its parameter file is
+    written to `params_dir`)."""
+    if name == "fold":
+        options = FoldOptions.from_arguments(parse_launch_arguments(list(arguments)))
+        graph, params = build_fold_graph(options)
+        path = params_dir / "fold_params.yaml"
+        path.write_text(parameters_yaml(params))
+        return graph, [path]
+    if arguments:
+        raise GraphError(f"graph '{name}' takes no name:=value arguments (got {list(arguments)})")
+    return load_graph(find_graph(name)), []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("graph", help="graph name under config/graphs/ or a graph YAML file")
+    parser.add_argument("graph", help="'fold', or a graph name under config/graphs/ or a graph YAML file")
+    parser.add_argument("arguments", nargs="*", help="name:=value arguments of the fold graph (as fold.launch.py)")
     parser.add_argument("--params-file", action="append", default=[], type=Path, help="extra ROS parameter file")
     args = parser.parse_args(argv)
-    try:
-        graph = load_graph(find_graph(args.graph))
-        runner = ProcessRunner(graph, extra_parameters=args.params_file)
-        runner.start()
-    except (GraphError, RunnerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: runner.request_stop())
-    return runner.wait()
+    with tempfile.TemporaryDirectory(prefix="instant_fold_") as tmp:
+        try:
+            graph, generated = load_graph_with_arguments(args.graph, args.arguments, Path(tmp))
+            runner = ProcessRunner(graph, extra_parameters=[*generated, *args.params_file])
+            runner.start()
+        except (GraphError, RunnerError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: runner.request_stop())
+        return runner.wait()
 
 
 if __name__ == "__main__":

@@ -162,6 +162,18 @@ class DualArmController:
         """Latest measured [2, 4] camera-frame state (x, y, z, openness), None before the first."""
         return None if self._measured is None else self._measured.copy()
 
+    def plan_finished(self, now: float) -> bool:
+        """True without a plan, or once its last waypoint is due by `now` and commanded.
+
+        A lock-stepped simulator pauses simulated time then, until the next chunk arrives, so
+        the time a policy takes to answer never shows in the simulation.
+        """
+        if self._trajectory is None:
+            return True
+        assert self._commanded is not None
+        due = now >= self._trajectory.end_time - 1e-6
+        return due and bool(np.allclose(self._commanded, self._trajectory.positions[-1], atol=1e-9))
+
     def step(self, now: float) -> ControlOutput | None:
         """Advance the plan to `now` and return the safe commanded targets (None while WAITING)."""
         if not self._ensure_commanded():

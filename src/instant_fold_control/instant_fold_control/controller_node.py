@@ -70,7 +70,9 @@ class ControllerNode(Node):
             raise
         self._control_period = 1.0 / control_rate
         self._last_mode = Mode.WAITING
-        self._clock_offset = self._ros_seconds() - self._now()
+        # Chunk stamps are ROS time; with a lock-stepped simulator the graph runs on its /clock
+        # (use_sim_time), which is the lockstep's time itself.
+        self._clock_offset = 0.0 if self.drivers.lockstep is not None else self._ros_seconds() - self._now()
         self._gripper_sent: list[float | None] = [None, None]
         self._read_drivers()
         self._state_pub = self.create_publisher(DualArmState, STATE_TOPIC, OBSERVATION_QOS)
@@ -113,6 +115,13 @@ class ControllerNode(Node):
         now = self._now()
         if not self._read_drivers():
             return
+        lockstep = self.drivers.lockstep
+        if lockstep is not None:
+            # Simulated time stands still between chunks (the simulator waits for the policy),
+            # and each tick commands where the arms must be at its end, the time it simulates to.
+            if self.controller.plan_finished(now):
+                return
+            now += self._control_period
         out = self.controller.step(now)
         if out is None:
             return
@@ -132,8 +141,11 @@ class ControllerNode(Node):
         except DriverError as exc:
             self._driver_failed(exc)
             return
-        if self.drivers.lockstep is not None:
-            self.drivers.lockstep.advance(now + self._control_period)
+        if lockstep is not None:
+            try:
+                lockstep.advance(now)
+            except DriverError as exc:
+                self._driver_failed(exc)
 
     def _read_drivers(self) -> bool:
         try:

@@ -15,6 +15,7 @@ import threading
 import time
 
 import numpy as np
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -58,6 +59,7 @@ class PolicyServerNode(Node):
         self.fold_config = FoldLoopConfig(**declare_config(self, "fold", FoldLoopConfig()))
         home_parameter: list[float] = list(p("home", [0.0] * 6).value)
         self.home_override = [float(v) for v in home_parameter]
+        self.add_on_set_parameters_callback(self._on_parameters)
         self._lock = threading.Lock()
         self._tokens: ClothTokens | None = None
         self._state: np.ndarray | None = None
@@ -82,6 +84,18 @@ class PolicyServerNode(Node):
                 f"demonstration {demo} encoded in {self.server.load_demonstration(load_demonstration(demo)):.2f} s"
             )
         self.get_logger().info(f"policy server ready (horizon {self.server.horizon}, encoder {self.server.encoder_id})")
+
+    def _on_parameters(self, parameters) -> SetParametersResult:
+        """`home` may change at run time (e.g. a simulator tells where its arms rest); it must be
+        six finite values (left xyz, right xyz, camera frame), all zero for the demonstration's."""
+        for parameter in parameters:
+            if parameter.name != "home":
+                continue
+            values = np.asarray(list(parameter.value or []), dtype=np.float64)
+            if values.shape != (6,) or not np.isfinite(values).all():
+                return SetParametersResult(successful=False, reason=f"home: expected 6 finite values, got {values}")
+            self.home_override = values.tolist()
+        return SetParametersResult(successful=True)
 
     # -- topics -----------------------------------------------------------------------------
 
@@ -240,7 +254,11 @@ class PolicyServerNode(Node):
                 self._hold(state)
                 return self._finish(goal_handle, Outcome.ABORTED, f"prediction failed: {exc}", loop, started)
             self._command.publish(chunk)
-            loop.chunk_sent(self.get_clock().now().nanoseconds, prediction.steps_to_execute, self.step_duration)
+            # The chunk starts executing now, and never before its observation (under a simulator's
+            # /clock both are the same instant: simulated time waits for the policy).
+            stamp = tokens.header.stamp
+            sent = max(self.get_clock().now().nanoseconds, stamp.sec * 1_000_000_000 + stamp.nanosec)
+            loop.chunk_sent(sent, prediction.steps_to_execute, self.step_duration)
             feedback.step, feedback.phase = loop.step - 1, int(loop.phase_after(prediction.keypose))
             feedback.state = dual_arm_state_to_msg(state.astype(np.float32), tokens.header)
             feedback.events_executed = loop.events_executed

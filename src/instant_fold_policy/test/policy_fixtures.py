@@ -1,36 +1,13 @@
-"""Small real checkpoints and demonstrations for the policy-server tests (random weights)."""
+"""Synthetic frames and demonstrations for the policy-server tests."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import torch
 
 from instant_fold_core.demonstration import Demonstration, KeyframeEvent
-from instant_fold_core.encoder.configuration import preset as encoder_preset
-from instant_fold_core.encoder.modeling import ClothTokenizer
-from instant_fold_core.policy.configuration import preset as policy_preset
-from instant_fold_core.policy.dataset import PolicyDataset
-from instant_fold_core.policy.modeling import InstantFoldPolicy
-from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
 from instant_fold_core.rgbd import RGBDFrame
 
 K = np.array([[110.0, 0, 64], [0, 110.0, 48], [0, 0, 1]], np.float32)
-
-
-def make_checkpoints(root: Path) -> tuple[Path, Path]:
-    """A cpu-small tokenizer and a cpu-small policy with normalisers calibrated on synthetic data."""
-    torch.manual_seed(0)
-    tokenizer_dir = ClothTokenizer(encoder_preset("cpu-small")).save_pretrained(root / "tokenizer")
-    config = policy_preset("cpu-small")
-    policy = InstantFoldPolicy(config.model)
-    episodes = synthetic_episodes(1, tuple(MODES)[:2], 1, config.model.cloth_feature_dim, config.model.num_cloth_tokens)
-    dataset = PolicyDataset(episodes, config.model.horizon, config.train)
-    dataset.calibrate(policy.normalizers)
-    policy.mode_ids = dataset.mode_ids
-    policy_dir = policy.save_pretrained(root / "policy", config)
-    return Path(policy_dir), Path(tokenizer_dir)
 
 
 def cloth_frame(shift: float = 0.0) -> tuple[RGBDFrame, np.ndarray]:

@@ -7,16 +7,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from policy_fixtures import HOME, cloth_frame, make_checkpoints, make_demonstration
+from policy_fixtures import HOME, cloth_frame, make_demonstration
 
 from instant_fold_core.encoder.configuration import preset as encoder_preset
 from instant_fold_core.encoder.modeling import ClothTokenizer
+from instant_fold_core.testing import untrained_checkpoints
 from instant_fold_policy.server import PolicyServer, PolicyServerError
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> tuple[Path, Path]:
-    return make_checkpoints(tmp_path_factory.mktemp("ckpt"))
+    return untrained_checkpoints(tmp_path_factory.mktemp("ckpt"))
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,14 @@ import io
 
 import numpy as np
 import pytest
-from policy_fixtures import HOME, cloth_frame, make_checkpoints, make_demonstration
+from policy_fixtures import HOME, cloth_frame, make_demonstration
 from rclpy.action import ActionClient
 
 from instant_fold.graph import GraphSpec, NodeSpec
 from instant_fold.runner import ProcessRunner
 from instant_fold_core.checkpoint import checkpoint_id
 from instant_fold_core.encoder.modeling import ClothTokenizer
+from instant_fold_core.testing import untrained_checkpoints
 from instant_fold_core.tokens import tokenize_frame
 from instant_fold_interfaces.action import ExecuteFold
 from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.ros
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("server")
-    policy_dir, tokenizer_dir = make_checkpoints(root)
+    policy_dir, tokenizer_dir = untrained_checkpoints(root)
     demo_path = make_demonstration().save(root / "demo.safetensors")
     params = root / "server.yaml"
     params.write_text(

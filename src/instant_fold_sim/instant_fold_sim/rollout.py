@@ -196,11 +196,7 @@ class FoldingRollout:
             if self.record:
                 self._observe(row)
             for arm, (_, openness) in enumerate(row):
-                g = self.scene.grippers[arm]
-                if openness < 0.5 <= g.openness:
-                    self.scene.grasp(arm)
-                elif openness >= 0.5 > g.openness:
-                    self.scene.release(arm)
+                self.scene.command_gripper(arm, openness)
             self.scene.step_frame([pos for pos, _ in row])
 
     def _observe(self, row: list[tuple[np.ndarray, float]] | None) -> None:
@@ -325,6 +321,55 @@ def _lay_out(
     )
 
 
+@dataclass
+class StartState:
+    """A laid-out, settled garment ready for a program: the scene, its randomisation, keypoints."""
+
+    scene: ClothScene
+    dr: Randomization
+    keypoint_ids: np.ndarray
+    layout_attempts: int
+
+
+def start_state(
+    garment: GarmentMesh, seed: int, config: GenerationConfig, keypoint_ids: np.ndarray | None = None
+) -> StartState:
+    """The start of every episode with this seed: layout, drop and settle, initial gripper poses.
+
+    It depends on the seed alone, so episodes of different modes with one seed start identically
+    (in-context pairs and same-init evaluation need that).
+    """
+    rng = np.random.default_rng(np.random.SeedSequence([seed]))
+    kp_ids = detect_keypoints(garment.vertices) if keypoint_ids is None else np.asarray(keypoint_ids)
+    garment_sim = garment.vertices * config.sim.garment_scale
+    scene = ClothScene(garment, config.sim, initial_positions=garment_sim)
+    dr, attempts = _lay_out(scene, garment_sim, kp_ids, rng, config)
+    for arm, g in enumerate(scene.grippers):
+        g.position = np.asarray(config.motion.home[arm]) + rng.uniform(-1, 1, 3) * config.motion.start_jitter
+    return StartState(scene, dr, kp_ids, attempts)
+
+
+def run_program(
+    start: StartState, mode: FoldingMode, variant: str, seed: int, config: GenerationConfig, record: bool = True
+) -> FoldingRollout:
+    """Execute the mode's scripted program from `start` (which it advances), arms home at the end."""
+    garment = start.scene.garment
+    program = (
+        random_deformation_program(
+            np.random.default_rng(np.random.SeedSequence([seed, mode.mode_id])),
+            mode.regions,
+            garment.size() * config.sim.garment_scale,
+        )
+        if mode.family == "random"
+        else mode.program(variant)
+    )
+    rollout = FoldingRollout(start.scene, start.dr, start.keypoint_ids, config, record=record)
+    for sub in program:
+        rollout.run_subaction(sub)
+    rollout.finish()
+    return rollout
+
+
 def run_episode(
     garment: GarmentMesh,
     mode: FoldingMode,
@@ -336,30 +381,10 @@ def run_episode(
     """Simulate `mode`/`variant` on `garment` with everything random drawn from `seed`."""
     config = config or PRESETS["paper"]
     t_start = time.perf_counter()
-    # The start state (layout, randomisation, initial gripper poses) depends on the seed alone, so
-    # episodes of different modes with one seed start identically (in-context pairs need that);
-    # only a random-deformation program draws from a mode-specific stream.
-    rng = np.random.default_rng(np.random.SeedSequence([seed]))
-    kp_ids = detect_keypoints(garment.vertices) if keypoint_ids is None else np.asarray(keypoint_ids)
-    garment_sim = garment.vertices * config.sim.garment_scale
-    scene = ClothScene(garment, config.sim, initial_positions=garment_sim)
-    dr, attempts = _lay_out(scene, garment_sim, kp_ids, rng, config)
-    for arm, g in enumerate(scene.grippers):
-        g.position = np.asarray(config.motion.home[arm]) + rng.uniform(-1, 1, 3) * config.motion.start_jitter
-    program = (
-        random_deformation_program(
-            np.random.default_rng(np.random.SeedSequence([seed, mode.mode_id])),
-            mode.regions,
-            garment.size() * config.sim.garment_scale,
-        )
-        if mode.family == "random"
-        else mode.program(variant)
-    )
+    start = start_state(garment, seed, config, keypoint_ids)
+    scene, dr, attempts = start.scene, start.dr, start.layout_attempts
     t_sim = time.perf_counter()
-    rollout = FoldingRollout(scene, dr, kp_ids, config)
-    for sub in program:
-        rollout.run_subaction(sub)
-    rollout.finish()
+    rollout = run_program(start, mode, variant, seed, config)
     sim_wall = time.perf_counter() - t_sim
     # Quality signal for filtering: a few particles can leak through the table (see docs/sim.md).
     lowest = float(min(p[:, 2].min() for p in rollout.rec.particles))

@@ -24,6 +24,9 @@ from .garments import GarmentMesh
 
 #: Newton units per simulation-space metre (Newton runs in centimetres).
 UNITS = 100.0
+#: Lowest height of a free particle, in particle radii above the table (the soft contact keeps
+#: resting cloth at about one radius; this only catches particles that went through it).
+TABLE_FLOOR = 0.25
 
 
 @dataclass
@@ -74,6 +77,26 @@ def _drive_pinned(
     p = target + offsets[i]
     q[ids[i]] = wp.vec3(p[0], p[1], wp.max(p[2], floor))
     qd[ids[i]] = vel
+
+
+@wp.kernel
+def _table_floor(
+    flags: wp.array[wp.int32],
+    floor: float,
+    q: wp.array[wp.vec3],
+    qd: wp.array[wp.vec3],
+):
+    # The table is rigid: a free particle pushed through its soft contact within one substep (a
+    # layer pressed down by a placing gripper, stacked layers) is put back on top, moving no
+    # further down. Without this a few particles end up well below the table and drag keypoints.
+    i = wp.tid()
+    if (flags[i] & 1) == 0:  # ParticleFlags.ACTIVE
+        return
+    p = q[i]
+    if p[2] < floor:
+        q[i] = wp.vec3(p[0], p[1], floor)
+        v = qd[i]
+        qd[i] = wp.vec3(v[0], v[1], wp.max(v[2], 0.0))
 
 
 class Gripper:
@@ -203,6 +226,14 @@ class ClothScene:
         g.held = np.zeros(0, dtype=np.int32)
         g._ids = g._offsets = None
 
+    def command_gripper(self, arm: int, openness: float) -> None:
+        """Apply a commanded openness: closing an open gripper grasps, opening a closed one releases."""
+        g = self.grippers[arm]
+        if openness < 0.5 <= g.openness:
+            self.grasp(arm)
+        elif openness >= 0.5 > g.openness:
+            self.release(arm)
+
     # ------------------------------------------------------------------ stepping
 
     def step_frame(self, targets: np.ndarray | None = None) -> None:
@@ -235,6 +266,13 @@ class ClothScene:
             self.collision.collide(self.state_0, self.contacts)
             self.solver.step(self.state_0, self.state_1, self.control, self.contacts, dt)
             self.state_0, self.state_1 = self.state_1, self.state_0
+            wp.launch(
+                _table_floor,
+                dim=self.num_particles,
+                inputs=[self.model.particle_flags, TABLE_FLOOR * cfg.particle_radius * UNITS],
+                outputs=[self.state_0.particle_q, self.state_0.particle_qd],
+                device=self.device,
+            )
         self.sim_time += self.frame_dt
 
     def cloth_speed(self) -> float:

@@ -155,6 +155,9 @@ def test_jobs_have_stable_distinct_seeds_and_cycle_variants():
     again = generate.make_jobs(garments, ["sleeves_down__side_fold"], None, 12, base_seed=0)
     assert [j.seed for j in again] == [j.seed for j in jobs]
     assert generate.make_jobs(garments, ["sleeves_down__side_fold"], None, 1, base_seed=1)[0].seed != jobs[0].seed
+    # episode k of every mode on a garment shares its seed, hence its start state (in-context pairs)
+    pairs = generate.make_jobs(garments[:1], ["sleeves_down__bottom_up", "body_bottom_up__sleeves_down"], None, 2, 0)
+    assert [j.seed for j in pairs[:2]] == [j.seed for j in pairs[2:]] and pairs[0].seed != pairs[1].seed
 
 
 @pytest.mark.slow

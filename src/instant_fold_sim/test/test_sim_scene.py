@@ -43,3 +43,21 @@ def test_grasp_moves_pinned_particles_and_release_frees_them(small_garment, cpu_
     scene.settle(40)
     # Released particles fall back onto the cloth/table instead of staying at the gripper.
     assert scene.positions()[held, 2].max() < 0.08
+
+
+def test_cloth_pushed_into_the_table_stays_on_top(small_garment, cpu_small):
+    """A layer slammed down onto the table (fast, as a placing gripper does) never goes through it."""
+    rest = small_garment.vertices * cpu_small.sim.garment_scale
+    scene = ClothScene(small_garment, cpu_small.sim, initial_positions=rest + np.array([0.0, 0.0, 0.02]))
+    tip = detect_keypoints(small_garment.vertices)[0]
+    scene.grippers[0].position = scene.positions()[tip].copy()
+    scene.grasp(0)
+    high = scene.grippers[0].position + np.array([0.3, 0.0, 0.5])
+    for _ in range(4):
+        scene.step_frame([high, scene.grippers[1].position])
+    below = high * [1.0, 1.0, 0.0] - [0.0, 0.0, 0.3]  # commanded 30 cm into the table in one frame
+    scene.step_frame([below, scene.grippers[1].position])
+    scene.release(0)
+    scene.settle(10)
+    floor = 0.2 * cpu_small.sim.particle_radius
+    assert scene.positions()[:, 2].min() >= floor, scene.positions()[:, 2].min()

@@ -1,0 +1,171 @@
+"""The fold graph: camera -> segmentation -> tokenizer -> policy server -> controller -> driver.
+
+One function builds it from the user's choices (the arguments of `fold.launch.py`, also
+accepted by the process runner as `name:=value`), so `ros2 launch` and the runner start exactly
+the same nodes with the same parameter files. Choices:
+
+- `robot:=sim|dobot|franka` (any `config/robots/<name>.yaml`); `sim` are the simulator's grippers.
+- `camera:=realsense|playback|sim` (`playback_file:=` for playback); `sim` is the sim node, which
+  is camera and robot at once, so `camera:=sim` and `robot:=sim` go together.
+- `segmentation:=sam2|plane|sim` (default `sim` with the simulator, `plane` otherwise).
+- `demo:=` demonstration file, `checkpoint:=` policy directory, `tokenizer:=` encoder directory
+  (defaults: the models in `models/`).
+- with the simulator: `garment:=`, `seed:=`, `mode:=`, `variant:=` (the start state and the mode
+  the evaluation compares with); observations are stamped with simulated time and the policy
+  server reads the simulator's `/clock` (`use_sim_time`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from instant_fold.graph import GraphError, GraphSpec, NodeSpec, config_dirs
+
+ROBOTS_WITH_CAMERA = {"sim"}
+CAMERAS = ("realsense", "playback", "sim")
+SEGMENTATIONS = ("sam2", "plane", "sim")
+#: Steps of the simulator's actions: one 20 fps frame (the demonstrations' frame period).
+SIM_STEP_DURATION = 0.05
+SIM_CONTROL_RATE_HZ = 20.0
+
+
+def models_dir() -> Path:
+    """Default models: $INSTANT_FOLD_MODELS, else the repository's models/ folder."""
+    env = os.environ.get("INSTANT_FOLD_MODELS")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "models"
+
+
+@dataclass(frozen=True)
+class FoldOptions:
+    """The launch arguments of the fold graph (strings, as launch arguments are)."""
+
+    robot: str = "sim"
+    camera: str = ""
+    segmentation: str = ""
+    demo: str = ""
+    checkpoint: str = ""
+    tokenizer: str = ""
+    playback_file: str = ""
+    garment: str = ""
+    seed: str = ""
+    mode: str = ""
+    variant: str = ""
+    max_steps: str = ""
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, str]) -> FoldOptions:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(arguments) - known)
+        if unknown:
+            raise GraphError(f"fold graph: unknown arguments {unknown}; known: {sorted(known)}")
+        return cls(**{k: str(v) for k, v in arguments.items()})
+
+    def resolved(self) -> FoldOptions:
+        """Fill defaults and check that the choices fit together."""
+        camera = self.camera or ("sim" if self.robot in ROBOTS_WITH_CAMERA else "realsense")
+        segmentation = self.segmentation or ("sim" if camera == "sim" else "plane")
+        if camera not in CAMERAS:
+            raise GraphError(f"camera:={camera}: expected one of {list(CAMERAS)}")
+        if segmentation not in SEGMENTATIONS:
+            raise GraphError(f"segmentation:={segmentation}: expected one of {list(SEGMENTATIONS)}")
+        if (camera == "sim") != (self.robot == "sim"):
+            raise GraphError(
+                f"camera:={camera} with robot:={self.robot}: the simulator is camera and robot at once "
+                "(use both or neither)"
+            )
+        if segmentation == "sim" and camera != "sim":
+            raise GraphError("segmentation:=sim needs camera:=sim (the mask comes from the simulator)")
+        if camera == "playback" and not self.playback_file:
+            raise GraphError("camera:=playback needs playback_file:=<recording>")
+        if camera != "sim" and any((self.garment, self.seed, self.mode, self.variant)):
+            raise GraphError("garment/seed/mode/variant choose the simulated start state: they need camera:=sim")
+        models = models_dir()
+        return FoldOptions(
+            robot=self.robot,
+            camera=camera,
+            segmentation=segmentation,
+            demo=self.demo,
+            checkpoint=self.checkpoint or str(models / "policy"),
+            tokenizer=self.tokenizer or str(models / "encoder"),
+            playback_file=self.playback_file,
+            garment=self.garment,
+            seed=self.seed,
+            mode=self.mode,
+            variant=self.variant,
+            max_steps=self.max_steps,
+        )
+
+
+def _config_file(name: str) -> Path:
+    for directory in config_dirs():
+        if (directory / name).is_file():
+            return directory / name
+    raise GraphError(f"config file {name} not found in {[str(d) for d in config_dirs()]}")
+
+
+def _node(name: str, package: str, executable: str, config: str, required: bool = False) -> NodeSpec:
+    return NodeSpec(name, package, executable, parameters=(_config_file(config),), required=required)
+
+
+def build_fold_graph(options: FoldOptions) -> tuple[GraphSpec, dict[str, dict[str, Any]]]:
+    """The nodes and, per node name, the parameters the choices set (on top of the config files)."""
+    o = options.resolved()
+    sim = o.camera == "sim"
+    nodes: list[NodeSpec] = []
+    params: dict[str, dict[str, Any]] = {}
+    if sim:
+        nodes.append(_node("sim", "instant_fold_sim", "sim_node", "sim.yaml", required=True))
+        sim_params: dict[str, Any] = {"publish_mask": o.segmentation == "sim"}
+        for key in ("garment", "mode", "variant"):
+            if getattr(o, key):
+                sim_params[key] = getattr(o, key)
+        if o.seed:
+            sim_params["seed"] = int(o.seed)
+        params["sim"] = sim_params
+    else:
+        nodes.append(_node("camera", "instant_fold_perception", "camera_node", "perception.yaml"))
+        if o.camera == "playback":
+            params["camera"] = {"playback_file": o.playback_file}
+    if o.segmentation != "sim":
+        nodes.append(_node("segmentation", "instant_fold_perception", "segmentation_node", "perception.yaml"))
+        params["segmentation"] = {"backend": o.segmentation}
+    nodes.append(_node("tokenizer", "instant_fold_perception", "tokenizer_node", "perception.yaml"))
+    params["tokenizer"] = {"tokenizer_checkpoint": o.tokenizer}
+    nodes.append(_node("policy_server", "instant_fold_policy", "policy_server_node", "policy.yaml"))
+    params["policy_server"] = {"policy_checkpoint": o.checkpoint, "tokenizer_checkpoint": o.tokenizer}
+    if o.demo:
+        params["policy_server"]["demonstration"] = o.demo
+    if o.max_steps:
+        params["policy_server"]["fold"] = {"max_steps": int(o.max_steps)}
+    nodes.append(_node("controller_node", "instant_fold_control", "controller_node", "control.yaml", required=True))
+    params["controller_node"] = {"robot": o.robot}
+    if sim:
+        params["policy_server"]["step_duration"] = SIM_STEP_DURATION
+        params["controller_node"]["control_rate_hz"] = SIM_CONTROL_RATE_HZ
+        # Stamps are simulated time; the policy server compares them with its clock, so it reads
+        # the simulator's /clock. The sim node and the controller keep wall-clock timers: their
+        # ticks are what advances simulated time.
+        params["policy_server"]["use_sim_time"] = True
+    return GraphSpec("fold", tuple(nodes)), params
+
+
+def parameters_yaml(params: Mapping[str, Mapping[str, Any]]) -> str:
+    """A ROS parameter file with one section per node."""
+    return yaml.safe_dump({name: {"ros__parameters": dict(values)} for name, values in params.items()}, sort_keys=True)
+
+
+def parse_launch_arguments(argv: list[str]) -> dict[str, str]:
+    """`name:=value` pairs (the `ros2 launch` argument syntax) into a mapping."""
+    out: dict[str, str] = {}
+    for arg in argv:
+        name, sep, value = arg.partition(":=")
+        if not sep or not name:
+            raise GraphError(f"argument {arg!r}: expected name:=value")
+        out[name] = value
+    return out

@@ -1,0 +1,283 @@
+"""The main job: fold a simulated garment from one demonstration, sim in the loop, and report.
+
+Starts the fold graph with the simulator as camera and robot (`fold.launch.py robot:=sim`, as
+separate processes through the process runner), tells the policy server where the simulated
+arms rest, sends one ExecuteFold goal with the demonstration, and when the fold ends asks the
+sim node to score it against the oracle program run from the same start state. Writes to
+`--out`: `rollout.mp4`, `fold_strip.png` (the demonstration's keyframes above the keyframes the
+policy produced), `metrics.json`, and the graph's log.
+
+python -m instant_fold.sim_fold [--demo FILE] [--garment proc:1] [--seed N] [--out outputs/sim_fold]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from instant_fold.fold_graph import FoldOptions, build_fold_graph, models_dir, parameters_yaml
+from instant_fold.runner import ProcessRunner
+
+DEFAULT_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
+
+
+class SimFoldError(RuntimeError):
+    """The graph did not come up or answer in time; the message says which part."""
+
+
+def _stats(values: list[float]) -> dict[str, float | int]:
+    if not values:
+        return {"count": 0}
+    a = np.asarray(values)
+    return {
+        "count": int(a.size),
+        "median_ms": float(np.median(a)),
+        "p95_ms": float(np.percentile(a, 95)),
+        "max_ms": float(a.max()),
+    }
+
+
+@dataclass
+class LatencyProbe:
+    """Wall time from a camera frame's first arrival to its cloth tokens and to the chunk answering it.
+
+    Arrivals are seen by this observer (over DDS like every node); frames count once `armed` (the
+    fold started), so start-up waiting is not counted.
+    """
+
+    frames: dict[int, float] = field(default_factory=dict)
+    tokens_ms: list[float] = field(default_factory=list)
+    command_ms: list[float] = field(default_factory=list)
+    policy_ms: list[float] = field(default_factory=list)
+    _tokens: dict[int, float] = field(default_factory=dict)
+    armed: bool = False
+
+    @staticmethod
+    def key(stamp) -> int:
+        return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+    def on_frame(self, msg) -> None:
+        if self.armed:
+            self.frames.setdefault(self.key(msg.header.stamp), time.monotonic())
+
+    def on_tokens(self, msg) -> None:
+        key = self.key(msg.header.stamp)
+        if key in self.frames and key not in self._tokens:
+            self._tokens[key] = time.monotonic()
+            self.tokens_ms.append((self._tokens[key] - self.frames[key]) * 1000.0)
+
+    def on_command(self, msg) -> None:
+        key = self.key(msg.header.stamp)
+        now = time.monotonic()
+        if key in self.frames:
+            self.command_ms.append((now - self.frames[key]) * 1000.0)
+        if key in self._tokens:
+            self.policy_ms.append((now - self._tokens[key]) * 1000.0)
+
+    def summary(self) -> dict[str, dict[str, float | int]]:
+        return {
+            "frame_to_tokens": _stats(self.tokens_ms),
+            "tokens_to_command": _stats(self.policy_ms),
+            "frame_to_command": _stats(self.command_ms),
+        }
+
+
+def fold_strip(demo_path: Path, rollout_strip: Path, out: Path) -> Path:
+    """The demonstration's keyframes (top) above the rollout's keyframe strip (bottom)."""
+    from PIL import Image, ImageDraw
+
+    from instant_fold_core.demonstration import load_demonstration
+
+    demo = load_demonstration(demo_path)
+    panels = [Image.fromarray(c).convert("RGB") for c in demo.color]
+    top = Image.new("RGB", (sum(p.width for p in panels), panels[0].height))
+    x = 0
+    for i, p in enumerate(panels):
+        draw = ImageDraw.Draw(p)
+        label = f"demonstration: {demo.name}" if i == 0 else f"keyframe {i}"
+        draw.rectangle([0, 0, p.width, 12], fill=(0, 0, 0))
+        draw.text((2, 0), label, fill=(255, 255, 255))
+        top.paste(p, (x, 0))
+        x += p.width
+    bottom = Image.open(rollout_strip).convert("RGB")
+    strip = Image.new("RGB", (max(top.width, bottom.width), top.height + bottom.height), (255, 255, 255))
+    strip.paste(top, (0, 0))
+    strip.paste(bottom, (0, top.height))
+    strip.save(out)
+    return out
+
+
+def _wait(future, timeout: float, what: str):
+    done = threading.Event()
+    future.add_done_callback(lambda _: done.set())
+    if not done.wait(timeout):
+        raise SimFoldError(f"{what}: no answer within {timeout:g} s")
+    return future.result()
+
+
+def run_fold(args: argparse.Namespace) -> dict:
+    import rclpy
+    from rclpy.action import ActionClient
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+    from sensor_msgs.msg import Image
+
+    from instant_fold_interfaces.action import ExecuteFold
+    from instant_fold_interfaces.msg import ActionChunk, ClothTokens
+    from instant_fold_interfaces.srv import EvaluateFold, SimStep
+    from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    options = FoldOptions(
+        robot="sim",
+        demo="",  # sent with the goal instead (the server encodes it once per goal)
+        checkpoint=args.checkpoint,
+        tokenizer=args.tokenizer,
+        garment=args.garment,
+        seed=str(args.seed),
+        mode=args.mode,
+        variant=args.variant,
+        max_steps=str(args.max_steps),
+    )
+    demo = Path(args.demo).resolve()
+    if not demo.is_file():
+        raise SimFoldError(f"demonstration {demo} not found")
+    graph, params = build_fold_graph(options)
+    params_file = out / "fold_params.yaml"
+    params_file.write_text(parameters_yaml(params))
+    started = time.monotonic()
+    with open(out / "graph.log", "w") as log:
+        runner = ProcessRunner(graph, extra_parameters=[params_file], output=log)
+        runner.start()
+        rclpy.init()
+        node = rclpy.create_node("sim_fold")
+        executor = MultiThreadedExecutor(num_threads=2)
+        executor.add_node(node)
+        spinner = threading.Thread(target=executor.spin, daemon=True)
+        spinner.start()
+        try:
+            probe = LatencyProbe()
+            node.create_subscription(Image, "camera/color", probe.on_frame, OBSERVATION_QOS)
+            node.create_subscription(ClothTokens, "cloth/tokens", probe.on_tokens, OBSERVATION_QOS)
+            node.create_subscription(ActionChunk, "arms/command", probe.on_command, COMMAND_QOS)
+            fold: Any = ActionClient(node, ExecuteFold, "policy/execute_fold")
+            step: Any = node.create_client(SimStep, "sim/step")
+            evaluate: Any = node.create_client(EvaluateFold, "sim/evaluate")
+            print(f"[sim_fold] starting the graph ({', '.join(n.name for n in graph.nodes)}); log: {out / 'graph.log'}")
+            deadline = time.monotonic() + args.startup_timeout
+            while not (fold.server_is_ready() and step.service_is_ready()):
+                if (exited := runner.exited_required()) is not None:
+                    raise SimFoldError(f"node '{exited[0]}' exited with code {exited[1]} (see {out / 'graph.log'})")
+                if time.monotonic() > deadline:
+                    raise SimFoldError(
+                        f"the fold graph did not come up within {args.startup_timeout:g} s (see graph.log)"
+                    )
+                time.sleep(0.2)
+            ready_s = time.monotonic() - started
+            # Where the simulated arms rest, in this episode's camera frame: the fold ends there.
+            home = _wait(step.call_async(SimStep.Request(until=-1.0)), 30, "sim/step").home
+            params_client = AsyncParameterClient(node, "policy_server")
+            params_client.wait_for_services(timeout_sec=10)
+            result = _wait(
+                params_client.set_parameters([Parameter("home", value=[float(v) for v in home])]), 10, "set home"
+            )
+            if not all(r.successful for r in result.results):
+                raise SimFoldError(f"policy server refused the home pose: {result.results}")
+            print(f"[sim_fold] graph ready in {ready_s:.1f} s; folding with {demo}")
+            goal = ExecuteFold.Goal(demonstration_path=str(demo), max_steps=args.max_steps)
+
+            def feedback(msg) -> None:
+                f = msg.feedback
+                if f.step % 10 == 0:
+                    print(f"[sim_fold] query {f.step}: phase {f.phase}, gripper events {f.events_executed}", flush=True)
+
+            probe.armed = True
+            handle = _wait(fold.send_goal_async(goal, feedback_callback=feedback), 60, "execute_fold goal")
+            if not handle.accepted:
+                raise SimFoldError("the policy server rejected the fold goal")
+            fold_result = _wait(handle.get_result_async(), args.fold_timeout, "execute_fold result").result
+            outcome = {0: "completed", 1: "step_limit", 2: "canceled", 3: "aborted"}.get(fold_result.outcome, "?")
+            print(f"[sim_fold] fold {outcome}: {fold_result.message} ({fold_result.steps} queries)")
+            sim_metrics: dict = {}
+            if args.evaluate:
+                answer = _wait(evaluate.call_async(EvaluateFold.Request(output_dir=str(out))), 600, "sim/evaluate")
+                if not answer.success:
+                    raise SimFoldError(f"evaluation failed: {answer.message}")
+                sim_metrics = json.loads(answer.metrics_json)
+        finally:
+            executor.shutdown(timeout_sec=2)
+            node.destroy_node()
+            rclpy.try_shutdown()
+            code = runner.shutdown()
+    outputs = {}
+    if sim_metrics:
+        strip = fold_strip(demo, Path(sim_metrics["rollout_keyframes"]), out / "fold_strip.png")
+        outputs = {"video": sim_metrics["video"], "strip": str(strip)}
+    metrics = {
+        "fold": {
+            "outcome": outcome,
+            "message": fold_result.message,
+            "policy_queries": int(fold_result.steps),
+            "duration_s": float(fold_result.duration),
+        },
+        "sim": sim_metrics,
+        "latency": probe.summary(),
+        "graph_ready_s": ready_s,
+        "wall_s": time.monotonic() - started,
+        "graph_exit_code": code,
+        "demonstration": str(demo),
+        "policy": options.checkpoint or str(models_dir() / "policy"),
+        "tokenizer": options.tokenizer or str(models_dir() / "encoder"),
+        "outputs": outputs,
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m instant_fold.sim_fold", description=__doc__.splitlines()[0])
+    parser.add_argument("--demo", default=str(models_dir() / DEFAULT_DEMO), help="demonstration file")
+    parser.add_argument("--garment", default="proc:1", help="simulated garment (proc:<seed>, newton_tshirt, OBJ)")
+    parser.add_argument("--seed", type=int, default=1469361038825727794, help="episode seed of the start state")
+    parser.add_argument("--mode", default="sleeves_down__bottom_up", help="mode the evaluation compares with")
+    parser.add_argument("--variant", default="S")
+    parser.add_argument("--checkpoint", default="", help="policy directory (default models/policy)")
+    parser.add_argument("--tokenizer", default="", help="encoder directory (default models/encoder)")
+    parser.add_argument("--max-steps", type=int, default=150, help="policy queries at most")
+    parser.add_argument("--out", default="outputs/sim_fold")
+    parser.add_argument(
+        "--no-evaluate", dest="evaluate", action="store_false", help="skip the oracle score, video and strip"
+    )
+    parser.add_argument("--startup-timeout", type=float, default=180.0)
+    parser.add_argument("--fold-timeout", type=float, default=900.0)
+    args = parser.parse_args(argv)
+    try:
+        metrics = run_fold(args)
+    except SimFoldError as exc:
+        print(f"[sim_fold] error: {exc}", file=sys.stderr)
+        return 1
+    s = metrics["sim"]
+    if not s:
+        print(f"[sim_fold] {metrics['fold']['outcome']} after {metrics['fold']['policy_queries']} queries")
+        return 0
+    print(
+        f"[sim_fold] {metrics['fold']['outcome']} after {metrics['fold']['policy_queries']} queries; keypoint error "
+        f"vs oracle max {s['keypoint_error_max']:.3f} mean {s['keypoint_error_mean']:.3f} (start "
+        f"{s['start_error_max']:.3f}); success {s['success']}; wall {metrics['wall_s']:.0f} s"
+    )
+    print(f"[sim_fold] wrote {Path(args.out) / 'metrics.json'}, {s['video']}, {metrics['outputs']['strip']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

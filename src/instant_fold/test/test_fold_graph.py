@@ -1,0 +1,89 @@
+"""The fold graph builder: which nodes each choice starts, with which parameters, and refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml, parse_launch_arguments
+from instant_fold.graph import GraphError
+from instant_fold.runner import load_graph_with_arguments
+
+
+def names(options: FoldOptions) -> list[str]:
+    return [n.name for n in build_fold_graph(options)[0].nodes]
+
+
+def test_sim_is_camera_and_robot_and_masks_the_cloth() -> None:
+    graph, params = build_fold_graph(FoldOptions(robot="sim", seed="7", garment="proc:2"))
+    assert [n.name for n in graph.nodes] == ["sim", "tokenizer", "policy_server", "controller_node"]
+    assert {n.name for n in graph.nodes if n.required} == {"sim", "controller_node"}
+    assert params["sim"] == {"publish_mask": True, "seed": 7, "garment": "proc:2"}
+    assert params["controller_node"] == {"robot": "sim", "control_rate_hz": 20.0}
+    # stamps are simulated time: the policy server must read /clock, the tickers must not
+    assert params["policy_server"]["use_sim_time"] is True and params["policy_server"]["step_duration"] == 0.05
+    assert "use_sim_time" not in params["sim"] and "use_sim_time" not in params["controller_node"]
+    for node in graph.nodes:
+        assert all(p.is_file() for p in node.parameters)
+
+
+def test_real_robots_get_camera_and_segmentation_nodes() -> None:
+    assert names(FoldOptions(robot="dobot")) == [
+        "camera",
+        "segmentation",
+        "tokenizer",
+        "policy_server",
+        "controller_node",
+    ]
+    _, params = build_fold_graph(FoldOptions(robot="franka", segmentation="sam2", camera="playback", playback_file="x"))
+    assert params["segmentation"] == {"backend": "sam2"} and params["camera"] == {"playback_file": "x"}
+    assert params["controller_node"] == {"robot": "franka"}
+    # the simulator rendered images can also be segmented by a real backend
+    _, params = build_fold_graph(FoldOptions(robot="sim", segmentation="plane"))
+    assert params["sim"]["publish_mask"] is False and params["segmentation"]["backend"] == "plane"
+
+
+def test_models_default_to_the_models_folder_and_demo_is_passed() -> None:
+    _, params = build_fold_graph(FoldOptions(robot="sim", demo="/d.safetensors", max_steps="9"))
+    policy = params["policy_server"]
+    assert Path(policy["policy_checkpoint"]).parts[-2:] == ("models", "policy")
+    assert policy["tokenizer_checkpoint"] == params["tokenizer"]["tokenizer_checkpoint"]
+    assert policy["demonstration"] == "/d.safetensors" and policy["fold"] == {"max_steps": 9}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (FoldOptions(robot="dobot", camera="sim"), "camera and robot at once"),
+        (FoldOptions(robot="sim", camera="realsense"), "camera and robot at once"),
+        (FoldOptions(robot="dobot", segmentation="sim"), "needs camera:=sim"),
+        (FoldOptions(robot="dobot", camera="playback"), "playback_file"),
+        (FoldOptions(robot="dobot", camera="webcam"), "camera:=webcam"),
+        (FoldOptions(robot="sim", segmentation="magic"), "segmentation:=magic"),
+        (FoldOptions(robot="dobot", seed="3"), "need camera:=sim"),
+    ],
+)
+def test_inconsistent_choices_are_refused(options: FoldOptions, message: str) -> None:
+    with pytest.raises(GraphError, match=message):
+        build_fold_graph(options)
+
+
+def test_parameter_file_is_valid_ros_yaml() -> None:
+    _, params = build_fold_graph(FoldOptions(robot="sim", max_steps="3"))
+    data = yaml.safe_load(parameters_yaml(params))
+    assert data["policy_server"]["ros__parameters"]["fold"] == {"max_steps": 3}
+    assert set(data) == {"sim", "tokenizer", "policy_server", "controller_node"}
+
+
+def test_runner_takes_launch_style_arguments(tmp_path: Path) -> None:
+    graph, files = load_graph_with_arguments("fold", ["robot:=sim", "seed:=4"], tmp_path)
+    assert graph.name == "fold" and files == [tmp_path / "fold_params.yaml"]
+    assert yaml.safe_load(files[0].read_text())["sim"]["ros__parameters"]["seed"] == 4
+    with pytest.raises(GraphError, match="unknown arguments"):
+        load_graph_with_arguments("fold", ["robots:=sim"], tmp_path)
+    with pytest.raises(GraphError, match="name:=value"):
+        parse_launch_arguments(["robot=sim"])
+    with pytest.raises(GraphError, match="takes no name:=value"):
+        load_graph_with_arguments("graph_check", ["robot:=sim"], tmp_path)

@@ -1,0 +1,45 @@
+"""The main job's module end to end (random-weight models, a few queries): outputs and metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from instant_fold.sim_fold import fold_strip, main
+from instant_fold_core.demonstration import load_demonstration
+from instant_fold_core.testing import untrained_checkpoints
+
+DEMO = Path(__file__).resolve().parents[3] / "models" / "demos" / "proc_00001_sleeves_down__bottom_up.safetensors"
+
+
+def test_missing_demonstration_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    assert main(["--demo", str(tmp_path / "nope.safetensors"), "--out", str(tmp_path)]) == 1
+    assert "nope.safetensors not found" in capsys.readouterr().err
+
+
+def test_fold_strip_puts_the_demonstration_above_the_rollout(tmp_path: Path) -> None:
+    demo = load_demonstration(DEMO)
+    rollout = tmp_path / "rollout.png"
+    Image.new("RGB", (3 * 256, 256)).save(rollout)
+    strip = Image.open(fold_strip(DEMO, rollout, tmp_path / "strip.png"))
+    assert strip.size == (demo.num_keyframes * 256, 512)
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_sim_fold_writes_video_strip_and_metrics(tmp_path: Path, ros_env: dict[str, str], monkeypatch) -> None:
+    for key, value in ros_env.items():
+        monkeypatch.setenv(key, value)
+    policy, tokenizer = untrained_checkpoints(tmp_path / "models")
+    out = tmp_path / "run"
+    args = ["--demo", str(DEMO), "--checkpoint", str(policy), "--tokenizer", str(tokenizer)]
+    assert main([*args, "--max-steps", "3", "--seed", "3", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["fold"]["policy_queries"] == 3 and metrics["fold"]["outcome"] == "step_limit"
+    assert metrics["sim"]["frames"] >= 6 and len(metrics["sim"]["keypoint_error"]) == 7
+    assert metrics["latency"]["frame_to_command"]["count"] >= 2
+    for name in ("rollout.mp4", "fold_strip.png", "rollout_keyframes.png", "graph.log"):
+        assert (out / name).stat().st_size > 0, name

@@ -1,0 +1,138 @@
+"""sim_node: the Newton garment scene behind the real camera's topics and the `sim` driver.
+
+Publishes what the RealSense camera node publishes (`camera/color` rgb8, `camera/depth` 32FC1
+metres, `camera/camera_info`) plus the simulator's exact cloth mask on `cloth/mask` (the `sim`
+segmentation; set `publish_mask: false` to segment the rendered images with a real backend
+instead), and `/clock`, so nodes with `use_sim_time` live on simulated time.
+
+Simulated time only moves when the controller's `sim` driver calls `sim/step` (SimStep): the
+controller sends both arms' targets and the time to reach, the node simulates those frames,
+publishes the new frame stamped with its simulated time and answers the measured arm state.
+Between steps the latest frame is re-published every `republish_period_s` of wall time (same
+stamp), so late subscribers get it; a slow CPU only slows the whole loop down, it never changes
+what happens. `sim/evaluate` (EvaluateFold) scores the cloth against the oracle program run from
+the same start (same-init) and optionally writes the rollout video, keyframe strip and metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from rclpy.node import Node
+from rclpy.qos import QoSDurabilityPolicy, QoSProfile, QoSReliabilityPolicy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import CameraInfo, Image
+
+from instant_fold_core.rgbd import RGBDFrame
+from instant_fold_interfaces.srv import EvaluateFold, SimStep
+from instant_fold_ros.conversions import image_to_msg, make_header, rgbd_to_msgs
+from instant_fold_ros.node_main import run_node
+from instant_fold_ros.qos import OBSERVATION_QOS
+
+from .sim_world import SimWorld, SimWorldError
+
+STEP_SERVICE = "sim/step"
+EVALUATE_SERVICE = "sim/evaluate"
+CLOCK_QOS = QoSProfile(
+    depth=1, reliability=QoSReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL
+)
+
+
+def stamp_msg(ns: int) -> Time:
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+class SimNode(Node):
+    def __init__(self) -> None:
+        super().__init__("sim")
+        p = self.declare_parameter
+        garment = str(p("garment", "proc:1").value)
+        seed = int(p("seed", 0).value)
+        preset_name = str(p("preset", "cpu-small").value)
+        self.mode = str(p("mode", "sleeves_down__bottom_up").value)
+        self.variant = str(p("variant", "S").value)
+        self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
+        publish_mask = bool(p("publish_mask", True).value)
+        republish = float(p("republish_period_s", 0.5).value)
+        self.world = SimWorld(garment, seed, preset_name)
+        self._color = self.create_publisher(Image, "camera/color", OBSERVATION_QOS)
+        self._depth = self.create_publisher(Image, "camera/depth", OBSERVATION_QOS)
+        self._info = self.create_publisher(CameraInfo, "camera/camera_info", OBSERVATION_QOS)
+        self._mask = self.create_publisher(Image, "cloth/mask", OBSERVATION_QOS) if publish_mask else None
+        self._clock_pub = self.create_publisher(Clock, "/clock", CLOCK_QOS)
+        self.create_service(SimStep, STEP_SERVICE, self._on_step)
+        self.create_service(EvaluateFold, EVALUATE_SERVICE, self._on_evaluate)
+        self.create_timer(republish, self._publish)
+        self._frame = self._render()
+        self._publish()
+        self.get_logger().info(
+            f"simulating {self.world.garment.garment_id} (seed {seed}, {preset_name}, "
+            f"{self.world.scene.num_particles} particles) at {self.world.fps:g} fps"
+        )
+
+    def _render(self) -> tuple[Image, ...]:
+        """Messages of the current frame, stamped with its simulated time."""
+        obs = self.world.observe()
+        header = make_header(self.frame_id, stamp_msg(self.world.stamp_ns(obs.frame)))
+        frame = RGBDFrame(obs.rgb, obs.depth, obs.intrinsics.astype(np.float32), frame_number=obs.frame)
+        msgs = rgbd_to_msgs(frame, header)
+        return (*msgs, image_to_msg(obs.mask.astype(np.uint8) * 255, "mono8", header))
+
+    def _publish(self) -> None:
+        color, depth, info, mask = self._frame
+        self._clock_pub.publish(Clock(clock=color.header.stamp))
+        self._info.publish(info)
+        self._color.publish(color)
+        self._depth.publish(depth)
+        if self._mask is not None:
+            self._mask.publish(mask)
+
+    def _on_step(self, request: SimStep.Request, response: SimStep.Response) -> SimStep.Response:
+        try:
+            frames = self.world.step(
+                np.asarray(request.target, dtype=np.float64).reshape(2, 3),
+                np.asarray(request.openness, dtype=np.float64),
+                float(request.until),
+            )
+        except SimWorldError as exc:
+            response.success, response.message = False, str(exc)
+            self.get_logger().error(f"step refused: {exc}")
+        else:
+            response.success = True
+            if frames:
+                self._frame = self._render()
+                self._publish()
+        response.sim_time = self.world.sim_time
+        response.state = self.world.gripper_state().astype(np.float64).ravel().tolist()
+        response.home = self.world.home().ravel().tolist()
+        return response
+
+    def _on_evaluate(self, request: EvaluateFold.Request, response: EvaluateFold.Response) -> EvaluateFold.Response:
+        from .viewer import keyframe_strip, video
+
+        try:
+            metrics = self.world.evaluate(self.mode, self.variant)
+        except (SimWorldError, KeyError) as exc:
+            response.success, response.message = False, str(exc)
+            return response
+        if request.output_dir:
+            out = Path(request.output_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            episode = self.world.episode(f"policy rollout ({self.mode})", self.variant)
+            metrics["video"] = str(video(episode, out / "rollout.mp4"))
+            metrics["rollout_keyframes"] = str(keyframe_strip(episode, out / "rollout_keyframes.png"))
+            (out / "sim_metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+        response.success, response.metrics_json = True, json.dumps(metrics, sort_keys=True)
+        response.message = (
+            f"keypoint error max {metrics['keypoint_error_max']:.3f} (start {metrics['start_error_max']:.3f}), "
+            f"{'success' if metrics['success'] else 'no success'}"
+        )
+        self.get_logger().info(f"evaluation: {response.message}")
+        return response
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(SimNode, args)
