@@ -8,7 +8,9 @@
 # and copy the results to models/encoder and models/policy (the model cards are written by hand
 # from $WORK/*.json and the logs).
 #
-# Usage: scripts/train_default_models.sh STORE [WORK_DIR]
+# Usage (inside the workspace environment, `source scripts/env.sh`):
+#   scripts/train_default_models.sh STORE [WORK_DIR]
+# Rerunning on the same WORK_DIR resumes every step (finished steps are skipped).
 # Environment: ENCODER_STEPS (600), POLICY_STEPS (3000), HELDOUT_K (002, '' = hold nothing out),
 #              DEVICE (cpu), OMP_NUM_THREADS (1: much faster than 2 on a shared 2-core machine).
 set -euo pipefail
