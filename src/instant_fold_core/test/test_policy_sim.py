@@ -24,8 +24,8 @@ from instant_fold_core.policy.inference import PolicyRunner
 from instant_fold_core.policy.tokenize_episodes import tokenize_episode
 from instant_fold_core.policy.training import CHECKPOINT_DIR, train
 
-#: Simulating 4 episodes and 1200 training steps take ~20 min on 2 shared CPU cores (the project's
-#: default timeout is 10 min); the whole module is slow.
+#: Simulating 4 episodes and 1200 training steps take ~11-20 min on 2 shared CPU cores (the
+#: project's default timeout is 10 min); the whole module is slow.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 GARMENT = "proc:0"
