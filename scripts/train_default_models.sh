@@ -8,15 +8,17 @@
 # and copy the results to models/encoder and models/policy (the model cards are written by hand
 # from $WORK/*.json and the logs).
 #
-# Usage: scripts/train_default_models.sh STORE [WORK_DIR]
-# Environment: ENCODER_STEPS (600), POLICY_STEPS (3000), HELDOUT_K (002, '' = hold nothing out),
+# Usage (inside the workspace environment, `source scripts/env.sh`):
+#   scripts/train_default_models.sh STORE [WORK_DIR]
+# Rerunning on the same WORK_DIR resumes every step (finished steps are skipped).
+# Environment: ENCODER_STEPS (300), POLICY_STEPS (3000), HELDOUT_K (002, '' = hold nothing out),
 #              DEVICE (cpu), OMP_NUM_THREADS (1: much faster than 2 on a shared 2-core machine).
 set -euo pipefail
 
 store=${1:?usage: $0 STORE [WORK_DIR]}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${2:-$root/runs/default_models}
-encoder_steps=${ENCODER_STEPS:-600}
+encoder_steps=${ENCODER_STEPS:-300}
 policy_steps=${POLICY_STEPS:-3000}
 heldout_k=${HELDOUT_K-002}
 device=${DEVICE:-cpu}
@@ -54,8 +56,11 @@ eval_args=(--checkpoint "$work/policy/checkpoint" --data "$work/tokens_train" --
 [[ -n "$heldout_k" ]] && eval_args+=(--heldout "$work/tokens_heldout")
 "$py" -m instant_fold_training.evaluate_policy "${eval_args[@]}"
 
-rm -rf "$root/models/encoder" "$root/models/policy"
-mkdir -p "$root/models"
-cp -r "$work/encoder/tokenizer" "$root/models/encoder"
-cp -r "$work/policy/checkpoint" "$root/models/policy"
+# Replace the checkpoint files, keep the model cards (README.md).
+for pair in "encoder/tokenizer:encoder" "policy/checkpoint:policy"; do
+  src="$work/${pair%%:*}" dst="$root/models/${pair##*:}"
+  mkdir -p "$dst"
+  find "$dst" -maxdepth 1 -type f ! -name README.md -delete
+  cp "$src"/* "$dst/"
+done
 echo "[$(stamp)] done: models/encoder, models/policy ($(du -sh "$root/models" | cut -f1)); results in $work"
