@@ -66,10 +66,18 @@ def read_json(directory: str | Path, name: str) -> dict[str, Any]:
 
 
 def checkpoint_id(directory: str | Path) -> str:
-    """Short, stable identifier of a checkpoint's configuration (e.g. `ClothTokens.encoder_id`),
-    so consumers can tell whether tokens come from the encoder they were trained with."""
+    """Short, stable identifier of a checkpoint: its configuration *and* its weights (e.g.
+    `ClothTokens.encoder_id`), so consumers can tell whether tokens come from the very encoder
+    they were trained with — two encoders of one configuration with other weights differ."""
     config = read_json(directory, Path(CONFIG_FILE).stem)
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+    weights = Path(directory) / WEIGHTS_FILE
+    if not weights.is_file():
+        raise CheckpointError(f"checkpoint {directory}: missing {WEIGHTS_FILE}")
+    with open(weights, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:12]
 
 
 def load_checkpoint(

@@ -56,11 +56,17 @@ def test_corrupt_files_are_reported(tmp_path: Path) -> None:
         read_json(path, "config")
 
 
-def test_checkpoint_id_is_stable_and_config_sensitive(tmp_path: Path) -> None:
+def test_checkpoint_id_is_stable_and_config_and_weight_sensitive(tmp_path: Path) -> None:
     from instant_fold_core.checkpoint import checkpoint_id
 
     a = save_checkpoint(tmp_path / "a", {"w": torch.zeros(1)}, {"width": 8, "depth": 2})
+    a2 = save_checkpoint(tmp_path / "a2", {"w": torch.zeros(1)}, {"depth": 2, "width": 8})
     b = save_checkpoint(tmp_path / "b", {"w": torch.ones(1)}, {"depth": 2, "width": 8})
     c = save_checkpoint(tmp_path / "c", {"w": torch.zeros(1)}, {"width": 16, "depth": 2})
-    assert checkpoint_id(a) == checkpoint_id(b) != checkpoint_id(c)
+    assert checkpoint_id(a) == checkpoint_id(a2)  # key order does not matter
+    assert len({checkpoint_id(a), checkpoint_id(b), checkpoint_id(c)}) == 3  # other weights, other config
     assert len(checkpoint_id(a)) == 12
+    d = Path(save_checkpoint(tmp_path / "d", {"w": torch.zeros(1)}, {"width": 8}))
+    next(d.glob("*.safetensors")).unlink()
+    with pytest.raises(CheckpointError, match="missing model.safetensors"):
+        checkpoint_id(d)
