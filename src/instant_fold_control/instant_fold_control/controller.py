@@ -163,16 +163,15 @@ class DualArmController:
         return None if self._measured is None else self._measured.copy()
 
     def plan_finished(self, now: float) -> bool:
-        """True without a plan, or once its last waypoint is due by `now` and commanded.
+        """True without a plan, or once its last waypoint is due by `now`.
 
         A lock-stepped simulator pauses simulated time then, until the next chunk arrives, so
-        the time a policy takes to answer never shows in the simulation.
+        the time a policy takes to answer never shows in the simulation. Due, not reached: a
+        speed-limited arm that lags stops where the limit got it, as a real one would be there
+        at that time, and the next chunk continues from there; waiting for it to catch up would
+        let simulated time run while the policy thinks and make the outcome depend on the CPU.
         """
-        if self._trajectory is None:
-            return True
-        assert self._commanded is not None
-        due = now >= self._trajectory.end_time - 1e-6
-        return due and bool(np.allclose(self._commanded, self._trajectory.positions[-1], atol=1e-9))
+        return self._trajectory is None or now >= self._trajectory.end_time - 1e-6
 
     def step(self, now: float) -> ControlOutput | None:
         """Advance the plan to `now` and return the safe commanded targets (None while WAITING)."""
