@@ -16,6 +16,7 @@ import sys
 import time
 
 import numpy as np
+from builtin_interfaces.msg import Time as TimeMsg
 from rclpy.node import Node
 from rclpy.time import Time
 from std_srvs.srv import Trigger
@@ -74,6 +75,7 @@ class ControllerNode(Node):
         # (use_sim_time), which is the lockstep's time itself.
         self._clock_offset = 0.0 if self.drivers.lockstep is not None else self._ros_seconds() - self._now()
         self._gripper_sent: list[float | None] = [None, None]
+        self._measured_at = 0.0
         self._read_drivers()
         self._state_pub = self.create_publisher(DualArmState, STATE_TOPIC, OBSERVATION_QOS)
         self.create_subscription(ActionChunk, COMMAND_TOPIC, self._on_chunk, COMMAND_QOS)
@@ -146,6 +148,8 @@ class ControllerNode(Node):
                 lockstep.advance(now)
             except DriverError as exc:
                 self._driver_failed(exc)
+                return
+            self._read_drivers()  # the state of the new simulated instant, before anyone reads it
 
     def _read_drivers(self) -> bool:
         try:
@@ -153,10 +157,11 @@ class ControllerNode(Node):
         except DriverError as exc:
             self._driver_failed(exc)
             return False
+        self._measured_at = self._now()
         self.controller.update_measurement(
             (measurements[0].position, measurements[1].position),
             np.array([m.openness for m in measurements]),
-            self._now(),
+            self._measured_at,
         )
         return True
 
@@ -169,7 +174,13 @@ class ControllerNode(Node):
         state = self.controller.state()
         if state is None:
             return
-        header = make_header(self.robot.camera_frame, self.get_clock().now().to_msg())
+        if self.drivers.lockstep is not None:
+            # The simulated instant of the measurement, the clock the simulator stamps images with.
+            ns = round(self._measured_at * 1e9)
+            stamp = TimeMsg(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+        else:
+            stamp = self.get_clock().now().to_msg()
+        header = make_header(self.robot.camera_frame, stamp)
         self._state_pub.publish(dual_arm_state_to_msg(state.astype(np.float32), header))
 
     def _on_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:

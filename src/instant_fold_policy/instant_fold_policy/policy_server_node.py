@@ -63,6 +63,7 @@ class PolicyServerNode(Node):
         self._lock = threading.Lock()
         self._tokens: ClothTokens | None = None
         self._state: np.ndarray | None = None
+        self._state_stamp_ns = 0
         self._loop: FoldLoop | None = None
         group = ReentrantCallbackGroup()
         self._command = self.create_publisher(ActionChunk, "arms/command", COMMAND_QOS)
@@ -110,6 +111,7 @@ class PolicyServerNode(Node):
             return
         with self._lock:
             self._state = state
+            self._state_stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
             if self._loop is not None:
                 self._loop.observe_state(state)
 
@@ -177,13 +179,17 @@ class PolicyServerNode(Node):
         )
 
     def _fresh_observation(self, loop: FoldLoop, goal_handle) -> tuple[ClothTokens, np.ndarray] | None:
-        """Wait for tokens taken after the last chunk executed (None on cancel or timeout)."""
+        """Wait for tokens taken after the last chunk executed, and an arm state no older than
+        them (None on cancel or timeout): the pair the policy sees must describe one instant,
+        which matters most in simulation, where the arms jump a whole frame at a time."""
         deadline = time.monotonic() + self.fold_config.observation_timeout_s
         while time.monotonic() < deadline and not goal_handle.is_cancel_requested:
-            tokens, state = self._tokens, self._state
+            with self._lock:
+                tokens, state, state_ns = self._tokens, self._state, self._state_stamp_ns
             if tokens is not None and state is not None:
                 stamp = tokens.header.stamp
-                if loop.is_fresh(stamp.sec * 1_000_000_000 + stamp.nanosec):
+                tokens_ns = stamp.sec * 1_000_000_000 + stamp.nanosec
+                if loop.is_fresh(tokens_ns) and state_ns >= tokens_ns:
                     return tokens, state
             time.sleep(0.005)
         return None
