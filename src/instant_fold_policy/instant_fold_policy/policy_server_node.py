@@ -52,6 +52,7 @@ class PolicyServerNode(Node):
             str(p("policy_checkpoint", "").value),
             str(p("tokenizer_checkpoint", "").value),
             str(p("device", "auto").value),
+            int(p("seed", 0).value),
         )
         self.step_duration = float(p("step_duration", 0.1).value)
         self.steps_to_execute = int(p("steps_to_execute", 0).value)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from instant_fold_core.checkpoint import checkpoint_id
 from instant_fold_core.demonstration import Demonstration, KeyframeEvent
@@ -42,14 +43,20 @@ class Prediction:
 class PolicyServer:
     """Holds the policy runner, the tokenizer for demonstration keyframes, and the loaded demo."""
 
-    def __init__(self, runner, tokenize: FrameTokenizer, encoder_id: str = "") -> None:
+    def __init__(self, runner, tokenize: FrameTokenizer, encoder_id: str = "", seed: int = 0) -> None:
         self.runner = runner
         self.tokenize = tokenize
         self.encoder_id = encoder_id
         self.demonstration: Demonstration | None = None
+        # The flow sampler's noise comes from this generator, reseeded with every demonstration:
+        # a fold is repeatable (torch's global generator is seeded at random in each process).
+        self.seed = seed
+        self.generator = torch.Generator().manual_seed(seed)
 
     @classmethod
-    def from_checkpoints(cls, policy_dir: str | Path, tokenizer_dir: str | Path, device: str = "auto") -> PolicyServer:
+    def from_checkpoints(
+        cls, policy_dir: str | Path, tokenizer_dir: str | Path, device: str = "auto", seed: int = 0
+    ) -> PolicyServer:
         from instant_fold_core.encoder.modeling import ClothTokenizer
         from instant_fold_core.policy.inference import PolicyRunner
 
@@ -61,7 +68,9 @@ class PolicyServer:
                 f"tokenizer {tokenizer_dir} gives {tokenizer.num_tokens} x {tokenizer.feature_dim} tokens, the policy "
                 f"expects {runner.cfg.num_cloth_tokens} x {runner.cfg.cloth_feature_dim}"
             )
-        return cls(runner, lambda frame, mask: tokenize_frame(tokenizer, frame, mask), checkpoint_id(tokenizer_dir))
+        return cls(
+            runner, lambda frame, mask: tokenize_frame(tokenizer, frame, mask), checkpoint_id(tokenizer_dir), seed
+        )
 
     @property
     def horizon(self) -> int:
@@ -79,6 +88,7 @@ class PolicyServer:
             np.stack([t.valid for t in tokens]),
         )
         self.demonstration = demo
+        self.generator.manual_seed(self.seed)
         return time.perf_counter() - start
 
     @property
@@ -103,7 +113,7 @@ class PolicyServer:
         if encoder_id and self.encoder_id and encoder_id != self.encoder_id:
             raise PolicyServerError(f"tokens come from encoder {encoder_id}, the server uses {self.encoder_id}")
         start = time.perf_counter()
-        chunk = self.runner.predict(tokens.positions, tokens.features, state, tokens.valid)
+        chunk = self.runner.predict(tokens.positions, tokens.features, state, tokens.valid, self.generator)
         steps = steps_to_execute or chunk.execute_steps
         if not 1 <= steps <= chunk.targets.shape[0]:
             raise PolicyServerError(f"steps_to_execute must be in [1, {chunk.targets.shape[0]}], got {steps}")

@@ -43,6 +43,24 @@ def test_predicts_absolute_chunks_from_the_cached_demonstration(server: PolicySe
         server.predict(tokens, HOME, steps_to_execute=server.horizon + 1)
 
 
+def test_folds_are_repeatable_from_each_demonstration_load(server: PolicyServer) -> None:
+    """The sampler's noise is reseeded with every demonstration: the same queries, the same chunks
+    (torch's global generator would differ per process), while successive queries still differ."""
+    tokens = server.tokenize(*cloth_frame())
+
+    def fold() -> list[np.ndarray]:
+        server.load_demonstration(make_demonstration())
+        return [server.predict(tokens, HOME).targets for _ in range(3)]
+
+    torch.manual_seed(123)
+    first = fold()
+    torch.manual_seed(456)
+    second = fold()
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(first[0], first[1])
+
+
 def test_tokens_of_another_encoder_are_refused(server: PolicyServer) -> None:
     server.load_demonstration(make_demonstration())
     tokens = server.tokenize(*cloth_frame())
