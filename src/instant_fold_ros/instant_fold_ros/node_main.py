@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import rclpy
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 
@@ -33,6 +34,12 @@ def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, thr
         while rclpy.ok() and not getattr(node, "finished", False):
             executor.spin_once(timeout_sec=SPIN_PERIOD_S)
     except (KeyboardInterrupt, ExternalShutdownException):
+        interrupted = True
+    except RCLError:
+        # SIGINT's handler can shut the context down between the `ok()` check and the wait:
+        # rclpy then raises RCLError ("context is not valid") instead of a shutdown exception.
+        if rclpy.ok():
+            raise
         interrupted = True
     finally:
         if node is not None:
