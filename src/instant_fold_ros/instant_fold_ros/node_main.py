@@ -18,6 +18,26 @@ from rclpy.node import Node
 SPIN_PERIOD_S = 0.1
 
 
+def is_shutdown_error(exc: BaseException) -> bool:
+    """Whether an exception out of an executor only means the context was shut down (Ctrl-C).
+
+    SIGINT's handler can shut the context down between rclpy's `ok()` check and its wait; rclpy
+    then raises RCLError ("context is not valid") instead of a shutdown exception.
+    """
+    if isinstance(exc, KeyboardInterrupt | ExternalShutdownException):
+        return True
+    return isinstance(exc, RCLError) and not rclpy.ok()
+
+
+def spin_until_shutdown(executor) -> None:
+    """Spin in a helper thread until the context is shut down, without a traceback on Ctrl-C."""
+    try:
+        executor.spin()
+    except (ExternalShutdownException, RCLError) as exc:
+        if not is_shutdown_error(exc):
+            raise
+
+
 def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, threads: int = 1) -> int:
     """Create the node with `factory` after rclpy.init, spin it until shutdown, clean up.
 
@@ -33,12 +53,8 @@ def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, thr
         executor.add_node(node)
         while rclpy.ok() and not getattr(node, "finished", False):
             executor.spin_once(timeout_sec=SPIN_PERIOD_S)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        interrupted = True
-    except RCLError:
-        # SIGINT's handler can shut the context down between the `ok()` check and the wait:
-        # rclpy then raises RCLError ("context is not valid") instead of a shutdown exception.
-        if rclpy.ok():
+    except (KeyboardInterrupt, ExternalShutdownException, RCLError) as exc:
+        if not is_shutdown_error(exc):
             raise
         interrupted = True
     finally:

@@ -14,13 +14,12 @@ sim robot needs no calibration of its own.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Any
 
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from instant_fold_control.config import ArmConfig, RobotConfig
@@ -32,6 +31,7 @@ from instant_fold_control.drivers.base import (
     RobotDrivers,
 )
 from instant_fold_interfaces.srv import SimStep
+from instant_fold_ros.node_main import spin_until_shutdown
 
 DEFAULT_SERVICE = "sim/step"
 DEFAULT_TIMEOUT_S = 60.0  # one step may simulate several frames on a slow CPU
@@ -74,12 +74,9 @@ class SimLink:
         self.openness = self.state[:, 3].copy()
 
     def _spin(self) -> None:
-        executor = self._executor
-        if executor is None:
-            return
         # Ctrl-C shuts the process's context down before the controller closes its drivers.
-        with contextlib.suppress(ExternalShutdownException):
-            executor.spin()
+        if self._executor is not None:
+            spin_until_shutdown(self._executor)
 
     def _call(self, until: float) -> None:
         if self._client is None:
