@@ -25,6 +25,7 @@ import numpy as np
 
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, models_dir, parameters_yaml
 from instant_fold.runner import ProcessRunner
+from instant_fold_ros.node_main import spin_until_shutdown, wait_for_future
 
 DEFAULT_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
 
@@ -62,7 +63,9 @@ class LatencyProbe:
 
     @staticmethod
     def key(stamp) -> int:
-        return stamp.sec * 1_000_000_000 + stamp.nanosec
+        from rclpy.time import Time
+
+        return Time.from_msg(stamp).nanoseconds
 
     def on_frame(self, msg) -> None:
         if self.armed:
@@ -116,9 +119,7 @@ def fold_strip(demo_path: Path, rollout_strip: Path, out: Path) -> Path:
 
 
 def _wait(future, timeout: float, what: str):
-    done = threading.Event()
-    future.add_done_callback(lambda _: done.set())
-    if not done.wait(timeout):
+    if not wait_for_future(future, timeout):
         raise SimFoldError(f"{what}: no answer within {timeout:g} s")
     return future.result()
 
@@ -163,7 +164,7 @@ def run_fold(args: argparse.Namespace) -> dict:
         node = rclpy.create_node("sim_fold")
         executor = MultiThreadedExecutor(num_threads=2)
         executor.add_node(node)
-        spinner = threading.Thread(target=executor.spin, daemon=True)
+        spinner = threading.Thread(target=spin_until_shutdown, args=(executor,), daemon=True)
         spinner.start()
         try:
             probe = LatencyProbe()

@@ -16,7 +16,6 @@ import sys
 import time
 
 import numpy as np
-from builtin_interfaces.msg import Time as TimeMsg
 from rclpy.node import Node
 from rclpy.time import Time
 from std_srvs.srv import Trigger
@@ -176,8 +175,7 @@ class ControllerNode(Node):
             return
         if self.drivers.lockstep is not None:
             # The simulated instant of the measurement, the clock the simulator stamps images with.
-            ns = round(self._measured_at * 1e9)
-            stamp = TimeMsg(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+            stamp = Time(nanoseconds=round(self._measured_at * 1e9)).to_msg()
         else:
             stamp = self.get_clock().now().to_msg()
         header = make_header(self.robot.camera_frame, stamp)

@@ -19,6 +19,7 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.time import Time
 
 from instant_fold_core.demonstration import DemonstrationError, load_demonstration
 from instant_fold_core.tokens import TokenArrays
@@ -112,7 +113,7 @@ class PolicyServerNode(Node):
             return
         with self._lock:
             self._state = state
-            self._state_stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            self._state_stamp_ns = Time.from_msg(msg.header.stamp).nanoseconds
             if self._loop is not None:
                 self._loop.observe_state(state)
 
@@ -188,8 +189,7 @@ class PolicyServerNode(Node):
             with self._lock:
                 tokens, state, state_ns = self._tokens, self._state, self._state_stamp_ns
             if tokens is not None and state is not None:
-                stamp = tokens.header.stamp
-                tokens_ns = stamp.sec * 1_000_000_000 + stamp.nanosec
+                tokens_ns = Time.from_msg(tokens.header.stamp).nanoseconds
                 if loop.is_fresh(tokens_ns) and state_ns >= tokens_ns:
                     return tokens, state
             time.sleep(0.005)
@@ -263,8 +263,7 @@ class PolicyServerNode(Node):
             self._command.publish(chunk)
             # The chunk starts executing now, and never before its observation (under a simulator's
             # /clock both are the same instant: simulated time waits for the policy).
-            stamp = tokens.header.stamp
-            sent = max(self.get_clock().now().nanoseconds, stamp.sec * 1_000_000_000 + stamp.nanosec)
+            sent = max(self.get_clock().now().nanoseconds, Time.from_msg(tokens.header.stamp).nanoseconds)
             loop.chunk_sent(sent, prediction.steps_to_execute, self.step_duration)
             feedback.step, feedback.phase = loop.step - 1, int(loop.phase_after(prediction.keypose))
             feedback.state = dual_arm_state_to_msg(state.astype(np.float32), tokens.header)

@@ -8,6 +8,7 @@ Ctrl-C / SIGINT (what the process runner and `ros2 launch` send) ends spinning, 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 
 import rclpy
@@ -36,6 +37,17 @@ def spin_until_shutdown(executor) -> None:
     except (ExternalShutdownException, RCLError) as exc:
         if not is_shutdown_error(exc):
             raise
+
+
+def wait_for_future(future, timeout_s: float) -> bool:
+    """Block until a future that another thread's executor completes is done; False on timeout
+    (the future is then cancelled). For service and action calls made outside the spinning thread."""
+    done = threading.Event()
+    future.add_done_callback(lambda _: done.set())
+    if done.wait(timeout_s):
+        return True
+    future.cancel()
+    return False
 
 
 def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, threads: int = 1) -> int:

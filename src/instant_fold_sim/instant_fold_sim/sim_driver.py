@@ -31,7 +31,7 @@ from instant_fold_control.drivers.base import (
     RobotDrivers,
 )
 from instant_fold_interfaces.srv import SimStep
-from instant_fold_ros.node_main import spin_until_shutdown
+from instant_fold_ros.node_main import spin_until_shutdown, wait_for_future
 
 DEFAULT_SERVICE = "sim/step"
 DEFAULT_TIMEOUT_S = 60.0  # one step may simulate several frames on a slow CPU
@@ -84,12 +84,9 @@ class SimLink:
         request = SimStep.Request(
             target=self.target.ravel().tolist(), openness=self.openness.tolist(), until=float(until)
         )
-        done = threading.Event()
         with self._lock:
             future = self._client.call_async(request)
-            future.add_done_callback(lambda _: done.set())
-            if not done.wait(self.timeout_s):
-                future.cancel()
+            if not wait_for_future(future, self.timeout_s):
                 raise DriverConnectionError(f"sim driver: '{self.service}' did not answer within {self.timeout_s:g} s")
         response = future.result()
         if response is None or not response.success:

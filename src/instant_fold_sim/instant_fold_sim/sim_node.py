@@ -20,9 +20,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-from builtin_interfaces.msg import Time
 from rclpy.node import Node
 from rclpy.qos import QoSDurabilityPolicy, QoSProfile, QoSReliabilityPolicy
+from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image
 
@@ -39,10 +39,6 @@ EVALUATE_SERVICE = "sim/evaluate"
 CLOCK_QOS = QoSProfile(
     depth=1, reliability=QoSReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL
 )
-
-
-def stamp_msg(ns: int) -> Time:
-    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
 
 class SimNode(Node):
@@ -76,7 +72,7 @@ class SimNode(Node):
     def _render(self) -> tuple[Image, ...]:
         """Messages of the current frame, stamped with its simulated time."""
         obs = self.world.observe()
-        header = make_header(self.frame_id, stamp_msg(self.world.stamp_ns(obs.frame)))
+        header = make_header(self.frame_id, Time(nanoseconds=self.world.stamp_ns(obs.frame)).to_msg())
         frame = RGBDFrame(obs.rgb, obs.depth, obs.intrinsics.astype(np.float32), frame_number=obs.frame)
         msgs = rgbd_to_msgs(frame, header)
         return (*msgs, image_to_msg(obs.mask.astype(np.uint8) * 255, "mono8", header))
