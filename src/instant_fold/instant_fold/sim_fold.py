@@ -153,6 +153,10 @@ def run_fold(args: argparse.Namespace) -> dict:
     demo = Path(args.demo).resolve()
     if not demo.is_file():
         raise SimFoldError(f"demonstration {demo} not found")
+    resolved = options.resolved()
+    for what, directory in (("policy", resolved.checkpoint), ("tokenizer", resolved.tokenizer)):
+        if not (Path(directory) / "config.json").is_file():
+            raise SimFoldError(f"{what} checkpoint {directory} not found (no config.json)")
     graph, params = build_fold_graph(options)
     params_file = out / "fold_params.yaml"
     params_file.write_text(parameters_yaml(params))

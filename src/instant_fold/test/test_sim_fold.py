@@ -20,6 +20,12 @@ def test_missing_demonstration_is_a_clear_error(tmp_path: Path, capsys) -> None:
     assert "nope.safetensors not found" in capsys.readouterr().err
 
 
+def test_missing_models_are_a_clear_error(tmp_path: Path, capsys) -> None:
+    args = ["--demo", str(DEMO), "--checkpoint", str(tmp_path / "none"), "--out", str(tmp_path)]
+    assert main(args) == 1
+    assert "policy checkpoint" in capsys.readouterr().err
+
+
 def test_fold_strip_puts_the_demonstration_above_the_rollout(tmp_path: Path) -> None:
     demo = load_demonstration(DEMO)
     rollout = tmp_path / "rollout.png"

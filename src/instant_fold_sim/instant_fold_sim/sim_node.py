@@ -17,6 +17,7 @@ the same start (same-init) and optionally writes the rollout video, keyframe str
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,9 @@ from instant_fold_ros.conversions import image_to_msg, make_header, rgbd_to_msgs
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.qos import OBSERVATION_QOS
 
+from .garments import GarmentError
+from .keypoints import KeypointError
+from .rollout import EpisodeFailed
 from .sim_world import SimWorld, SimWorldError
 
 STEP_SERVICE = "sim/step"
@@ -131,4 +135,10 @@ class SimNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_node(SimNode, args)
+    try:
+        return run_node(SimNode, args)
+    except (GarmentError, KeypointError, EpisodeFailed, KeyError) as exc:
+        # A start state that cannot be simulated (unknown garment or preset, bad mesh, no layout
+        # in view): a clear message and exit code 1, not a traceback.
+        print(f"sim_node: {exc}", file=sys.stderr)
+        return 1
