@@ -30,7 +30,7 @@ from instant_fold_sim.scene import ClothScene
 def bench_physics(cfg, garment, frames: int) -> dict:
     """Stepping cost alone: drop the garment and step `frames` control frames."""
     rest = garment.vertices * cfg.sim.garment_scale
-    scene = ClothScene(garment, cfg.sim, initial_positions=rest + np.array([0.0, 0.0, 0.2]))
+    scene = ClothScene.build(garment, cfg.sim, initial_positions=rest + np.array([0.0, 0.0, 0.2]))
     scene.step_frame()  # warm-up (kernel load)
     t0 = time.perf_counter()
     for _ in range(frames):

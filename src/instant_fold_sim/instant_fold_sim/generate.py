@@ -9,7 +9,8 @@ variants (so episodes are evenly split across them) and the seed is derived from
 garment starts from the same cloth state (the in-context pairs and same-start evaluation need that). Finished
 episodes are skipped, which makes every run resumable. With --workers > 1 the jobs run on
 Ray (a local cluster by default, --address to join an existing one; the store must then be on
-a filesystem all nodes share).
+a filesystem all nodes share). With --worlds N each process simulates N garments at once in one
+Newton model (`ClothBatch`): the way to fill a GPU.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
+import queue
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +33,7 @@ from .garments import MAX_PARTICLES, GarmentError, GarmentMesh, load_obj_folder,
 from .keypoints import KeypointError
 from .programs import FOLDING_MODES, MODES, resolve_mode
 from .rollout import EpisodeFailed, preset, run_episode
+from .scene import ClothBatch, ClothScene
 
 log = logging.getLogger("instant_fold_sim.generate")
 
@@ -108,25 +113,91 @@ def make_jobs(
 
 _GARMENT_CACHE: dict[tuple[str, float], GarmentMesh] = {}
 
+Result = tuple[str, str, float]  # (episode name, "done" | "skipped" | "failed: why", max oracle error or -1)
 
-def run_job(job: Job, store_path: str, preset_name: str) -> tuple[str, str, float]:
-    """Simulate and store one episode; returns (name, status, max oracle error or -1)."""
-    store = EpisodeStore(store_path, mode="a")
+
+def _garment(spec: str, preset_name: str) -> GarmentMesh:
+    cfg = preset(preset_name)
+    key = (spec, cfg.garment_spacing)
+    if key not in _GARMENT_CACHE:
+        _GARMENT_CACHE[key] = resolve_garment(spec, spacing=cfg.garment_spacing, max_particles=cfg.max_particles)
+    return _GARMENT_CACHE[key]
+
+
+def _simulate(job: Job, store: EpisodeStore, preset_name: str, scene: ClothScene | None = None) -> Result:
     if job.name in store:
         return job.name, "skipped", -1.0
-    cfg = preset(preset_name)
-    key = (job.garment_spec, cfg.garment_spacing)
     try:
-        if key not in _GARMENT_CACHE:
-            _GARMENT_CACHE[key] = resolve_garment(
-                job.garment_spec, spacing=cfg.garment_spacing, max_particles=cfg.max_particles
-            )
-        episode = run_episode(_GARMENT_CACHE[key], MODES[job.mode], job.variant, job.seed, cfg)
+        garment = _garment(job.garment_spec, preset_name)
+        episode = run_episode(garment, MODES[job.mode], job.variant, job.seed, preset(preset_name), scene=scene)
     except (EpisodeFailed, GarmentError, KeypointError) as exc:
         return job.name, f"failed: {exc}", -1.0
     episode.meta["episode_name"] = job.name
     store.write(job.name, episode)
     return job.name, "done", float(episode.meta["oracle"]["max_error"])
+
+
+def run_job(job: Job, store_path: str, preset_name: str) -> Result:
+    """Simulate and store one episode on a scene of its own."""
+    return _simulate(job, EpisodeStore(store_path, mode="a"), preset_name)
+
+
+def plan_batches(jobs: list[Job], worlds: int, parallel: int = 1) -> list[list[list[Job]]]:
+    """Batches of `worlds` slots; a slot is a queue of jobs on one garment (a world's mesh is
+    fixed), so a garment with many episodes is spread over several slots. Slots are sized so
+    that about `parallel` batches x `worlds` slots share the work evenly."""
+    by_garment: dict[str, list[Job]] = {}
+    for job in jobs:
+        by_garment.setdefault(job.garment_spec, []).append(job)
+    per_slot = max(1, -(-len(jobs) // (worlds * max(1, parallel))))
+    slots = [q[i : i + per_slot] for q in by_garment.values() for i in range(0, len(q), per_slot)]
+    return [slots[i : i + worlds] for i in range(0, len(slots), worlds)]
+
+
+def iter_batch(slots: list[list[Job]], store_path: str, preset_name: str) -> Iterator[Result]:
+    """Run the slots as worlds of one `ClothBatch` (a thread per world, in lockstep);
+    results are yielded as episodes finish."""
+    store = EpisodeStore(store_path, mode="a")
+    runnable: list[tuple[GarmentMesh, list[Job]]] = []
+    for slot in slots:
+        try:
+            runnable.append((_garment(slot[0].garment_spec, preset_name), slot))
+        except GarmentError as exc:
+            yield from ((job.name, f"failed: {exc}", -1.0) for job in slot)
+    if not runnable:
+        return
+    batch = ClothBatch([garment for garment, _ in runnable], preset(preset_name).sim)
+    results: queue.Queue[Result | BaseException | None] = queue.Queue()
+
+    def work(world: int, slot: list[Job]) -> None:
+        try:
+            with batch.lockstep(world) as scene:
+                for job in slot:
+                    results.put(_simulate(job, store, preset_name, scene))
+            scene.park()
+        except BaseException as exc:  # re-raised by the caller once the other worlds are done
+            results.put(exc)
+        finally:
+            results.put(None)
+
+    threads = [threading.Thread(target=work, args=(w, slot), daemon=True) for w, (_, slot) in enumerate(runnable)]
+    for t in threads:
+        t.start()
+    failure: BaseException | None = None
+    for _ in range(len(threads)):
+        while (item := results.get()) is not None:
+            if isinstance(item, BaseException):
+                failure = failure or item
+            else:
+                yield item
+    for t in threads:
+        t.join()
+    if failure is not None:
+        raise failure
+
+
+def run_batch(slots: list[list[Job]], store_path: str, preset_name: str) -> list[Result]:
+    return list(iter_batch(slots, store_path, preset_name))
 
 
 def _parse_list(value: str | None) -> list[str] | None:
@@ -157,6 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes-per", type=int, default=1, help="episodes per (garment, mode)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1, help="parallel processes (Ray when > 1)")
+    p.add_argument(
+        "--worlds",
+        type=int,
+        default=1,
+        help="garment worlds simulated together in one Newton model per process (use many on a GPU)",
+    )
     p.add_argument("--address", default=None, help="Ray cluster address to join (default: start locally)")
     return p
 
@@ -192,10 +269,16 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failures and failures == len(todo) else 0
 
 
-def _run_all(todo: list[Job], args: argparse.Namespace):
-    if args.workers <= 1 and args.address is None:
-        for job in todo:
-            yield run_job(job, args.out, args.preset)
+def _run_all(todo: list[Job], args: argparse.Namespace) -> Iterator[Result]:
+    store = str(Path(args.out).resolve())
+    local = args.workers <= 1 and args.address is None
+    batches = plan_batches(todo, args.worlds, args.workers) if args.worlds > 1 else []
+    if local:
+        if batches:
+            for slots in batches:
+                yield from iter_batch(slots, store, args.preset)
+        else:
+            yield from (run_job(job, store, args.preset) for job in todo)
         return
     import ray
 
@@ -203,12 +286,17 @@ def _run_all(todo: list[Job], args: argparse.Namespace):
         ray.init(address=args.address, log_to_driver=False)
     else:
         ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(num_cpus=1)(run_job)
-    pending = [remote.remote(job, str(Path(args.out).resolve()), args.preset) for job in todo]
+    if batches:
+        remote_batch = ray.remote(num_cpus=1)(run_batch)
+        pending = [remote_batch.remote(slots, store, args.preset) for slots in batches]
+    else:
+        remote_job = ray.remote(num_cpus=1)(run_job)
+        pending = [remote_job.remote(job, store, args.preset) for job in todo]
     try:
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
-            yield ray.get(ready[0])
+            done = ray.get(ready[0])
+            yield from (done if batches else [done])
     finally:
         ray.shutdown()
 

@@ -332,17 +332,27 @@ class StartState:
 
 
 def start_state(
-    garment: GarmentMesh, seed: int, config: GenerationConfig, keypoint_ids: np.ndarray | None = None
+    garment: GarmentMesh,
+    seed: int,
+    config: GenerationConfig,
+    keypoint_ids: np.ndarray | None = None,
+    scene: ClothScene | None = None,
 ) -> StartState:
     """The start of every episode with this seed: layout, drop and settle, initial gripper poses.
 
     It depends on the seed alone, so episodes of different modes with one seed start identically
-    (in-context pairs and same-init evaluation need that).
+    (in-context pairs and same-init evaluation need that). `scene` re-uses a world of a
+    `ClothBatch` holding this garment (reset first); by default the garment gets a scene of its own.
     """
     rng = np.random.default_rng(np.random.SeedSequence([seed]))
     kp_ids = detect_keypoints(garment.vertices) if keypoint_ids is None else np.asarray(keypoint_ids)
     garment_sim = garment.vertices * config.sim.garment_scale
-    scene = ClothScene(garment, config.sim, initial_positions=garment_sim)
+    if scene is None:
+        scene = ClothScene.build(garment, config.sim, initial_positions=garment_sim)
+    elif scene.garment.garment_id != garment.garment_id or scene.num_particles != garment.num_particles:
+        raise ValueError(f"scene holds {scene.garment.garment_id}, not {garment.garment_id}")
+    else:
+        scene.reset(garment_sim)
     dr, attempts = _lay_out(scene, garment_sim, kp_ids, rng, config)
     for arm, g in enumerate(scene.grippers):
         g.position = np.asarray(config.motion.home[arm]) + rng.uniform(-1, 1, 3) * config.motion.start_jitter
@@ -377,11 +387,13 @@ def run_episode(
     seed: int,
     config: GenerationConfig | None = None,
     keypoint_ids: np.ndarray | None = None,
+    scene: ClothScene | None = None,
 ) -> Episode:
-    """Simulate `mode`/`variant` on `garment` with everything random drawn from `seed`."""
+    """Simulate `mode`/`variant` on `garment` with everything random drawn from `seed`
+    (on `scene`, a batch world holding this garment, when given)."""
     config = config or PRESETS["paper"]
     t_start = time.perf_counter()
-    start = start_state(garment, seed, config, keypoint_ids)
+    start = start_state(garment, seed, config, keypoint_ids, scene)
     scene, dr, attempts = start.scene, start.dr, start.layout_attempts
     t_sim = time.perf_counter()
     rollout = run_program(start, mode, variant, seed, config)

@@ -1,18 +1,26 @@
-"""A Newton cloth scene: one garment on a table plane and two kinematic pinning grippers.
+"""Newton cloth scenes: garments on a table plane, each with two kinematic pinning grippers.
 
 The cloth is simulated with VBD and self-contact (without self-contact folded layers pass
 through each other and folds do not stack). Newton runs in centimetre units of the paper's
 simulation space (meshes scaled by two, appendix A) because VBD is better conditioned there;
-every public method of `ClothScene` takes and returns simulation-space metres in the world
-frame (x, y on the table, z up, table surface at z = 0).
+every public method of `ClothScene` takes and returns simulation-space metres in the scene's
+own world frame (x, y on the table, z up, table surface at z = 0).
 
 A gripper grasps by pinning every particle within `grasp_radius` of its position (the ACTIVE
 flag is cleared so the solver leaves them alone) and drags them rigidly with it; opening
 re-activates them with zero velocity, so a release is clean.
+
+`ClothBatch` puts several garments in one Newton model, one world each, and steps them
+together: one ~500-particle cloth leaves a GPU idle (every substep is a few dozen small kernel
+launches), many in one model cost about the same launches. Each `ClothScene` is a world of a
+batch; `ClothScene.build` makes a batch of one.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import newton
@@ -64,9 +72,10 @@ class ClothSimConfig:
 @wp.kernel
 def _drive_pinned(
     ids: wp.array[wp.int32],
+    gripper: wp.array[wp.int32],
     offsets: wp.array[wp.vec3],
-    target: wp.vec3,
-    vel: wp.vec3,
+    gripper_pos: wp.array[wp.vec3],
+    gripper_vel: wp.array[wp.vec3],
     floor: float,
     q: wp.array[wp.vec3],
     qd: wp.array[wp.vec3],
@@ -74,9 +83,15 @@ def _drive_pinned(
     # Pinned particles are kinematic (no contacts), so keep them above the table explicitly:
     # a gripper placing a layer must not push the cloth below it through the table.
     i = wp.tid()
-    p = target + offsets[i]
+    g = gripper[i]
+    p = gripper_pos[g] + offsets[i]
     q[ids[i]] = wp.vec3(p[0], p[1], wp.max(p[2], floor))
-    qd[ids[i]] = vel
+    qd[ids[i]] = gripper_vel[g]
+
+
+@wp.kernel
+def _zero_velocity(ids: wp.array[wp.int32], qd: wp.array[wp.vec3]):
+    qd[ids[wp.tid()]] = wp.vec3(0.0, 0.0, 0.0)
 
 
 @wp.kernel
@@ -105,43 +120,56 @@ class Gripper:
     def __init__(self, position: np.ndarray) -> None:
         self.position = np.asarray(position, dtype=np.float64).copy()
         self.openness = 1.0
-        self.held: np.ndarray = np.zeros(0, dtype=np.int32)
-        self._offsets: wp.array | None = None
-        self._ids: wp.array | None = None
+        self.held: np.ndarray = np.zeros(0, dtype=np.int32)  # particle ids within its scene
+        self.offsets: np.ndarray = np.zeros((0, 3), dtype=np.float32)  # held - position, Newton units
 
 
-class ClothScene:
-    """Garment + table + two grippers; `step_frame` advances one control frame."""
+#: Where grippers start in a fresh or reset scene (sim m).
+GRIPPER_START = ((-0.6, -0.9, 0.4), (0.6, -0.9, 0.4))
 
-    def __init__(
-        self, garment: GarmentMesh, config: ClothSimConfig | None = None, initial_positions: np.ndarray | None = None
-    ) -> None:
-        """Build the Newton model.
 
-        `initial_positions` (sim-space metres, world frame) places the cloth; by default the
-        canonical garment is scaled into simulation space and laid at the table centre. The
-        rest shape is always the canonical mesh, so a perturbed start relaxes back towards it.
-        """
+class ClothBatch:
+    """Several garments in one Newton model, one world each, stepped together.
+
+    Every world lies at the origin on the shared table plane: Newton keeps worlds apart (per-world
+    BVH groups for self-contact, world-filtered particle-shape contact), so a world computes what
+    a scene of its own would, without float32 rounding of far-away coordinates.
+
+    A control frame advances every world. Single-threaded code drives it with `step`; a
+    generator runs one thread per world inside `lockstep(world)`, where each scene's
+    `step_frame` waits until every world in lockstep has asked for its frame and the last one
+    to ask steps them all, so per-episode code (layout, programs, settling) stays sequential.
+    Worlds that are not stepping hold their grippers; `ClothScene.park` stops simulating one.
+    """
+
+    def __init__(self, garments: Sequence[GarmentMesh], config: ClothSimConfig | None = None) -> None:
+        if not garments:
+            raise ValueError("ClothBatch needs at least one garment")
         self.config = cfg = config or ClothSimConfig()
-        self.garment = garment
+        self.garments = list(garments)
         self.device = wp.get_device(cfg.device) if cfg.device else wp.get_device()
-        rest = garment.vertices * cfg.garment_scale * UNITS
         builder = newton.ModelBuilder(gravity=(0.0, 0.0, -9.81 * UNITS))
-        builder.add_cloth_mesh(
-            pos=wp.vec3(0.0, 0.0, 0.0),
-            rot=wp.quat_identity(),
-            scale=1.0,
-            vel=wp.vec3(0.0, 0.0, 0.0),
-            vertices=[wp.vec3(*v) for v in rest],
-            indices=garment.faces.reshape(-1).tolist(),
-            density=cfg.density,
-            tri_ke=cfg.stretch_ke,
-            tri_ka=cfg.shear_ka,
-            tri_kd=cfg.stretch_kd,
-            edge_ke=cfg.bend_ke,
-            edge_kd=cfg.bend_kd,
-            particle_radius=cfg.particle_radius * UNITS,
-        )
+        ranges = []
+        for garment in self.garments:
+            first = len(builder.particle_q)
+            builder.begin_world(label=garment.garment_id)
+            builder.add_cloth_mesh(
+                pos=wp.vec3(0.0, 0.0, 0.0),
+                rot=wp.quat_identity(),
+                scale=1.0,
+                vel=wp.vec3(0.0, 0.0, 0.0),
+                vertices=[wp.vec3(*v) for v in garment.vertices * cfg.garment_scale * UNITS],
+                indices=garment.faces.reshape(-1).tolist(),
+                density=cfg.density,
+                tri_ke=cfg.stretch_ke,
+                tri_ka=cfg.shear_ka,
+                tri_kd=cfg.stretch_kd,
+                edge_ke=cfg.bend_ke,
+                edge_kd=cfg.bend_kd,
+                particle_radius=cfg.particle_radius * UNITS,
+            )
+            builder.end_world()
+            ranges.append((first, len(builder.particle_q)))
         builder.color()
         builder.add_ground_plane()
         self.model = builder.finalize(device=self.device, requires_grad=False)
@@ -166,30 +194,223 @@ class ClothScene:
             particle_vertex_contact_buffer_size=16,
             particle_edge_contact_buffer_size=20,
         )
-        self._flags = self.model.particle_flags.numpy().copy()
         self.frame_dt = 1.0 / cfg.fps
+        self._flags = self.model.particle_flags.numpy().copy()
+        self._snapshot: tuple[np.ndarray, np.ndarray] | None = None
+        self._pinned: tuple[wp.array, wp.array, wp.array] | None = None
+        self._pinned_stale = True
+        self._gripper_pos = wp.zeros(2 * len(self.garments), dtype=wp.vec3, device=self.device)
+        self._gripper_vel = wp.zeros(2 * len(self.garments), dtype=wp.vec3, device=self.device)
+        # Lockstep bookkeeping, guarded by one re-entrant condition.
+        self._cond = threading.Condition()
+        self._members: set[int] = set()
+        self._pending: dict[int, np.ndarray | None] = {}
+        self._generation = 0
+        self._failure: BaseException | None = None
+        self.scenes = [ClothScene(self, w, first, end) for w, (first, end) in enumerate(ranges)]
+
+    @property
+    def num_worlds(self) -> int:
+        return len(self.garments)
+
+    # ------------------------------------------------------------------ stepping
+
+    def step(self, goals: dict[int, np.ndarray | None] | None = None) -> None:
+        """Advance every world one control frame; `goals[world]` = [2, 3] gripper targets (sim m)."""
+        with self._cond:
+            self._advance(goals or {})
+
+    @contextmanager
+    def lockstep(self, world: int) -> Iterator[ClothScene]:
+        """Inside this context, `scenes[world].step_frame` steps together with the other members."""
+        with self._cond:
+            self._members.add(world)
+        try:
+            yield self.scenes[world]
+        finally:
+            with self._cond:
+                self._members.discard(world)
+                self._pending.pop(world, None)
+                if self._failure is None:
+                    self._step_if_all_pending()
+
+    def _request(self, world: int, goal: np.ndarray | None) -> None:
+        with self._cond:
+            if self._failure is not None:
+                raise RuntimeError("an earlier batch step failed") from self._failure
+            if world not in self._members:
+                if self._members:
+                    raise RuntimeError(f"world {world} stepped outside lockstep while other worlds are in it")
+                self._advance({world: goal})
+                return
+            self._pending[world] = goal
+            generation = self._generation
+            self._step_if_all_pending()
+            while self._generation == generation:
+                self._cond.wait()
+            if self._failure is not None:
+                raise RuntimeError("a batch step failed") from self._failure
+
+    def _step_if_all_pending(self) -> None:
+        if not self._pending or not self._members <= self._pending.keys():
+            return
+        goals, self._pending = self._pending, {}
+        try:
+            self._advance(goals)
+        except BaseException as exc:
+            self._failure = exc
+            raise
+        finally:
+            self._generation += 1
+            self._cond.notify_all()
+
+    def _advance(self, goals: dict[int, np.ndarray | None]) -> None:
+        cfg = self.config
+        start = np.array([[g.position for g in scene.grippers] for scene in self.scenes])  # [W, 2, 3]
+        goal = start.copy()
+        for world, target in goals.items():
+            if target is not None:
+                goal[world] = target
+        velocity = ((goal - start) / self.frame_dt * UNITS).reshape(-1, 3).astype(np.float32)
+        pinned = self._pinned_arrays()
+        if pinned is not None:
+            self._gripper_vel.assign(velocity)
+        dt = self.frame_dt / cfg.substeps
+        self.solver.rebuild_bvh(self.state_0)
+        for k in range(1, cfg.substeps + 1):
+            alpha = k / cfg.substeps
+            if pinned is not None:
+                position = (1 - alpha) * start + alpha * goal
+                self._gripper_pos.assign((position * UNITS).reshape(-1, 3).astype(np.float32))
+                wp.launch(
+                    _drive_pinned,
+                    dim=len(pinned[0]),
+                    inputs=[*pinned, self._gripper_pos, self._gripper_vel, cfg.particle_radius * UNITS],
+                    outputs=[self.state_0.particle_q, self.state_0.particle_qd],
+                    device=self.device,
+                )
+            self.state_0.clear_forces()
+            self.collision.collide(self.state_0, self.contacts)
+            self.solver.step(self.state_0, self.state_1, self.control, self.contacts, dt)
+            self.state_0, self.state_1 = self.state_1, self.state_0
+            wp.launch(
+                _table_floor,
+                dim=self.model.particle_count,
+                inputs=[self.model.particle_flags, TABLE_FLOOR * cfg.particle_radius * UNITS],
+                outputs=[self.state_0.particle_q, self.state_0.particle_qd],
+                device=self.device,
+            )
+        self._snapshot = None
+        for world, scene in enumerate(self.scenes):
+            for arm, g in enumerate(scene.grippers):
+                g.position = goal[world, arm].copy()
+            scene.sim_time += self.frame_dt
+
+    def _pinned_arrays(self) -> tuple[wp.array, wp.array, wp.array] | None:
+        """(particle ids, gripper index, offsets) of every held particle, rebuilt after grasps."""
+        if self._pinned_stale:
+            ids, grip, offsets = [], [], []
+            for world, scene in enumerate(self.scenes):
+                for arm, g in enumerate(scene.grippers):
+                    ids.append(g.held + scene.first)
+                    grip.append(np.full(g.held.size, 2 * world + arm, dtype=np.int32))
+                    offsets.append(g.offsets)
+            all_ids = np.concatenate(ids).astype(np.int32)
+            self._pinned = (
+                None
+                if all_ids.size == 0
+                else (
+                    wp.array(all_ids, dtype=wp.int32, device=self.device),
+                    wp.array(np.concatenate(grip), dtype=wp.int32, device=self.device),
+                    wp.array(np.concatenate(offsets).astype(np.float32), dtype=wp.vec3, device=self.device),
+                )
+            )
+            self._pinned_stale = False
+        return self._pinned
+
+    # ------------------------------------------------------------------ state access (Newton units)
+
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
+        """Positions and velocities of every particle (sim m, sim m/s), read once per frame."""
+        with self._cond:
+            if self._snapshot is None:
+                q = self.state_0.particle_q.numpy().astype(np.float64) / UNITS
+                qd = self.state_0.particle_qd.numpy().astype(np.float64) / UNITS
+                self._snapshot = (q, qd)
+            return self._snapshot
+
+    def write(self, first: int, q: np.ndarray, qd: np.ndarray) -> None:
+        """Overwrite particles first..first+len(q) (Newton units, float32)."""
+        with self._cond:
+            for dest, values in ((self.state_0.particle_q, q), (self.state_0.particle_qd, qd)):
+                src = wp.array(values, dtype=wp.vec3, device=self.device)
+                wp.copy(dest, src, dest_offset=first, count=len(values))
+            self._snapshot = None
+
+    def set_active(self, ids: np.ndarray, active: bool, zero_velocity: bool = False) -> None:
+        """(De)activate particles (global ids); grasping and parking use it."""
+        with self._cond:
+            if active:
+                self._flags[ids] |= int(ParticleFlags.ACTIVE)
+            else:
+                self._flags[ids] &= ~int(ParticleFlags.ACTIVE)
+            self.model.particle_flags.assign(self._flags)
+            if zero_velocity and len(ids):
+                wp.launch(
+                    _zero_velocity,
+                    dim=len(ids),
+                    inputs=[wp.array(np.asarray(ids, np.int32), dtype=wp.int32, device=self.device)],
+                    outputs=[self.state_0.particle_qd],
+                    device=self.device,
+                )
+                self._snapshot = None
+            self._pinned_stale = True
+
+
+class ClothScene:
+    """One garment and two grippers: a world of a `ClothBatch`; `step_frame` advances a frame."""
+
+    def __init__(self, batch: ClothBatch, world: int, first: int, end: int) -> None:
+        self.batch, self.world, self.first, self.end = batch, world, first, end
+        self.config = batch.config
+        self.garment = batch.garments[world]
+        self.device = batch.device
+        self.frame_dt = batch.frame_dt
         self.sim_time = 0.0
-        self.grippers = [Gripper(np.array([-0.6, -0.9, 0.4])), Gripper(np.array([0.6, -0.9, 0.4]))]
+        self.grippers = [Gripper(np.array(p)) for p in GRIPPER_START]
+
+    @classmethod
+    def build(
+        cls, garment: GarmentMesh, config: ClothSimConfig | None = None, initial_positions: np.ndarray | None = None
+    ) -> ClothScene:
+        """A scene of its own (a batch of one). `initial_positions` (sim m) places the cloth;
+        the rest shape is always the canonical mesh, so a perturbed start relaxes towards it."""
+        scene = ClothBatch([garment], config).scenes[0]
         if initial_positions is not None:
-            self.set_positions(initial_positions)
+            scene.set_positions(initial_positions)
+        return scene
 
     # ------------------------------------------------------------------ state access
 
     @property
     def num_particles(self) -> int:
-        return self.model.particle_count
+        return self.end - self.first
 
     def positions(self) -> np.ndarray:
         """Particle positions [N, 3], simulation-space metres."""
-        return self.state_0.particle_q.numpy().astype(np.float64) / UNITS
+        return self.batch.snapshot()[0][self.first : self.end].copy()
 
     def set_positions(self, positions: np.ndarray, velocities: np.ndarray | None = None) -> None:
         positions = np.asarray(positions, dtype=np.float32)
         if positions.shape != (self.num_particles, 3) or not np.isfinite(positions).all():
             raise ValueError(f"positions: expected finite [{self.num_particles}, 3], got {positions.shape}")
-        self.state_0.particle_q.assign(positions * UNITS)
+        q = positions * UNITS
         qd = np.zeros_like(positions) if velocities is None else np.asarray(velocities, np.float32) * UNITS
-        self.state_0.particle_qd.assign(qd)
+        self.batch.write(self.first, q, qd)
+
+    def active(self) -> np.ndarray:
+        """Which particles the solver moves (held and parked ones are not)."""
+        return (self.batch.model.particle_flags.numpy()[self.first : self.end] & int(ParticleFlags.ACTIVE)) != 0
 
     def gripper_states(self) -> np.ndarray:
         """[2, 4] (x, y, z, openness) per arm in sim-space world coordinates."""
@@ -207,10 +428,8 @@ class ClothScene:
             held = np.array([np.argmin(d)])
         g.held = held.astype(np.int32)
         g.openness = 0.0
-        g._ids = wp.array(g.held, dtype=wp.int32, device=self.device)
-        g._offsets = wp.array(((pos[held] - g.position) * UNITS).astype(np.float32), dtype=wp.vec3, device=self.device)
-        self._flags[held] &= ~int(ParticleFlags.ACTIVE)
-        self.model.particle_flags.assign(self._flags)
+        g.offsets = ((pos[held] - g.position) * UNITS).astype(np.float32)
+        self.batch.set_active(g.held + self.first, active=False)
         return g.held
 
     def release(self, arm: int) -> None:
@@ -218,13 +437,10 @@ class ClothScene:
         g = self.grippers[arm]
         g.openness = 1.0
         if g.held.size:
-            self._flags[g.held] |= int(ParticleFlags.ACTIVE)
-            self.model.particle_flags.assign(self._flags)
-            qd = self.state_0.particle_qd.numpy()
-            qd[g.held] = 0.0
-            self.state_0.particle_qd.assign(qd)
-        g.held = np.zeros(0, dtype=np.int32)
-        g._ids = g._offsets = None
+            held = g.held + self.first
+            g.held = np.zeros(0, dtype=np.int32)
+            g.offsets = np.zeros((0, 3), dtype=np.float32)
+            self.batch.set_active(held, active=True, zero_velocity=True)
 
     def command_gripper(self, arm: int, openness: float) -> None:
         """Apply a commanded openness: closing an open gripper grasps, opening a closed one releases."""
@@ -234,50 +450,36 @@ class ClothScene:
         elif openness >= 0.5 > g.openness:
             self.release(arm)
 
+    def reset(self, positions: np.ndarray) -> ClothScene:
+        """Start over (a new episode on this world): grippers open at their start, cloth free at
+        `positions` (sim m) and at rest, clock at zero."""
+        for arm in range(2):
+            self.release(arm)
+            self.grippers[arm].position = np.array(GRIPPER_START[arm])
+        self.batch.set_active(np.arange(self.first, self.end), active=True)
+        self.set_positions(positions)
+        self.sim_time = 0.0
+        return self
+
+    def park(self) -> None:
+        """Stop simulating this world (grippers open, every particle inactive) until `reset`."""
+        for arm in range(2):
+            self.release(arm)
+        self.batch.set_active(np.arange(self.first, self.end), active=False, zero_velocity=True)
+
     # ------------------------------------------------------------------ stepping
 
-    def step_frame(self, targets: np.ndarray | None = None) -> None:
-        """Advance one control frame, moving each gripper linearly to `targets[arm]` (sim m)."""
-        cfg = self.config
-        start = [g.position.copy() for g in self.grippers]
-        goal = start if targets is None else [np.asarray(t, dtype=np.float64) for t in targets]
-        dt = self.frame_dt / cfg.substeps
-        self.solver.rebuild_bvh(self.state_0)
-        for k in range(1, cfg.substeps + 1):
-            alpha = k / cfg.substeps
-            for arm, g in enumerate(self.grippers):
-                g.position = (1 - alpha) * start[arm] + alpha * goal[arm]
-                if g.held.size:
-                    vel = (goal[arm] - start[arm]) / self.frame_dt * UNITS
-                    wp.launch(
-                        _drive_pinned,
-                        dim=len(g.held),
-                        inputs=[
-                            g._ids,
-                            g._offsets,
-                            wp.vec3(*(g.position * UNITS)),
-                            wp.vec3(*vel),
-                            cfg.particle_radius * UNITS,
-                        ],
-                        outputs=[self.state_0.particle_q, self.state_0.particle_qd],
-                        device=self.device,
-                    )
-            self.state_0.clear_forces()
-            self.collision.collide(self.state_0, self.contacts)
-            self.solver.step(self.state_0, self.state_1, self.control, self.contacts, dt)
-            self.state_0, self.state_1 = self.state_1, self.state_0
-            wp.launch(
-                _table_floor,
-                dim=self.num_particles,
-                inputs=[self.model.particle_flags, TABLE_FLOOR * cfg.particle_radius * UNITS],
-                outputs=[self.state_0.particle_q, self.state_0.particle_qd],
-                device=self.device,
-            )
-        self.sim_time += self.frame_dt
+    def step_frame(self, targets: np.ndarray | Sequence[np.ndarray] | None = None) -> None:
+        """Advance one control frame, moving each gripper linearly to `targets[arm]` (sim m).
+
+        In a batch, every world advances; inside `ClothBatch.lockstep` this waits for the others.
+        """
+        goal = None if targets is None else np.array([np.asarray(t, dtype=np.float64) for t in targets])
+        self.batch._request(self.world, goal)
 
     def cloth_speed(self) -> float:
         """95th-percentile particle speed (sim m/s): the cloth is at rest when this is small."""
-        speed = np.linalg.norm(self.state_0.particle_qd.numpy(), axis=1) / UNITS
+        speed = np.linalg.norm(self.batch.snapshot()[1][self.first : self.end], axis=1)
         return float(np.percentile(speed, 95))
 
     def settle(self, max_frames: int = 60, speed_tol: float = 0.01) -> int:

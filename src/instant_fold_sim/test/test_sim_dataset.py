@@ -160,6 +160,31 @@ def test_jobs_have_stable_distinct_seeds_and_cycle_variants():
     assert [j.seed for j in pairs[:2]] == [j.seed for j in pairs[2:]] and pairs[0].seed != pairs[1].seed
 
 
+def test_cli_batches_garments_into_one_model_with_the_same_episodes(tmp_path):
+    """--worlds: several garments simulated together (a thread per world, in lockstep) give the
+    episodes that one process per episode gives."""
+    args = ["--preset", "cpu-small", "--garments", "proc:0", "proc:1", "--modes", "random_drag_1"]
+    assert generate.main([*args, "--out", str(tmp_path / "batch.zarr"), "--worlds", "2"]) == 0
+    assert generate.main([*args, "--out", str(tmp_path / "solo.zarr")]) == 0
+    batch, solo = EpisodeStore(tmp_path / "batch.zarr"), EpisodeStore(tmp_path / "solo.zarr")
+    assert batch.names() == solo.names() and len(batch) == 2
+    for name in batch.names():
+        a, b = batch.read(name), solo.read(name)
+        assert a.num_frames == b.num_frames
+        np.testing.assert_allclose(a.particles, b.particles, atol=1e-4)
+        assert a.meta["oracle"] == b.meta["oracle"]
+
+
+def test_batch_plan_spreads_garments_over_worlds():
+    jobs = generate.make_jobs([("proc:0", "a"), ("proc:1", "b")], ["random_drag_1", "random_drag_2"], None, 3, 0)
+    for parallel, shape in ((1, [[3, 3, 3, 3]]), (2, [[2, 2, 2, 2], [2, 2]])):
+        plan = generate.plan_batches(jobs, worlds=4, parallel=parallel)
+        assert [[len(slot) for slot in batch] for batch in plan] == shape
+        slots = [slot for batch in plan for slot in batch]
+        assert all(len({j.garment_spec for j in slot}) == 1 for slot in slots)  # a world keeps one mesh
+        assert sorted(j.name for slot in slots for j in slot) == sorted(j.name for j in jobs)
+
+
 @pytest.mark.slow
 def test_cli_runs_in_parallel_on_ray(tmp_path):
     out = tmp_path / "ray.zarr"
