@@ -7,6 +7,10 @@ Reports, per preset: particles, substeps/iterations, physics real-time factor (s
 seconds per wall second, stepping only), render ms/frame, seconds per episode (whole
 pipeline: layout, drop, program, rendering) and episodes per hour per core, plus the oracle
 error of each benchmarked episode. One process = one core; multiply by cores for a machine.
+
+`--worlds N` simulates N garments (procedural seeds from --garment-seed) as worlds of one Newton
+model (`ClothBatch`) and runs the episodes as one batch (`generate.iter_batch`, a thread per
+world in lockstep): the numbers are then per batch, and episodes per hour count all worlds.
 """
 
 from __future__ import annotations
@@ -14,37 +18,71 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import warp as wp
 
+from instant_fold_core.dataset.zarr_store import EpisodeStore
+from instant_fold_sim import generate
 from instant_fold_sim.garments import make_procedural_garment
 from instant_fold_sim.programs import resolve_mode
 from instant_fold_sim.render import Appearance, Camera, render
 from instant_fold_sim.rollout import preset, run_episode
-from instant_fold_sim.scene import ClothScene
+from instant_fold_sim.scene import ClothBatch
 
 
-def bench_physics(cfg, garment, frames: int) -> dict:
-    """Stepping cost alone: drop the garment and step `frames` control frames."""
-    rest = garment.vertices * cfg.sim.garment_scale
-    scene = ClothScene.build(garment, cfg.sim, initial_positions=rest + np.array([0.0, 0.0, 0.2]))
-    scene.step_frame()  # warm-up (kernel load)
+def bench_physics(cfg, garments, frames: int) -> dict:
+    """Stepping cost alone: drop the garments and step `frames` control frames."""
+    batch = ClothBatch(garments, cfg.sim)
+    for scene in batch.scenes:
+        scene.set_positions(scene.garment.vertices * cfg.sim.garment_scale + np.array([0.0, 0.0, 0.2]))
+    batch.step()  # warm-up (kernel load)
     t0 = time.perf_counter()
     for _ in range(frames):
-        scene.step_frame()
+        batch.step()
     wall = time.perf_counter() - t0
     sim = frames / cfg.sim.fps
     return {
-        "particles": scene.num_particles,
+        "worlds": batch.num_worlds,
+        "particles": batch.model.particle_count,
         "substeps": cfg.sim.substeps,
         "iterations": cfg.sim.iterations,
         "fps": cfg.sim.fps,
-        "real_time_factor": sim / wall,
+        "real_time_factor": sim / wall,  # every world advances this fast
+        "world_seconds_per_second": batch.num_worlds * sim / wall,
         "ms_per_frame": 1000 * wall / frames,
     }
+
+
+def bench_episodes(cfg, garments, mode: str, variant: str, repeats: int) -> list[dict]:
+    """Whole episodes (layout, drop, program, rendering): one at a time, or a batch of worlds."""
+    runs = []
+    for k in range(repeats):
+        t0 = time.perf_counter()
+        if len(garments) == 1:
+            metas = [run_episode(garments[0], resolve_mode(mode), variant, seed=100 + k, config=cfg).meta]
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                specs = [(f"proc:{g.params['seed']}", g.garment_id) for g in garments]
+                jobs = generate.make_jobs(specs, [resolve_mode(mode).name], [variant], 1, base_seed=100 + k)
+                results = list(generate.iter_batch([[job] for job in jobs], tmp, cfg.name))
+                store = EpisodeStore(tmp)
+                metas = [store.meta(name) for name, status, _ in results if status == "done"]
+        wall = time.perf_counter() - t0
+        runs.append(
+            {
+                "seconds": wall,
+                "episodes": len(metas),
+                "frames": [m["timing"]["frames"] for m in metas],
+                "render_s": [m["timing"]["render_s"] for m in metas],
+                "oracle_max_error": [m["oracle"]["max_error"] for m in metas],
+                "layout_attempts": [m["layout_attempts"] for m in metas],
+            }
+        )
+    return runs
 
 
 def bench_render(cfg, garment, repeats: int = 20) -> float:
@@ -61,42 +99,35 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu-small")
     p.add_argument("--garment-seed", type=int, default=0)
+    p.add_argument("--worlds", type=int, default=1, help="garments simulated together in one model")
     p.add_argument("--mode", default="sleeves_down__bottom_up")
     p.add_argument("--variant", default="S")
-    p.add_argument("--episodes", type=int, default=2)
+    p.add_argument("--episodes", type=int, default=2, help="repeats (each a batch of --worlds episodes)")
     p.add_argument("--physics-frames", type=int, default=40)
     p.add_argument("--out", default=None)
     args = p.parse_args()
     cfg = preset(args.preset)
-    garment = make_procedural_garment(args.garment_seed, spacing=cfg.garment_spacing)
+    garments = [make_procedural_garment(args.garment_seed + w, spacing=cfg.garment_spacing) for w in range(args.worlds)]
     result = {
         "preset": cfg.name,
         "device": str(wp.get_device()),
         "machine": platform.processor() or platform.machine(),
-        "garment": garment.garment_id,
+        "garments": [g.garment_id for g in garments],
         "mode": args.mode,
         "variant": args.variant,
-        "physics": bench_physics(cfg, garment, args.physics_frames),
-        "render_ms_per_frame": bench_render(cfg, garment),
+        "physics": bench_physics(cfg, garments, args.physics_frames),
+        "render_ms_per_frame": bench_render(cfg, garments[0]),
     }
-    episodes = []
-    for k in range(args.episodes):
-        t0 = time.perf_counter()
-        ep = run_episode(garment, resolve_mode(args.mode), args.variant, seed=100 + k, config=cfg)
-        wall = time.perf_counter() - t0
-        tm = ep.meta["timing"]
-        episodes.append(
-            {
-                "seconds": wall,
-                "frames": ep.num_frames,
-                "sim_time_s": tm["sim_time_s"],
-                "render_s": tm["render_s"],
-                "oracle_max_error": ep.meta["oracle"]["max_error"],
-                "layout_attempts": ep.meta["layout_attempts"],
-            }
-        )
-    secs = float(np.mean([e["seconds"] for e in episodes]))
-    result.update({"episodes": episodes, "seconds_per_episode": secs, "episodes_per_hour_per_core": 3600 / secs})
+    runs = bench_episodes(cfg, garments, args.mode, args.variant, args.episodes)
+    seconds = float(np.sum([r["seconds"] for r in runs]))
+    episodes = int(np.sum([r["episodes"] for r in runs]))
+    result.update(
+        {
+            "runs": runs,
+            "seconds_per_episode": seconds / max(episodes, 1),
+            "episodes_per_hour_per_process": 3600 * episodes / seconds,
+        }
+    )
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

@@ -33,7 +33,7 @@ from .garments import MAX_PARTICLES, GarmentError, GarmentMesh, load_obj_folder,
 from .keypoints import KeypointError
 from .programs import FOLDING_MODES, MODES, resolve_mode
 from .rollout import EpisodeFailed, preset, run_episode
-from .scene import ClothBatch, ClothScene
+from .scene import ClothBatch
 
 log = logging.getLogger("instant_fold_sim.generate")
 
@@ -124,12 +124,19 @@ def _garment(spec: str, preset_name: str) -> GarmentMesh:
     return _GARMENT_CACHE[key]
 
 
-def _simulate(job: Job, store: EpisodeStore, preset_name: str, scene: ClothScene | None = None) -> Result:
+def _simulate(job: Job, store: EpisodeStore, preset_name: str, world: tuple[ClothBatch, int] | None = None) -> Result:
+    """Simulate and store one episode, on a scene of its own or on a world of a batch. A world
+    is in lockstep only while it simulates: writing the episode does not hold the others up."""
     if job.name in store:
         return job.name, "skipped", -1.0
     try:
         garment = _garment(job.garment_spec, preset_name)
-        episode = run_episode(garment, MODES[job.mode], job.variant, job.seed, preset(preset_name), scene=scene)
+        args = (garment, MODES[job.mode], job.variant, job.seed, preset(preset_name))
+        if world is None:
+            episode = run_episode(*args)
+        else:
+            with world[0].lockstep(world[1]) as scene:
+                episode = run_episode(*args, scene=scene)
     except (EpisodeFailed, GarmentError, KeypointError) as exc:
         return job.name, f"failed: {exc}", -1.0
     episode.meta["episode_name"] = job.name
@@ -171,10 +178,9 @@ def iter_batch(slots: list[list[Job]], store_path: str, preset_name: str) -> Ite
 
     def work(world: int, slot: list[Job]) -> None:
         try:
-            with batch.lockstep(world) as scene:
-                for job in slot:
-                    results.put(_simulate(job, store, preset_name, scene))
-            scene.park()
+            for job in slot:
+                results.put(_simulate(job, store, preset_name, (batch, world)))
+            batch.scenes[world].park()
         except BaseException as exc:  # re-raised by the caller once the other worlds are done
             results.put(exc)
         finally:

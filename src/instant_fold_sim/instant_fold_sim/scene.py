@@ -201,8 +201,9 @@ class ClothBatch:
         self._pinned_stale = True
         self._gripper_pos = wp.zeros(2 * len(self.garments), dtype=wp.vec3, device=self.device)
         self._gripper_vel = wp.zeros(2 * len(self.garments), dtype=wp.vec3, device=self.device)
-        # Lockstep bookkeeping, guarded by one re-entrant condition.
-        self._cond = threading.Condition()
+        # Held while stepping and by every change to grippers or particles (re-entrant): a world
+        # that is not in lockstep may grasp or park while the others step.
+        self.lock = threading.Condition()
         self._members: set[int] = set()
         self._pending: dict[int, np.ndarray | None] = {}
         self._generation = 0
@@ -217,25 +218,25 @@ class ClothBatch:
 
     def step(self, goals: dict[int, np.ndarray | None] | None = None) -> None:
         """Advance every world one control frame; `goals[world]` = [2, 3] gripper targets (sim m)."""
-        with self._cond:
+        with self.lock:
             self._advance(goals or {})
 
     @contextmanager
     def lockstep(self, world: int) -> Iterator[ClothScene]:
         """Inside this context, `scenes[world].step_frame` steps together with the other members."""
-        with self._cond:
+        with self.lock:
             self._members.add(world)
         try:
             yield self.scenes[world]
         finally:
-            with self._cond:
+            with self.lock:
                 self._members.discard(world)
                 self._pending.pop(world, None)
                 if self._failure is None:
                     self._step_if_all_pending()
 
     def _request(self, world: int, goal: np.ndarray | None) -> None:
-        with self._cond:
+        with self.lock:
             if self._failure is not None:
                 raise RuntimeError("an earlier batch step failed") from self._failure
             if world not in self._members:
@@ -247,7 +248,7 @@ class ClothBatch:
             generation = self._generation
             self._step_if_all_pending()
             while self._generation == generation:
-                self._cond.wait()
+                self.lock.wait()
             if self._failure is not None:
                 raise RuntimeError("a batch step failed") from self._failure
 
@@ -262,7 +263,7 @@ class ClothBatch:
             raise
         finally:
             self._generation += 1
-            self._cond.notify_all()
+            self.lock.notify_all()
 
     def _advance(self, goals: dict[int, np.ndarray | None]) -> None:
         cfg = self.config
@@ -332,7 +333,7 @@ class ClothBatch:
 
     def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
         """Positions and velocities of every particle (sim m, sim m/s), read once per frame."""
-        with self._cond:
+        with self.lock:
             if self._snapshot is None:
                 q = self.state_0.particle_q.numpy().astype(np.float64) / UNITS
                 qd = self.state_0.particle_qd.numpy().astype(np.float64) / UNITS
@@ -341,7 +342,7 @@ class ClothBatch:
 
     def write(self, first: int, q: np.ndarray, qd: np.ndarray) -> None:
         """Overwrite particles first..first+len(q) (Newton units, float32)."""
-        with self._cond:
+        with self.lock:
             for dest, values in ((self.state_0.particle_q, q), (self.state_0.particle_qd, qd)):
                 src = wp.array(values, dtype=wp.vec3, device=self.device)
                 wp.copy(dest, src, dest_offset=first, count=len(values))
@@ -349,7 +350,7 @@ class ClothBatch:
 
     def set_active(self, ids: np.ndarray, active: bool, zero_velocity: bool = False) -> None:
         """(De)activate particles (global ids); grasping and parking use it."""
-        with self._cond:
+        with self.lock:
             if active:
                 self._flags[ids] |= int(ParticleFlags.ACTIVE)
             else:
@@ -420,6 +421,10 @@ class ClothScene:
 
     def grasp(self, arm: int) -> np.ndarray:
         """Close gripper `arm`: pin the particles within the grasp radius (at least the nearest)."""
+        with self.batch.lock:
+            return self._grasp(arm)
+
+    def _grasp(self, arm: int) -> np.ndarray:
         g = self.grippers[arm]
         pos = self.positions()
         d = np.linalg.norm(pos - g.position, axis=1)
@@ -434,13 +439,14 @@ class ClothScene:
 
     def release(self, arm: int) -> None:
         """Open gripper `arm`: the held particles become free cloth again, at rest."""
-        g = self.grippers[arm]
-        g.openness = 1.0
-        if g.held.size:
-            held = g.held + self.first
-            g.held = np.zeros(0, dtype=np.int32)
-            g.offsets = np.zeros((0, 3), dtype=np.float32)
-            self.batch.set_active(held, active=True, zero_velocity=True)
+        with self.batch.lock:
+            g = self.grippers[arm]
+            g.openness = 1.0
+            if g.held.size:
+                held = g.held + self.first
+                g.held = np.zeros(0, dtype=np.int32)
+                g.offsets = np.zeros((0, 3), dtype=np.float32)
+                self.batch.set_active(held, active=True, zero_velocity=True)
 
     def command_gripper(self, arm: int, openness: float) -> None:
         """Apply a commanded openness: closing an open gripper grasps, opening a closed one releases."""
@@ -453,19 +459,21 @@ class ClothScene:
     def reset(self, positions: np.ndarray) -> ClothScene:
         """Start over (a new episode on this world): grippers open at their start, cloth free at
         `positions` (sim m) and at rest, clock at zero."""
-        for arm in range(2):
-            self.release(arm)
-            self.grippers[arm].position = np.array(GRIPPER_START[arm])
-        self.batch.set_active(np.arange(self.first, self.end), active=True)
-        self.set_positions(positions)
-        self.sim_time = 0.0
+        with self.batch.lock:
+            for arm in range(2):
+                self.release(arm)
+                self.grippers[arm].position = np.array(GRIPPER_START[arm])
+            self.batch.set_active(np.arange(self.first, self.end), active=True)
+            self.set_positions(positions)
+            self.sim_time = 0.0
         return self
 
     def park(self) -> None:
         """Stop simulating this world (grippers open, every particle inactive) until `reset`."""
-        for arm in range(2):
-            self.release(arm)
-        self.batch.set_active(np.arange(self.first, self.end), active=False, zero_velocity=True)
+        with self.batch.lock:
+            for arm in range(2):
+                self.release(arm)
+            self.batch.set_active(np.arange(self.first, self.end), active=False, zero_velocity=True)
 
     # ------------------------------------------------------------------ stepping
 
