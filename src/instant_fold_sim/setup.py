@@ -15,6 +15,7 @@ setup(
     install_requires=[
         "instant_fold_core",
         "numpy",
+        "scipy",
         "newton==1.8.0",
         "warp-lang==1.19.0",
         "usd-core==26.11",

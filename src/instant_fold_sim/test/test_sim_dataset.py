@@ -187,7 +187,25 @@ def test_batch_plan_spreads_garments_over_worlds():
 
 @pytest.mark.slow
 def test_cli_runs_in_parallel_on_ray(tmp_path):
-    out = tmp_path / "ray.zarr"
-    args = ["--out", str(out), "--preset", "cpu-small", "--garments", "proc:0", "proc:1", "--modes", "random_drag_1"]
-    assert generate.main([*args, "--workers", "2"]) == 0
-    assert len(EpisodeStore(out)) == 2
+    args = [
+        "--preset",
+        "cpu-small",
+        "--garments",
+        "proc:0",
+        "proc:1",
+        "--modes",
+        "random_drag_1",
+        "--episodes-per",
+        "2",
+    ]
+    ray_store, batched, solo = tmp_path / "ray.zarr", tmp_path / "ray_batched.zarr", tmp_path / "solo.zarr"
+    assert generate.main([*args, "--out", str(ray_store), "--workers", "2"]) == 0
+    # Batches on Ray: 4 episodes as 2 tasks of 2 worlds each.
+    assert generate.main([*args, "--out", str(batched), "--workers", "2", "--worlds", "2"]) == 0
+    assert generate.main([*args, "--out", str(solo)]) == 0
+    names = EpisodeStore(solo).names()
+    assert len(names) == 4 and EpisodeStore(ray_store).names() == EpisodeStore(batched).names() == names
+    for name in names:  # the same episodes however they were scheduled
+        expected = EpisodeStore(solo).read(name).particles
+        for store in (ray_store, batched):
+            np.testing.assert_allclose(EpisodeStore(store).read(name).particles, expected, atol=1e-4)
