@@ -132,8 +132,10 @@ class ClothBatch:
     """Several garments in one Newton model, one world each, stepped together.
 
     Every world lies at the origin on the shared table plane: Newton keeps worlds apart (per-world
-    BVH groups for self-contact, world-filtered particle-shape contact), so a world computes what
-    a scene of its own would, without float32 rounding of far-away coordinates.
+    BVH groups for self-contact, world-filtered particle-shape contact), so a world computes the
+    physics of a scene of its own, in the same coordinates (worlds spaced apart instead drifted by
+    a centimetre through float32 rounding). Results are often bit-identical to a scene of its own;
+    when contact sums add up in another order they differ at the millimetre level.
 
     A control frame advances every world. Single-threaded code drives it with `step`; a
     generator runs one thread per world inside `lockstep(world)`, where each scene's

@@ -119,7 +119,7 @@ def test_batched_worlds_step_in_lockstep_without_touching_each_other(small_garme
     assert np.abs(b.positions() - c.positions()).max() > 0.2
 
     # A world of a batch computes what a scene of its own computes (bit-identical on CPU here;
-    # the tolerance leaves room for another contact order on a GPU).
+    # the tolerance leaves room for contact sums in another order).
     solo = ClothScene.build(other, cpu_small.sim)
     solo.set_positions(other.vertices * cpu_small.sim.garment_scale + [0.0, 0.0, 0.05])
     for _ in range(25):
