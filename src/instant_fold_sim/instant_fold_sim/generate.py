@@ -22,6 +22,7 @@ import queue
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,12 +132,8 @@ def _simulate(job: Job, store: EpisodeStore, preset_name: str, world: tuple[Clot
         return job.name, "skipped", -1.0
     try:
         garment = _garment(job.garment_spec, preset_name)
-        args = (garment, MODES[job.mode], job.variant, job.seed, preset(preset_name))
-        if world is None:
-            episode = run_episode(*args)
-        else:
-            with world[0].lockstep(world[1]) as scene:
-                episode = run_episode(*args, scene=scene)
+        with world[0].lockstep(world[1]) if world else nullcontext() as scene:
+            episode = run_episode(garment, MODES[job.mode], job.variant, job.seed, preset(preset_name), scene=scene)
     except (EpisodeFailed, GarmentError, KeypointError) as exc:
         return job.name, f"failed: {exc}", -1.0
     episode.meta["episode_name"] = job.name

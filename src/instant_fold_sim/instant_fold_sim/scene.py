@@ -424,20 +424,17 @@ class ClothScene:
     def grasp(self, arm: int) -> np.ndarray:
         """Close gripper `arm`: pin the particles within the grasp radius (at least the nearest)."""
         with self.batch.lock:
-            return self._grasp(arm)
-
-    def _grasp(self, arm: int) -> np.ndarray:
-        g = self.grippers[arm]
-        pos = self.positions()
-        d = np.linalg.norm(pos - g.position, axis=1)
-        held = np.setdiff1d(np.flatnonzero(d <= self.config.grasp_radius), self.grippers[1 - arm].held)
-        if held.size == 0:
-            held = np.array([np.argmin(d)])
-        g.held = held.astype(np.int32)
-        g.openness = 0.0
-        g.offsets = ((pos[held] - g.position) * UNITS).astype(np.float32)
-        self.batch.set_active(g.held + self.first, active=False)
-        return g.held
+            g = self.grippers[arm]
+            pos = self.positions()
+            d = np.linalg.norm(pos - g.position, axis=1)
+            held = np.setdiff1d(np.flatnonzero(d <= self.config.grasp_radius), self.grippers[1 - arm].held)
+            if held.size == 0:
+                held = np.array([np.argmin(d)])
+            g.held = held.astype(np.int32)
+            g.openness = 0.0
+            g.offsets = ((pos[held] - g.position) * UNITS).astype(np.float32)
+            self.batch.set_active(g.held + self.first, active=False)
+            return g.held
 
     def release(self, arm: int) -> None:
         """Open gripper `arm`: the held particles become free cloth again, at rest."""
