@@ -250,7 +250,10 @@ def _resolve_modes(spec: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.worlds < 1 or args.workers < 1:
+        parser.error("--worlds and --workers must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     cfg = preset(args.preset)
     store = EpisodeStore(args.out, mode="a")

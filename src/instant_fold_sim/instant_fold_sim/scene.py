@@ -482,6 +482,8 @@ class ClothScene:
         In a batch, every world advances; inside `ClothBatch.lockstep` this waits for the others.
         """
         goal = None if targets is None else np.array([np.asarray(t, dtype=np.float64) for t in targets])
+        if goal is not None and (goal.shape != (2, 3) or not np.isfinite(goal).all()):
+            raise ValueError(f"targets: expected finite [2, 3] gripper positions, got {goal.shape}")
         self.batch._request(self.world, goal)
 
     def cloth_speed(self) -> float:

@@ -181,6 +181,12 @@ def test_cli_batches_garments_into_one_model_with_the_same_episodes(tmp_path):
         assert a.meta["oracle"]["max_error"] == pytest.approx(b.meta["oracle"]["max_error"], abs=0.01)
 
 
+def test_cli_refuses_nonpositive_worlds(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        generate.main(["--out", str(tmp_path / "x.zarr"), "--worlds", "0"])
+    assert "--worlds" in capsys.readouterr().err and not (tmp_path / "x.zarr").exists()
+
+
 def test_batch_plan_spreads_garments_over_worlds():
     jobs = generate.make_jobs([("proc:0", "a"), ("proc:1", "b")], ["random_drag_1", "random_drag_2"], None, 3, 0)
     for parallel, shape in ((1, [[3, 3, 3, 3]]), (2, [[2, 2, 2, 2], [2, 2]])):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 
 from instant_fold_sim.garments import make_procedural_garment
 from instant_fold_sim.keypoints import detect_keypoints
@@ -128,3 +129,9 @@ def test_batched_worlds_step_in_lockstep_without_touching_each_other(small_garme
     np.testing.assert_allclose(b.positions(), solo.positions(), atol=1e-4)
     held = b.grippers[0].held
     np.testing.assert_allclose(b.positions()[held], goal + b.grippers[0].offsets / 100.0, atol=1e-4)
+
+    # Targets that are not two finite positions are refused before anything is simulated.
+    for bad in ([[0.0, 0.0, 0.1]], [[np.nan, 0.0, 0.1], [0.0, 0.0, 0.1]]):
+        with pytest.raises(ValueError, match="targets"):
+            b.step_frame(bad)
+    assert np.isclose(b.sim_time - t0, 8 * b.frame_dt)
