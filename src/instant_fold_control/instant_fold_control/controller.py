@@ -43,7 +43,7 @@ class ControlOutput:
     base_positions: tuple[np.ndarray, np.ndarray]  # per-arm commanded position in its base frame
 
 
-def _stderr_log(level: str, text: str) -> None:
+def stderr_log(level: str, text: str) -> None:
     if level != "debug":
         print(f"[{level}] {text}")
 
@@ -51,7 +51,7 @@ def _stderr_log(level: str, text: str) -> None:
 class DualArmController:
     """Executes action chunks on two arms through one safety layer."""
 
-    def __init__(self, robot: RobotConfig, log: Callable[[str, str], None] = _stderr_log) -> None:
+    def __init__(self, robot: RobotConfig, log: Callable[[str, str], None] = stderr_log) -> None:
         self.robot = robot
         self.safety = SafetyLayer(robot.safety, log)
         self._log = log

@@ -13,7 +13,6 @@ cannot be reached at start-up ends the process with a clear error and exit code 
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 from rclpy.node import Node
@@ -22,7 +21,8 @@ from std_srvs.srv import Trigger
 
 from instant_fold_control.chunk import Chunk
 from instant_fold_control.config import ConfigError, RobotConfig, find_robot_config, load_robot_config
-from instant_fold_control.controller import DualArmController, Mode
+from instant_fold_control.control_loop import ControlLoop
+from instant_fold_control.controller import DualArmController
 from instant_fold_control.drivers import make_robot_drivers
 from instant_fold_control.drivers.base import DriverError, RobotDrivers
 from instant_fold_interfaces.msg import ActionChunk, DualArmState
@@ -68,19 +68,16 @@ class ControllerNode(Node):
         except DriverError:
             self.drivers.close()
             raise
-        self._control_period = 1.0 / control_rate
-        self._last_mode = Mode.WAITING
+        self.loop = ControlLoop(self.controller, self.drivers, 1.0 / control_rate, self._log)
         # Chunk stamps are ROS time; with a lock-stepped simulator the graph runs on its /clock
         # (use_sim_time), which is the lockstep's time itself.
-        self._clock_offset = 0.0 if self.drivers.lockstep is not None else self._ros_seconds() - self._now()
-        self._gripper_sent: list[float | None] = [None, None]
-        self._measured_at = 0.0
-        self._read_drivers()
+        self._clock_offset = 0.0 if self.drivers.lockstep is not None else self._ros_seconds() - self.loop.now()
+        self.loop.read()
         self._state_pub = self.create_publisher(DualArmState, STATE_TOPIC, OBSERVATION_QOS)
         self.create_subscription(ActionChunk, COMMAND_TOPIC, self._on_chunk, COMMAND_QOS)
         self.create_service(Trigger, ESTOP_SERVICE, self._on_estop)
         self.create_service(Trigger, RESET_SERVICE, self._on_reset)
-        self.create_timer(1.0 / control_rate, self._tick)
+        self.create_timer(1.0 / control_rate, self.loop.tick)
         self.create_timer(1.0 / state_rate, self._publish_state)
         self.create_timer(SUMMARY_PERIOD_S, self._summary)
         self._publish_static_transforms()
@@ -88,17 +85,13 @@ class ControllerNode(Node):
 
     # --- time ---------------------------------------------------------------------------------
 
-    def _now(self) -> float:
-        """Controller time: simulated time for lock-stepped drivers, the monotonic clock otherwise."""
-        return self.drivers.lockstep.now() if self.drivers.lockstep is not None else time.monotonic()
-
     def _ros_seconds(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
     # --- callbacks ----------------------------------------------------------------------------
 
     def _on_chunk(self, msg: ActionChunk) -> None:
-        now = self._now()
+        now = self.loop.now()
         try:
             arrays = action_chunk_from_msg(msg)
         except MessageConversionError as exc:
@@ -112,70 +105,13 @@ class ControllerNode(Node):
         )
         self.controller.submit_chunk(chunk, now, observation)
 
-    def _tick(self) -> None:
-        now = self._now()
-        if not self._read_drivers():
-            return
-        lockstep = self.drivers.lockstep
-        if lockstep is not None:
-            # Simulated time stands still between chunks (the simulator waits for the policy),
-            # and each tick commands where the arms must be at its end, the time it simulates to.
-            if self.controller.plan_finished(now):
-                return
-            now += self._control_period
-        out = self.controller.step(now)
-        if out is None:
-            return
-        entering_hold = out.mode == Mode.HOLD and self._last_mode != Mode.HOLD
-        self._last_mode = out.mode
-        if out.mode == Mode.ESTOP:
-            return
-        try:
-            for i, driver in enumerate(self.drivers.arms):
-                if out.mode == Mode.TRACKING:
-                    driver.command_cartesian(out.base_positions[i])
-                if self._gripper_sent[i] != out.openness[i]:
-                    driver.set_gripper(float(out.openness[i]))
-                    self._gripper_sent[i] = float(out.openness[i])
-                if entering_hold:
-                    driver.hold()
-        except DriverError as exc:
-            self._driver_failed(exc)
-            return
-        if lockstep is not None:
-            try:
-                lockstep.advance(now)
-            except DriverError as exc:
-                self._driver_failed(exc)
-                return
-            self._read_drivers()  # the state of the new simulated instant, before anyone reads it
-
-    def _read_drivers(self) -> bool:
-        try:
-            measurements = [driver.read_state() for driver in self.drivers.arms]
-        except DriverError as exc:
-            self._driver_failed(exc)
-            return False
-        self._measured_at = self._now()
-        self.controller.update_measurement(
-            (measurements[0].position, measurements[1].position),
-            np.array([m.openness for m in measurements]),
-            self._measured_at,
-        )
-        return True
-
-    def _driver_failed(self, exc: DriverError) -> None:
-        if not self.controller.estopped:
-            self.controller.estop(f"driver failure: {exc}")
-            self._stop_drivers()
-
     def _publish_state(self) -> None:
         state = self.controller.state()
         if state is None:
             return
         if self.drivers.lockstep is not None:
             # The simulated instant of the measurement, the clock the simulator stamps images with.
-            stamp = Time(nanoseconds=round(self._measured_at * 1e9)).to_msg()
+            stamp = Time(nanoseconds=round(self.loop.measured_at * 1e9)).to_msg()
         else:
             stamp = self.get_clock().now().to_msg()
         header = make_header(self.robot.camera_frame, stamp)
@@ -183,24 +119,17 @@ class ControllerNode(Node):
 
     def _on_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         self.controller.estop("e-stop service called")
-        self._stop_drivers()
+        self.loop.stop()
         response.success, response.message = True, "e-stop latched; call control/reset to resume"
         return response
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        if self._read_drivers():
+        if self.loop.read():
             self.controller.reset()
             response.success, response.message = True, "e-stop released; holding position"
         else:
             response.success, response.message = False, "drivers are not reporting state; e-stop stays latched"
         return response
-
-    def _stop_drivers(self) -> None:
-        for driver in self.drivers.arms:
-            try:
-                driver.stop()
-            except DriverError as exc:
-                self.get_logger().error(f"stop failed: {exc}")
 
     def _summary(self) -> None:
         counts = {k: v for k, v in self.controller.safety.counts.items() if v}

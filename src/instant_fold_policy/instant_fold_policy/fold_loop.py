@@ -1,21 +1,38 @@
-"""Decisions of the execute-fold loop, independent of ROS and of the policy model.
+"""The execute-fold loop as one state machine, independent of ROS, of the policy model and of time.
 
 The loop is: fresh cloth tokens + arm state -> action chunk -> the controller executes its first
-k steps -> repeat. This module decides what "fresh" means (an observation taken after the last
-chunk had time to execute), counts the gripper events the arms actually performed, and says when
-the fold is over: the policy has brought both arms home with open grippers after performing the
-demonstration's grasps and releases (paper: every demonstration ends with both grippers at home),
-or the step limit is reached.
+k steps -> repeat. `FoldLoop` holds every decision of it, and its hosts only move data:
+
+- the policy server node feeds it the observations arriving over DDS (`on_tokens`, `on_state`),
+  asks `next()` whenever something arrived, and publishes the chunks it is told to compute;
+- the in-process evaluator (`instant_fold_training.closed_loop`) feeds it the simulator's frames
+  and states directly and runs the controller itself.
+
+So what is evaluated offline is exactly what a robot runs. The machine decides what "fresh" means
+(an observation taken after the last chunk had time to execute, paired with an arm state no older
+than it), counts the gripper events the arms actually performed, and says when the fold is over:
+the policy has brought both arms home with open grippers after performing the demonstration's
+grasps and releases (paper: every demonstration ends with both grippers at home), the step limit
+is reached, the goal is cancelled, or no fresh observation arrived in time. Cancel and timeout
+finish with `hold=True`: the host commands the arms to stay where they are.
+
+Time: observation stamps are nanoseconds on the observations' clock (simulated time under a
+simulator); `now_s` passed to `next()` is any monotonic clock of the host, used only for the
+observation timeout.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Generic, TypeVar
 
 import numpy as np
 
 NANOSECONDS = 1_000_000_000
+
+#: Whatever the host uses for cloth tokens (a ROS message, `TokenArrays`); the loop only stores it.
+Tokens = TypeVar("Tokens")
 
 
 class Outcome(IntEnum):
@@ -46,49 +63,130 @@ class FoldLoopConfig:
     min_events: int = 2  # gripper events (grasps + releases) before returning home ends the fold
 
 
-class FoldLoop:
-    """State of one fold: queries made, events executed, and the termination test."""
+@dataclass(frozen=True)
+class Wait:
+    """No fresh observation yet: call `next()` again when one arrives, at the latest after `timeout_s`."""
 
-    def __init__(self, config: FoldLoopConfig, home: np.ndarray, expected_events: int | None = None) -> None:
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class Query(Generic[Tokens]):
+    """Predict a chunk from this observation now, then report it with `chunk_sent`."""
+
+    tokens: Tokens
+    tokens_ns: int
+    state: np.ndarray  # [2, 4] camera frame
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The fold is over; with `hold`, the host commands the arms to stay where they are."""
+
+    outcome: Outcome
+    message: str
+    hold: bool
+
+
+Decision = Wait | Query | Finish
+
+
+class FoldLoop(Generic[Tokens]):
+    """State of one fold: latest observations, queries made, events executed, and every decision."""
+
+    def __init__(
+        self, config: FoldLoopConfig, home: np.ndarray, expected_events: int | None = None, now_s: float = 0.0
+    ) -> None:
         """`home`: [2, 3] home positions (camera frame); `expected_events`: events the demonstration
-        performs (the loop requires min(config.min_events, expected_events) of them)."""
+        performs (the loop requires min(config.min_events, expected_events) of them); `now_s`: the
+        host's clock at the start (the observation timeout counts from there)."""
+        home = np.asarray(home, dtype=np.float64)
         if home.shape != (2, 3) or not np.isfinite(home).all():
             raise ValueError(f"home: expected finite [2, 3] positions, got {home.shape}")
         self.config = config
-        self.home = home.astype(np.float64)
+        self.home = home
         self.required_events = config.min_events if expected_events is None else min(config.min_events, expected_events)
         self.step = 0
         self.events_executed = 0
+        self.finished: Finish | None = None
         self._last_open: np.ndarray | None = None
         self._next_observation_ns = 0
+        self._waiting_since = now_s
+        self._tokens: Tokens | None = None
+        self._tokens_ns = -1
+        self._state: np.ndarray | None = None
+        self._state_ns = -1
 
-    def observe_state(self, state: np.ndarray) -> None:
-        """Track measured gripper openness [2, 4] -> count open<->closed transitions per arm."""
+    # -- inputs ---------------------------------------------------------------------------------
+
+    def on_state(self, state: np.ndarray, stamp_ns: int) -> None:
+        """A measured arm state [2, 4] (x, y, z, openness; camera frame): count open<->closed
+        transitions per arm and keep it as the latest state."""
         is_open = state[:, 3] > self.config.open_threshold
         if self._last_open is not None:
             self.events_executed += int(np.count_nonzero(is_open != self._last_open))
         self._last_open = is_open
+        self._state, self._state_ns = state, stamp_ns
 
-    def is_fresh(self, observation_stamp_ns: int) -> bool:
-        """Whether an observation was taken after the last chunk's steps had time to execute."""
-        return observation_stamp_ns >= self._next_observation_ns
+    def on_tokens(self, tokens: Tokens, stamp_ns: int) -> None:
+        """Cloth tokens of the camera frame taken at `stamp_ns`."""
+        self._tokens, self._tokens_ns = tokens, stamp_ns
 
-    def chunk_sent(self, sent_stamp_ns: int, steps: int, step_duration_s: float) -> None:
-        """Record a query: the next observation must be taken after its k steps are executed."""
+    @property
+    def latest_state(self) -> np.ndarray | None:
+        return self._state
+
+    # -- decisions ------------------------------------------------------------------------------
+
+    def next(self, now_s: float, cancel_requested: bool = False) -> Decision:
+        """What the host must do now. A `Finish` is final: it is returned again on later calls."""
+        if self.finished is not None:
+            return self.finished
+        if cancel_requested:
+            return self._finish(Outcome.CANCELED, "canceled; arms hold", hold=True)
+        if self._fresh():
+            assert self._tokens is not None and self._state is not None
+            if self.events_executed >= self.required_events and self.at_home(self._state):
+                return self._finish(Outcome.COMPLETED, f"{self.events_executed} gripper events", hold=False)
+            if self.step >= self.config.max_steps:
+                return self._finish(Outcome.STEP_LIMIT, f"{self.events_executed} gripper events", hold=False)
+            return Query(self._tokens, self._tokens_ns, self._state)
+        waited = now_s - self._waiting_since
+        if waited >= self.config.observation_timeout_s:
+            return self._finish(
+                Outcome.ABORTED,
+                f"no fresh cloth tokens and arm state for {self.config.observation_timeout_s:g} s",
+                hold=True,
+            )
+        return Wait(self.config.observation_timeout_s - waited)
+
+    def chunk_sent(self, sent_ns: int, steps: int, step_duration_s: float, now_s: float) -> None:
+        """The chunk answering the last `Query` starts executing at `sent_ns` (observation clock):
+        the next observation must be taken after its `steps` steps are executed."""
         self.step += 1
-        self._next_observation_ns = sent_stamp_ns + int(steps * step_duration_s * NANOSECONDS)
+        self._next_observation_ns = sent_ns + round(steps * step_duration_s * NANOSECONDS)
+        self._waiting_since = now_s
+
+    def fail(self, message: str) -> Finish:
+        """The host could not serve the last `Query` (prediction failed): abort, arms hold."""
+        return self._finish(Outcome.ABORTED, message, hold=True)
+
+    # -- predicates -----------------------------------------------------------------------------
+
+    def _fresh(self) -> bool:
+        """Tokens taken after the last chunk executed, and an arm state no older than them: the
+        pair the policy sees must describe one instant, which matters most in simulation, where
+        the arms jump a whole frame at a time."""
+        return (
+            self._tokens is not None
+            and self._state is not None
+            and self._tokens_ns >= self._next_observation_ns
+            and self._state_ns >= self._tokens_ns
+        )
 
     def at_home(self, state: np.ndarray) -> bool:
         near = np.linalg.norm(state[:, :3] - self.home, axis=1) <= self.config.home_tolerance_m
         return bool(near.all() and (state[:, 3] > self.config.open_threshold).all())
-
-    def outcome(self, state: np.ndarray) -> Outcome | None:
-        """COMPLETED / STEP_LIMIT when the fold is over, None while it goes on."""
-        if self.events_executed >= self.required_events and self.at_home(state):
-            return Outcome.COMPLETED
-        if self.step >= self.config.max_steps:
-            return Outcome.STEP_LIMIT
-        return None
 
     def phase_after(self, keypose: np.ndarray | None) -> Phase:
         """EXECUTING, or RETURNING_HOME when the events are done and the next keypose is home."""
@@ -97,3 +195,7 @@ class FoldLoop:
             if near.all():
                 return Phase.RETURNING_HOME
         return Phase.EXECUTING
+
+    def _finish(self, outcome: Outcome, message: str, hold: bool) -> Finish:
+        self.finished = Finish(outcome, message, hold)
+        return self.finished

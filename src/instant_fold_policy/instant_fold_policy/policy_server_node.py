@@ -27,7 +27,7 @@ from instant_fold_core.validation import ValidationError
 from instant_fold_interfaces.action import ExecuteFold
 from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
 from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
-from instant_fold_policy.fold_loop import FoldLoop, FoldLoopConfig, Outcome, Phase
+from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig, Outcome, Phase, Wait
 from instant_fold_policy.server import PolicyServer, PolicyServerError, Prediction
 from instant_fold_ros.conversions import (
     MessageConversionError,
@@ -42,6 +42,8 @@ from instant_fold_ros.node_main import run_node
 from instant_fold_ros.params import declare_config
 from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
 
+#: Longest wait between checks for a cancel request while no observation arrives (s).
+CANCEL_CHECK_S = 0.1
 REQUEST_ERRORS = (MessageConversionError, DemonstrationError, ValidationError, PolicyServerError, ValueError)
 
 
@@ -62,11 +64,12 @@ class PolicyServerNode(Node):
         home_parameter: list[float] = list(p("home", [0.0] * 6).value)
         self.home_override = [float(v) for v in home_parameter]
         self.add_on_set_parameters_callback(self._on_parameters)
-        self._lock = threading.Lock()
-        self._tokens: ClothTokens | None = None
+        # Guards the running fold loop; observations notify the fold's thread through it.
+        self._observed = threading.Condition()
         self._state: np.ndarray | None = None
-        self._state_stamp_ns = 0
-        self._loop: FoldLoop | None = None
+        self._state_ns = 0
+        self._latest_tokens: ClothTokens | None = None
+        self._loop: FoldLoop[ClothTokens] | None = None
         group = ReentrantCallbackGroup()
         self._command = self.create_publisher(ActionChunk, "arms/command", COMMAND_QOS)
         self.create_subscription(ClothTokens, "cloth/tokens", self._on_tokens, OBSERVATION_QOS, callback_group=group)
@@ -103,7 +106,11 @@ class PolicyServerNode(Node):
     # -- topics -----------------------------------------------------------------------------
 
     def _on_tokens(self, msg: ClothTokens) -> None:
-        self._tokens = msg
+        with self._observed:
+            self._latest_tokens = msg
+            if self._loop is not None:
+                self._loop.on_tokens(msg, Time.from_msg(msg.header.stamp).nanoseconds)
+                self._observed.notify_all()
 
     def _on_state(self, msg: DualArmState) -> None:
         try:
@@ -111,11 +118,11 @@ class PolicyServerNode(Node):
         except MessageConversionError as exc:
             self.get_logger().warning(f"arm state rejected: {exc}", throttle_duration_sec=2.0)
             return
-        with self._lock:
-            self._state = state
-            self._state_stamp_ns = Time.from_msg(msg.header.stamp).nanoseconds
+        with self._observed:
+            self._state, self._state_ns = state, Time.from_msg(msg.header.stamp).nanoseconds
             if self._loop is not None:
-                self._loop.observe_state(state)
+                self._loop.on_state(state, self._state_ns)
+                self._observed.notify_all()
 
     # -- services ---------------------------------------------------------------------------
 
@@ -164,7 +171,7 @@ class PolicyServerNode(Node):
     # -- execute-fold action ----------------------------------------------------------------
 
     def _accept_goal(self, _goal) -> GoalResponse:
-        with self._lock:
+        with self._observed:
             return GoalResponse.REJECT if self._loop is not None else GoalResponse.ACCEPT
 
     def _hold(self, state: np.ndarray) -> None:
@@ -179,21 +186,6 @@ class PolicyServerNode(Node):
                 header=make_header(self.frame_id, self.get_clock().now().to_msg()),
             )
         )
-
-    def _fresh_observation(self, loop: FoldLoop, goal_handle) -> tuple[ClothTokens, np.ndarray] | None:
-        """Wait for tokens taken after the last chunk executed, and an arm state no older than
-        them (None on cancel or timeout): the pair the policy sees must describe one instant,
-        which matters most in simulation, where the arms jump a whole frame at a time."""
-        deadline = time.monotonic() + self.fold_config.observation_timeout_s
-        while time.monotonic() < deadline and not goal_handle.is_cancel_requested:
-            with self._lock:
-                tokens, state, state_ns = self._tokens, self._state, self._state_stamp_ns
-            if tokens is not None and state is not None:
-                tokens_ns = Time.from_msg(tokens.header.stamp).nanoseconds
-                if loop.is_fresh(tokens_ns) and state_ns >= tokens_ns:
-                    return tokens, state
-            time.sleep(0.005)
-        return None
 
     def _finish(self, goal_handle, outcome: Outcome, message: str, loop: FoldLoop, started: float):
         result = ExecuteFold.Result(
@@ -221,53 +213,56 @@ class PolicyServerNode(Node):
         home = np.asarray(self.home_override, np.float64).reshape(2, 3)
         if not home.any() and self.server.home is not None:
             home = self.server.home
-        loop = FoldLoop(
+        loop: FoldLoop[ClothTokens] = FoldLoop(
             FoldLoopConfig(**{**vars(self.fold_config), "max_steps": goal.max_steps or self.fold_config.max_steps}),
             home,
             self.server.expected_events,
+            time.monotonic(),
         )
-        with self._lock:
+        with self._observed:
+            # The latest observations seed the loop (a fold may start while nothing new arrives).
+            if self._latest_tokens is not None:
+                loop.on_tokens(self._latest_tokens, Time.from_msg(self._latest_tokens.header.stamp).nanoseconds)
+            if self._state is not None:
+                loop.on_state(self._state, self._state_ns)
             self._loop = loop
         try:
             return self._run(goal_handle, loop, feedback, started)
         finally:
-            with self._lock:
+            with self._observed:
                 self._loop = None
 
-    def _run(self, goal_handle, loop: FoldLoop, feedback: ExecuteFold.Feedback, started: float):
+    def _run(self, goal_handle, loop: FoldLoop[ClothTokens], feedback: ExecuteFold.Feedback, started: float):
+        """Drive the fold loop: wait (woken by every observation) until it asks for a query or ends."""
         while True:
-            feedback.phase = int(Phase.WAITING_FOR_OBSERVATION)
-            observation = self._fresh_observation(loop, goal_handle)
-            if goal_handle.is_cancel_requested:
-                if self._state is not None:
-                    self._hold(self._state)
-                return self._finish(goal_handle, Outcome.CANCELED, "canceled; arms hold", loop, started)
-            if observation is None:
-                if self._state is not None:
-                    self._hold(self._state)
-                return self._finish(
-                    goal_handle,
-                    Outcome.ABORTED,
-                    f"no fresh cloth tokens and arm state for {self.fold_config.observation_timeout_s:g} s",
-                    loop,
-                    started,
-                )
-            tokens, state = observation
-            if (outcome := loop.outcome(state)) is not None:
-                return self._finish(goal_handle, outcome, f"{loop.events_executed} gripper events", loop, started)
+            with self._observed:
+                decision = loop.next(time.monotonic(), goal_handle.is_cancel_requested)
+                if isinstance(decision, Wait):
+                    feedback.phase = int(Phase.WAITING_FOR_OBSERVATION)
+                    # Woken by observations; the bound only re-checks cancellation and the timeout.
+                    self._observed.wait(min(decision.timeout_s, CANCEL_CHECK_S))
+                    continue
+            if isinstance(decision, Finish):
+                if decision.hold and loop.latest_state is not None:
+                    self._hold(loop.latest_state)
+                return self._finish(goal_handle, decision.outcome, decision.message, loop, started)
+            tokens, state = decision.tokens, decision.state
             try:
                 chunk, prediction = self._predict_msg(tokens, state, self.steps_to_execute)
             except REQUEST_ERRORS as exc:
-                self._hold(state)
-                return self._finish(goal_handle, Outcome.ABORTED, f"prediction failed: {exc}", loop, started)
+                with self._observed:
+                    loop.fail(f"prediction failed: {exc}")
+                continue
             self._command.publish(chunk)
             # The chunk starts executing now, and never before its observation (under a simulator's
             # /clock both are the same instant: simulated time waits for the policy).
-            sent = max(self.get_clock().now().nanoseconds, Time.from_msg(tokens.header.stamp).nanoseconds)
-            loop.chunk_sent(sent, prediction.steps_to_execute, self.step_duration)
+            sent = max(self.get_clock().now().nanoseconds, decision.tokens_ns)
+            with self._observed:
+                loop.chunk_sent(sent, prediction.steps_to_execute, self.step_duration, time.monotonic())
+                events = loop.events_executed
             feedback.step, feedback.phase = loop.step - 1, int(loop.phase_after(prediction.keypose))
             feedback.state = dual_arm_state_to_msg(state.astype(np.float32), tokens.header)
-            feedback.events_executed = loop.events_executed
+            feedback.events_executed = events
             goal_handle.publish_feedback(feedback)
 
 

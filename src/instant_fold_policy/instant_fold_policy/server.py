@@ -91,6 +91,17 @@ class PolicyServer:
         self.generator.manual_seed(self.seed)
         return time.perf_counter() - start
 
+    def load_mode(self, mode: str) -> None:
+        """Condition a language-conditioned policy on a folding mode (by name) instead of a demonstration."""
+        self.runner.load_mode(mode)
+        self.demonstration = None
+        self.generator.manual_seed(self.seed)
+
+    @property
+    def conditioning(self) -> str:
+        """ "demo" or "language": what the policy is conditioned on."""
+        return str(self.runner.cfg.conditioning)
+
     @property
     def expected_events(self) -> int:
         """Grasps and releases the loaded demonstration performs (both arms)."""

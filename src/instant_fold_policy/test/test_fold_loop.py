@@ -1,17 +1,39 @@
-"""Execute-fold loop decisions: freshness, event counting, completion, step limit."""
+"""The execute-fold state machine without ROS: freshness, event counting, every way a fold ends."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from instant_fold_policy.fold_loop import NANOSECONDS, FoldLoop, FoldLoopConfig, Outcome, Phase
+from instant_fold_policy.fold_loop import (
+    NANOSECONDS,
+    Finish,
+    FoldLoop,
+    FoldLoopConfig,
+    Outcome,
+    Phase,
+    Query,
+    Wait,
+)
 
 HOME = np.array([[-0.3, 0.1, 0.9], [0.3, 0.1, 0.9]])
+AWAY = (0.0, 0.0, 1.0)
 
 
 def state(left=(-0.3, 0.1, 0.9), right=(0.3, 0.1, 0.9), open_left=1.0, open_right=1.0) -> np.ndarray:
     return np.array([[*left, open_left], [*right, open_right]])
+
+
+def observe(loop: FoldLoop[str], s: np.ndarray, ns: int, tokens: str | None = None) -> None:
+    """Tokens and an arm state taken at the same instant."""
+    loop.on_tokens(tokens or f"tokens@{ns}", ns)
+    loop.on_state(s, ns)
+
+
+def query(loop: FoldLoop[str], now_s: float = 0.0) -> Query[str]:
+    decision = loop.next(now_s)
+    assert isinstance(decision, Query), decision
+    return decision
 
 
 def test_constants_match_the_action_definition() -> None:
@@ -23,56 +45,324 @@ def test_constants_match_the_action_definition() -> None:
         assert getattr(ExecuteFold.Feedback, f"PHASE_{phase.name}") == phase.value
 
 
+# -- queries and freshness ----------------------------------------------------------------------
+
+
 def test_home_at_start_is_not_a_finished_fold() -> None:
-    loop = FoldLoop(FoldLoopConfig(), HOME)
-    loop.observe_state(state())
-    assert loop.outcome(state()) is None
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    observe(loop, state(), 0, "first")
+    decision = query(loop)
+    assert decision.tokens == "first" and decision.tokens_ns == 0
+    np.testing.assert_array_equal(decision.state, state())
+    assert loop.finished is None and loop.step == 0
 
 
-def test_completes_after_grasp_release_and_return_home() -> None:
-    loop = FoldLoop(FoldLoopConfig(min_events=2), HOME)
-    trajectory = [
-        state(),
-        state(left=(0.0, 0.0, 1.0)),  # reach
-        state(left=(0.0, 0.0, 1.0), open_left=0.0),  # grasp
-        state(left=(0.1, 0.0, 0.95), open_left=0.0),  # carry
-        state(left=(0.1, 0.0, 0.95)),  # release
-    ]
-    for s in trajectory:
-        loop.observe_state(s)
-        assert loop.outcome(s) is None
-    assert loop.events_executed == 2
-    home = state()
-    loop.observe_state(home)
-    assert loop.outcome(home) is Outcome.COMPLETED
-    # home but a gripper still closed is not done
-    assert loop.outcome(state(open_right=0.0)) is None
-    assert loop.outcome(state(left=(-0.3, 0.2, 0.9))) is None  # 10 cm away
-
-
-def test_demonstrations_with_fewer_events_require_fewer() -> None:
-    loop = FoldLoop(FoldLoopConfig(min_events=4), HOME, expected_events=2)
-    assert loop.required_events == 2
+def test_nothing_observed_waits_for_the_rest_of_the_timeout() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(observation_timeout_s=10.0), HOME, now_s=100.0)
+    assert loop.next(103.0) == Wait(7.0)
+    loop.on_tokens("tokens", 0)  # no arm state yet
+    assert loop.next(104.0) == Wait(6.0)
+    loop2: FoldLoop[str] = FoldLoop(FoldLoopConfig(observation_timeout_s=10.0), HOME, now_s=100.0)
+    loop2.on_state(state(), 5)  # no tokens yet
+    assert loop2.next(101.0) == Wait(9.0)
 
 
 def test_freshness_follows_executed_steps_and_step_limit() -> None:
-    loop = FoldLoop(FoldLoopConfig(max_steps=2), HOME)
-    assert loop.is_fresh(0)
-    loop.chunk_sent(10 * NANOSECONDS, steps=4, step_duration_s=0.1)
-    assert not loop.is_fresh(10 * NANOSECONDS + int(0.39 * NANOSECONDS))
-    assert loop.is_fresh(10 * NANOSECONDS + int(0.4 * NANOSECONDS))
-    assert loop.outcome(state(left=(0.0, 0.0, 1.0))) is None
-    loop.chunk_sent(11 * NANOSECONDS, steps=4, step_duration_s=0.1)
-    assert loop.outcome(state(left=(0.0, 0.0, 1.0))) is Outcome.STEP_LIMIT
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(max_steps=2), HOME)
+    observe(loop, state(), 0)
+    query(loop)
+    loop.chunk_sent(10 * NANOSECONDS, steps=4, step_duration_s=0.1, now_s=1.0)
+    assert loop.step == 1
+    # taken before the chunk's 4 steps of 0.1 s were executed: stale
+    observe(loop, state(left=AWAY), 10 * NANOSECONDS + int(0.39 * NANOSECONDS))
+    assert isinstance(loop.next(1.5), Wait)
+    observe(loop, state(left=AWAY), 10 * NANOSECONDS + int(0.4 * NANOSECONDS), "after")
+    assert query(loop, 1.5).tokens == "after"
+    loop.chunk_sent(11 * NANOSECONDS, steps=4, step_duration_s=0.1, now_s=2.0)
+    assert isinstance(loop.next(2.0), Wait)  # the step limit waits for the last chunk's observation too
+    observe(loop, state(left=AWAY), 12 * NANOSECONDS)
+    assert loop.next(2.5) == Finish(Outcome.STEP_LIMIT, "0 gripper events", hold=False)
+    assert loop.step == 2
+
+
+@pytest.mark.parametrize(("steps", "step_duration_s", "end_ns"), [(3, 0.1, 300_000_000), (3, 0.3, 900_000_000)])
+def test_the_chunk_end_is_exact_to_the_nanosecond(steps: int, step_duration_s: float, end_ns: int) -> None:
+    """3 * 0.1 s is 0.30000000000000004 and 3 * 0.3 s 0.8999999999999999 in floating point: the
+    boundary still lies at 0.3 s and 0.9 s."""
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    observe(loop, state(), 0)
+    query(loop)
+    loop.chunk_sent(NANOSECONDS, steps=steps, step_duration_s=step_duration_s, now_s=0.0)
+    observe(loop, state(left=AWAY), NANOSECONDS + end_ns - 1)
+    assert isinstance(loop.next(0.0), Wait)
+    observe(loop, state(left=AWAY), NANOSECONDS + end_ns)
+    assert query(loop).tokens_ns == NANOSECONDS + end_ns
+
+
+def test_tokens_older_than_the_last_chunk_end_wait_even_with_a_fresh_state() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    observe(loop, state(), 0)
+    query(loop)
+    loop.chunk_sent(0, steps=5, step_duration_s=0.1, now_s=0.0)  # executed by 0.5 s
+    loop.on_tokens("old", 400_000_000)
+    loop.on_state(state(left=AWAY), 900_000_000)
+    assert isinstance(loop.next(0.1), Wait)
+    loop.on_tokens("new", 500_000_000)
+    decision = query(loop, 0.1)
+    assert decision.tokens == "new" and decision.tokens_ns == 500_000_000
+    np.testing.assert_array_equal(decision.state, state(left=AWAY))
+
+
+def test_a_state_older_than_the_tokens_waits_for_one_that_is_not() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    loop.on_state(state(), 100)
+    loop.on_tokens("frame", 200)
+    assert isinstance(loop.next(0.0), Wait)
+    loop.on_state(state(left=AWAY), 199)
+    assert isinstance(loop.next(0.0), Wait)
+    loop.on_state(state(left=(0.1, 0.0, 1.0)), 200)  # the same instant is fresh
+    np.testing.assert_array_equal(query(loop).state, state(left=(0.1, 0.0, 1.0)))
+    loop.on_state(state(left=(0.2, 0.0, 1.0)), 250)  # a newer state is the one the policy sees
+    decision = query(loop)
+    assert decision.tokens_ns == 200
+    np.testing.assert_array_equal(decision.state, state(left=(0.2, 0.0, 1.0)))
+
+
+# -- events and completion ----------------------------------------------------------------------
+
+
+def test_events_count_every_transition_of_every_state() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    loop.on_state(state(open_left=0.0, open_right=0.0), 0)  # the first state is no event
+    assert loop.events_executed == 0
+    loop.on_state(state(open_left=0.0, open_right=0.0), 1)
+    assert loop.events_executed == 0
+    loop.on_state(state(open_left=0.9, open_right=0.9), 2)  # both open: two events
+    assert loop.events_executed == 2
+    loop.on_state(state(open_left=0.6, open_right=0.4), 3)  # threshold 0.5: the right closes
+    assert loop.events_executed == 3
+    # states that are never queried count as well (the arms moved between observations)
+    assert loop.step == 0
+
+
+def test_completes_after_grasp_release_and_return_home() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=2), HOME)
+    trajectory = [
+        state(),
+        state(left=AWAY),  # reach
+        state(left=AWAY, open_left=0.0),  # grasp
+        state(left=(0.1, 0.0, 0.95), open_left=0.0),  # carry
+        state(left=(0.1, 0.0, 0.95)),  # release
+    ]
+    for i, s in enumerate(trajectory):
+        observe(loop, s, i * NANOSECONDS)
+        query(loop, float(i))
+        loop.chunk_sent(i * NANOSECONDS, steps=10, step_duration_s=0.1, now_s=float(i))
+    assert loop.events_executed == 2
+    observe(loop, state(left=(-0.29, 0.11, 0.9)), len(trajectory) * NANOSECONDS)  # within 3 cm
+    finish = loop.next(float(len(trajectory)))
+    assert finish == Finish(Outcome.COMPLETED, "2 gripper events", hold=False)
+    assert loop.finished is finish and loop.step == len(trajectory)
+
+
+@pytest.mark.parametrize(
+    "near_home",
+    [
+        state(open_right=0.0),  # home but a gripper still closed
+        state(left=(-0.3, 0.2, 0.9)),  # 10 cm away
+        state(right=(0.3, 0.1, 0.94)),  # 4 cm away
+    ],
+)
+def test_almost_home_is_not_home(near_home: np.ndarray) -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=0), HOME)
+    assert not loop.at_home(near_home)
+    observe(loop, near_home, 0)
+    assert isinstance(loop.next(0.0), Query)
+    observe(loop, state(), 1)
+    assert loop.at_home(state())
+    assert loop.next(0.0) == Finish(Outcome.COMPLETED, f"{loop.events_executed} gripper events", hold=False)
+
+
+def test_home_before_the_required_events_goes_on() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=4), HOME)
+    frames = [
+        state(),
+        state(left=AWAY, open_left=0.0),  # grasp (1)
+        state(left=AWAY),  # release (2)
+        state(),  # home with 2 of 4 events: not done
+        state(right=AWAY, open_right=0.0),  # grasp (3)
+        state(right=AWAY),  # release (4)
+    ]
+    for i, s in enumerate(frames):
+        observe(loop, s, i * NANOSECONDS)
+        query(loop, float(i))
+        loop.chunk_sent(i * NANOSECONDS, steps=1, step_duration_s=0.1, now_s=float(i))
+    assert loop.events_executed == 4
+    observe(loop, state(), 10 * NANOSECONDS)
+    assert loop.next(10.0) == Finish(Outcome.COMPLETED, "4 gripper events", hold=False)
+
+
+@pytest.mark.parametrize(("min_events", "expected", "required"), [(4, 2, 2), (2, 6, 2), (2, None, 2), (3, 0, 0)])
+def test_demonstrations_with_fewer_events_require_fewer(min_events: int, expected: int | None, required: int) -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=min_events), HOME, expected_events=expected)
+    assert loop.required_events == required
+
+
+def test_a_demonstration_with_two_events_completes_after_two() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=4), HOME, expected_events=2)
+    for i, s in enumerate([state(), state(left=AWAY, open_left=0.0), state(left=AWAY)]):
+        observe(loop, s, i * NANOSECONDS)
+        query(loop)
+        loop.chunk_sent(i * NANOSECONDS, steps=1, step_duration_s=0.1, now_s=0.0)
+    observe(loop, state(), 5 * NANOSECONDS)
+    assert loop.next(0.0) == Finish(Outcome.COMPLETED, "2 gripper events", hold=False)
+
+
+def test_completion_wins_over_the_step_limit() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(max_steps=1, min_events=0), HOME)
+    observe(loop, state(left=AWAY), 0)
+    query(loop)
+    loop.chunk_sent(0, steps=1, step_duration_s=0.1, now_s=0.0)
+    observe(loop, state(), NANOSECONDS)
+    finish = loop.next(0.0)
+    assert isinstance(finish, Finish) and finish.outcome is Outcome.COMPLETED
+
+
+# -- cancel, timeout, failure -------------------------------------------------------------------
+
+
+def test_cancel_finishes_with_the_arms_holding_even_with_a_fresh_observation() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    observe(loop, state(left=AWAY), 0)
+    finish = loop.next(0.0, cancel_requested=True)
+    assert finish == Finish(Outcome.CANCELED, "canceled; arms hold", hold=True)
+    assert loop.next(1.0) is finish  # final, even once the request is gone
+
+
+def test_no_fresh_observation_in_time_aborts_with_the_arms_holding() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(observation_timeout_s=2.0), HOME, now_s=50.0)
+    wait = loop.next(51.5)
+    assert isinstance(wait, Wait) and wait.timeout_s == pytest.approx(0.5)
+    finish = loop.next(52.0)
+    assert finish == Finish(Outcome.ABORTED, "no fresh cloth tokens and arm state for 2 s", hold=True)
+    observe(loop, state(), 0)  # too late: a Finish is final
+    assert loop.next(52.1) is finish
+
+
+def test_the_timeout_counts_from_the_last_chunk() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(observation_timeout_s=2.0), HOME, now_s=0.0)
+    observe(loop, state(), 0)
+    query(loop, 1.9)
+    loop.chunk_sent(0, steps=1, step_duration_s=0.1, now_s=60.0)
+    observe(loop, state(), 50_000_000)  # stale: taken while the chunk executed
+    assert loop.next(61.0) == Wait(1.0)
+    finish = loop.next(62.0)
+    assert isinstance(finish, Finish) and finish.outcome is Outcome.ABORTED and finish.hold
+
+
+def test_fresh_observations_that_keep_coming_never_time_out() -> None:
+    """A fold far longer than the timeout, a fresh observation 0.8 s after each chunk of 1 s."""
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(observation_timeout_s=1.0, max_steps=1000), HOME, now_s=0.0)
+    now = 0.0
+    for i in range(30):
+        observe(loop, state(left=AWAY), i * NANOSECONDS)
+        query(loop, now)
+        loop.chunk_sent(i * NANOSECONDS, steps=10, step_duration_s=0.1, now_s=now)
+        now += 0.8
+        assert isinstance(loop.next(now), Wait)  # before the next observation: still waiting
+    assert loop.finished is None and loop.step == 30 and now > 20.0
+
+
+def test_fail_aborts_with_the_arms_holding() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    observe(loop, state(), 0)
+    query(loop)
+    finish = loop.fail("prediction failed: boom")
+    assert finish == Finish(Outcome.ABORTED, "prediction failed: boom", hold=True)
+    assert loop.finished is finish
+    observe(loop, state(left=AWAY), NANOSECONDS)
+    assert loop.next(0.0) is finish
+    assert loop.next(0.0, cancel_requested=True) is finish
+
+
+def test_a_completed_fold_stays_completed() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=0), HOME)
+    observe(loop, state(), 0)
+    finish = loop.next(0.0)
+    assert finish == Finish(Outcome.COMPLETED, "0 gripper events", hold=False)
+    observe(loop, state(left=AWAY), NANOSECONDS)
+    assert loop.next(1e6) is finish  # not a query, not a timeout
+    assert loop.next(0.0, cancel_requested=True) is finish  # not a cancel
+
+
+# -- a host --------------------------------------------------------------------------------------
+
+FRAME_NS = 100_000_000  # the fake world renders a frame every 0.1 s
+#: Scripted arm states, one per frame; the last one repeats.
+FOLD_SCRIPT = [
+    state(),  # 0 query
+    state(left=(-0.1, 0.0, 1.0)),  # 1
+    state(left=AWAY),  # 2 query
+    state(left=AWAY, open_left=0.0),  # 3 grasp
+    state(left=(0.1, 0.0, 1.0), open_left=0.0),  # 4 query
+    state(left=(0.1, 0.0, 1.0)),  # 5 release
+    state(left=(-0.1, 0.1, 0.9)),  # 6 query
+    state(),  # 7 home, but the chunk of frame 6 is still executing
+    state(),  # 8 fresh and home: completed
+]
+
+
+def run_host(loop: FoldLoop[str], script: list[np.ndarray], steps: int, max_frames: int = 100):
+    """What a host does: per frame, the tokens arrive, then the arm state of the same instant;
+    `next()` after each; a query is answered by a chunk of `steps` steps of one frame each."""
+    decisions: list[str] = []
+    queries = 0
+    for frame in range(max_frames):
+        ns, now_s = frame * FRAME_NS, frame * 0.1
+        loop.on_tokens(f"tokens@{frame}", ns)
+        assert isinstance(loop.next(now_s), Wait)  # the arm state of this frame is not there yet
+        loop.on_state(script[min(frame, len(script) - 1)], ns)
+        decision = loop.next(now_s)
+        decisions.append(type(decision).__name__[0])
+        if isinstance(decision, Finish):
+            return decision, queries, decisions
+        if isinstance(decision, Query):
+            assert decision.tokens == f"tokens@{frame}" and decision.tokens_ns == ns
+            queries += 1
+            loop.chunk_sent(ns, steps, 0.1, now_s)
+    raise AssertionError(f"no finish in {max_frames} frames: {''.join(decisions)}")
+
+
+def test_a_host_loop_folds_to_completion() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(max_steps=50), HOME, expected_events=2)
+    finish, queries, decisions = run_host(loop, FOLD_SCRIPT, steps=2)
+    assert finish == Finish(Outcome.COMPLETED, "2 gripper events", hold=False)
+    assert queries == 4 and loop.step == 4
+    assert "".join(decisions) == "QWQWQWQWF"
+
+
+def test_a_host_loop_that_never_returns_home_hits_the_step_limit() -> None:
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(max_steps=5), HOME, expected_events=2)
+    finish, queries, decisions = run_host(loop, FOLD_SCRIPT[:6], steps=3)  # ends released, away from home
+    assert finish == Finish(Outcome.STEP_LIMIT, "2 gripper events", hold=False)
+    assert queries == 5
+    assert "".join(decisions) == "QWWQWWQWWQWWQWWF"
+
+
+# -- feedback and configuration -----------------------------------------------------------------
 
 
 def test_phase_is_returning_home_when_the_next_keypose_is_home() -> None:
-    loop = FoldLoop(FoldLoopConfig(min_events=0), HOME)
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=0), HOME)
     assert loop.phase_after(None) is Phase.EXECUTING
     assert loop.phase_after(state()) is Phase.RETURNING_HOME
-    assert loop.phase_after(state(left=(0.0, 0.0, 1.0))) is Phase.EXECUTING
+    assert loop.phase_after(state(left=AWAY)) is Phase.EXECUTING
+    waiting: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=2), HOME)
+    assert waiting.phase_after(state()) is Phase.EXECUTING  # home, but the events are not done
 
 
 def test_bad_home_is_refused() -> None:
     with pytest.raises(ValueError, match="home"):
         FoldLoop(FoldLoopConfig(), np.full((2, 3), np.nan))
+    with pytest.raises(ValueError, match="home"):
+        FoldLoop(FoldLoopConfig(), np.zeros(6))

@@ -1,0 +1,112 @@
+"""One control tick over a robot's drivers: measure, step the controller, command, advance time.
+
+`ControlLoop` is the part of the controller node that is not ROS: the node calls `tick()` from
+its timer and `read()` before publishing state; the in-process evaluator calls the same methods
+in a plain loop over a simulator. Time comes from the robot's `Lockstep` when it has one
+(simulated time, which this loop advances once per tick) and from the monotonic clock otherwise.
+
+Under lockstep a tick commands where the arms must be at its *end* (`now + period`) and then
+asks the simulator to get there; between chunks (`plan_finished`) it does nothing, so simulated
+time stands still while the policy thinks and a slow CPU never changes the outcome.
+A driver failure latches the e-stop and stops both arms.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from instant_fold_control.controller import DualArmController, Mode, stderr_log
+from instant_fold_control.drivers.base import DriverError, RobotDrivers
+
+
+class ControlLoop:
+    """The controller core wired to a robot's drivers."""
+
+    def __init__(
+        self,
+        controller: DualArmController,
+        drivers: RobotDrivers,
+        period_s: float,
+        log: Callable[[str, str], None] = stderr_log,
+    ) -> None:
+        if not (np.isfinite(period_s) and period_s > 0):
+            raise ValueError(f"period_s: must be positive, got {period_s}")
+        self.controller = controller
+        self.drivers = drivers
+        self.period_s = period_s
+        self._log = log
+        self.measured_at = 0.0  # controller time of the latest measurement
+        self._last_mode = Mode.WAITING
+        self._gripper_sent: list[float | None] = [None, None]
+
+    @property
+    def lockstep(self):
+        return self.drivers.lockstep
+
+    def now(self) -> float:
+        """Controller time: simulated time for lock-stepped drivers, the monotonic clock otherwise."""
+        return self.lockstep.now() if self.lockstep is not None else time.monotonic()
+
+    def read(self) -> bool:
+        """Feed both arms' measurements to the controller; False (e-stop latched) on a driver failure."""
+        try:
+            measurements = [driver.read_state() for driver in self.drivers.arms]
+        except DriverError as exc:
+            self.driver_failed(exc)
+            return False
+        self.measured_at = self.now()
+        self.controller.update_measurement(
+            (measurements[0].position, measurements[1].position),
+            np.array([m.openness for m in measurements]),
+            self.measured_at,
+        )
+        return True
+
+    def tick(self) -> None:
+        """One control period (under lockstep: simulated time advances by one period unless the plan is done)."""
+        now = self.now()
+        if not self.read():
+            return
+        if self.lockstep is not None:
+            if self.controller.plan_finished(now):
+                return
+            now += self.period_s
+        out = self.controller.step(now)
+        if out is None:
+            return
+        entering_hold = out.mode == Mode.HOLD and self._last_mode != Mode.HOLD
+        self._last_mode = out.mode
+        if out.mode == Mode.ESTOP:
+            return
+        try:
+            for i, driver in enumerate(self.drivers.arms):
+                if out.mode == Mode.TRACKING:
+                    driver.command_cartesian(out.base_positions[i])
+                if self._gripper_sent[i] != out.openness[i]:
+                    driver.set_gripper(float(out.openness[i]))
+                    self._gripper_sent[i] = float(out.openness[i])
+                if entering_hold:
+                    driver.hold()
+            if self.lockstep is None:
+                return
+            self.lockstep.advance(now)
+        except DriverError as exc:
+            self.driver_failed(exc)
+            return
+        self.read()  # the state of the new simulated instant, before anyone reads it
+
+    def driver_failed(self, exc: DriverError) -> None:
+        """Latch the e-stop and stop both arms (once)."""
+        if not self.controller.estopped:
+            self.controller.estop(f"driver failure: {exc}")
+            self.stop()
+
+    def stop(self) -> None:
+        for driver in self.drivers.arms:
+            try:
+                driver.stop()
+            except DriverError as exc:
+                self._log("error", f"{driver.arm} arm: stop failed: {exc}")
