@@ -7,9 +7,30 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from instant_fold_core.dataset.zarr_store import EpisodeStore
 from instant_fold_core.demonstration import from_episode
+
+
+def simulate_demonstration(garment: str, mode: str, variant: str, seed: int, preset_name: str, out: str | Path) -> Path:
+    """Simulate the scripted fold of `mode`/`variant` from the start state of `seed` and save its
+    keyframes as a demonstration at `out` (kept if it exists: the simulation is deterministic)."""
+    from .garments import resolve_garment
+    from .programs import resolve_mode
+    from .rollout import preset, run_episode
+
+    out = Path(out)
+    if out.is_file():
+        return out
+    cfg = preset(preset_name)
+    g = resolve_garment(garment, spacing=cfg.garment_spacing, max_particles=cfg.max_particles)
+    episode = run_episode(g, resolve_mode(mode), variant, seed, cfg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.stem + ".partial.safetensors")
+    from_episode(episode, name=f"{g.garment_id} {mode} [{variant}]").save(tmp)
+    tmp.replace(out)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,6 +45,58 @@ class MotionConfig:
     max_wait_frames: int = 20  # at most this long waiting for rest before a subaction
 
 
+@dataclass(frozen=True)
+class ExecutionNoise:
+    """Seeded perturbations of a scripted execution: the oracle bank's K runs per start state.
+
+    The paper calibrates its metrics on 20 oracle executions from the same initialisation; their
+    spread comes from execution, not from the cloth's start. Our noise model (the paper does not
+    give one): every pick point and every place target moves in the table plane by a Gaussian
+    offset, every carrying arc lasts a random factor of its nominal duration, and every release
+    holds a random number of extra frames. Simulation-space metres and frames.
+    """
+
+    grasp_sigma: float = 0.02  # pick point offset (std per axis, sim m; ~1.1 cm real)
+    place_sigma: float = 0.03  # place target offset (std per axis, sim m; ~1.7 cm real)
+    arc_time_spread: float = 0.2  # carrying arc lasts (1 +- spread) x nominal, uniform
+    max_release_delay: int = 2  # extra frames held at a release, uniform in 0..max
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class _Perturb:
+    """Applies an `ExecutionNoise` from one generator (or nothing, for the scripted oracle)."""
+
+    def __init__(self, noise: ExecutionNoise | None, rng: np.random.Generator | None) -> None:
+        if (noise is None) != (rng is None):
+            raise ValueError("execution noise needs both a noise model and a generator")
+        self.noise, self.rng = noise, rng
+
+    def _offset(self, sigma: float) -> np.ndarray:
+        assert self.rng is not None
+        return np.array([*self.rng.normal(0.0, sigma, 2), 0.0])
+
+    def pick(self, p: np.ndarray) -> np.ndarray:
+        return p if self.noise is None else p + self._offset(self.noise.grasp_sigma)
+
+    def place(self, p: np.ndarray) -> np.ndarray:
+        return p if self.noise is None else p + self._offset(self.noise.place_sigma)
+
+    def arc(self, frames: int) -> int:
+        if self.noise is None:
+            return frames
+        assert self.rng is not None
+        spread = self.noise.arc_time_spread
+        return max(2, round(frames * self.rng.uniform(1 - spread, 1 + spread)))
+
+    def release_frames(self, frames: int) -> int:
+        if self.noise is None:
+            return frames
+        assert self.rng is not None
+        return frames + int(self.rng.integers(0, self.noise.max_release_delay + 1))
+
+
 @dataclass
 class GenerationConfig:
     """Everything that shapes an episode apart from garment, mode, variant and seed."""
@@ -106,9 +158,16 @@ def arc_frames(pick: np.ndarray, place: np.ndarray, m: MotionConfig, fps: float)
 
 
 def pick_place_plan(
-    start: np.ndarray, pick: np.ndarray, place: np.ndarray, m: MotionConfig, fps: float, n_arc: int | None = None
+    start: np.ndarray,
+    pick: np.ndarray,
+    place: np.ndarray,
+    m: MotionConfig,
+    fps: float,
+    n_arc: int | None = None,
+    release_frames: int | None = None,
 ) -> Plan:
-    """Approach, descend, grasp, carry along a half-circle arc (`n_arc` frames), release, retract."""
+    """Approach, descend, grasp, carry along a half-circle arc (`n_arc` frames), release (held
+    `release_frames`, default the config's), retract."""
     up = np.array([0.0, 0.0, 1.0])
     above = pick + m.hover * up
     plan = _segment(start, above, _frames_for(np.linalg.norm(above - start), m.move_speed, fps), 1.0)
@@ -123,7 +182,7 @@ def pick_place_plan(
         p = pick + (drop - pick) * u
         p[2] += lift * np.sin(np.pi * u)
         plan.append((p, 0.0))
-    plan += [(drop.copy(), 1.0)] * m.release_frames  # release, let the layer land
+    plan += [(drop.copy(), 1.0)] * (m.release_frames if release_frames is None else release_frames)  # let it land
     plan += _segment(drop, drop + m.hover * up, 3, 1.0)
     return plan
 
@@ -176,11 +235,17 @@ class FoldingRollout:
         keypoint_ids: np.ndarray,
         config: GenerationConfig,
         record: bool = True,
+        noise: ExecutionNoise | None = None,
+        rng: np.random.Generator | None = None,
     ) -> None:
         self.scene, self.dr, self.kp_ids, self.config = scene, dr, keypoint_ids, config
         self.fps = scene.config.fps
         self.rec = _Recorder()
         self.record = record
+        self.perturb = _Perturb(noise, rng)
+        # Both grippers' (x, y, z, openness) after every frame, first the start: always kept (it is
+        # small), since the evaluation reads the grasp and release events from it.
+        self.trace: list[np.ndarray] = [scene.gripper_states()]
         self.oracle: list[dict] = []
         self.size = scene.garment.size() * scene.config.garment_scale
 
@@ -198,6 +263,7 @@ class FoldingRollout:
             for arm, (_, openness) in enumerate(row):
                 self.scene.command_gripper(arm, openness)
             self.scene.step_frame([pos for pos, _ in row])
+            self.trace.append(self.scene.gripper_states())
 
     def _observe(self, row: list[tuple[np.ndarray, float]] | None) -> None:
         t0 = time.perf_counter()
@@ -246,7 +312,7 @@ class FoldingRollout:
             # Two-handed folds: both arms grasp on the same frame and carry in lockstep, so one
             # side of the garment is not folded before the other (which skews the fold).
             picks = {mv: self.scene.positions()[self.kp_ids[KP_INDEX[mv.pick]]] for mv in sub.moves}
-            n_arc = max(arc_frames(picks[mv], targets[mv], m, self.fps) for mv in sub.moves)
+            n_arc = self.perturb.arc(max(arc_frames(picks[mv], targets[mv], m, self.fps) for mv in sub.moves))
             plans = [None, None]
             for mv in sub.moves:
                 plans[mv.arm] = self._plan(mv, targets[mv], n_arc)
@@ -269,10 +335,20 @@ class FoldingRollout:
             )
 
     def _plan(self, mv: PickPlace, target: np.ndarray, n_arc: int | None = None) -> Plan:
-        pick = self.scene.positions()[self.kp_ids[KP_INDEX[mv.pick]]]
-        place = np.array([target[0], target[1], max(float(target[2]), 0.0)])
+        """`n_arc` given: a two-handed fold's shared (already perturbed) arc length."""
+        m = self.config.motion
+        pick = self.perturb.pick(self.scene.positions()[self.kp_ids[KP_INDEX[mv.pick]]])
+        place = self.perturb.place(np.array([target[0], target[1], max(float(target[2]), 0.0)]))
+        if n_arc is None:
+            n_arc = self.perturb.arc(arc_frames(pick, place, m, self.fps))
         return pick_place_plan(
-            self.scene.grippers[mv.arm].position.copy(), pick, place, self.config.motion, self.fps, n_arc
+            self.scene.grippers[mv.arm].position.copy(),
+            pick,
+            place,
+            m,
+            self.fps,
+            n_arc,
+            self.perturb.release_frames(m.release_frames),
         )
 
     def _too_close(self, moves: tuple[PickPlace, ...], targets: dict) -> bool:
@@ -360,9 +436,17 @@ def start_state(
 
 
 def run_program(
-    start: StartState, mode: FoldingMode, variant: str, seed: int, config: GenerationConfig, record: bool = True
+    start: StartState,
+    mode: FoldingMode,
+    variant: str,
+    seed: int,
+    config: GenerationConfig,
+    record: bool = True,
+    noise: ExecutionNoise | None = None,
+    noise_seed: int = 0,
 ) -> FoldingRollout:
-    """Execute the mode's scripted program from `start` (which it advances), arms home at the end."""
+    """Execute the mode's scripted program from `start` (which it advances), arms home at the end;
+    with `noise`, perturbed by a generator seeded from (seed, mode, variant, noise_seed)."""
     garment = start.scene.garment
     program = (
         random_deformation_program(
@@ -373,7 +457,11 @@ def run_program(
         if mode.family == "random"
         else mode.program(variant)
     )
-    rollout = FoldingRollout(start.scene, start.dr, start.keypoint_ids, config, record=record)
+    rng = None
+    if noise is not None:
+        variant_index = mode.variants.index(variant) if variant in mode.variants else 0
+        rng = np.random.default_rng(np.random.SeedSequence([seed, mode.mode_id, variant_index, noise_seed]))
+    rollout = FoldingRollout(start.scene, start.dr, start.keypoint_ids, config, record, noise, rng)
     for sub in program:
         rollout.run_subaction(sub)
     rollout.finish()

@@ -115,6 +115,8 @@ class SimNode(Node):
 
         try:
             metrics = self.world.evaluate(self.mode, self.variant)
+            # What the paper's metrics need (instant_fold_sim.oracle_bank.Family.score).
+            metrics["record"] = self.world.record().to_json()
         except (SimWorldError, KeyError) as exc:
             response.success, response.message = False, str(exc)
             return response

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
+from instant_fold_core.evaluation.coverage import Coverage
 
 from .garments import resolve_garment
+from .outcome import FoldRecord, InitInfo, record_fold
 from .programs import resolve_mode
 from .rollout import FoldingRollout, GenerationConfig, _to_episode, preset, run_program, start_state
 
@@ -47,7 +49,11 @@ class SimObservation:
 class SimWorld:
     """One garment from one episode seed, driven by camera-frame gripper commands."""
 
-    def __init__(self, garment: str, seed: int, config: GenerationConfig | str = "cpu-small") -> None:
+    def __init__(
+        self, garment: str, seed: int, config: GenerationConfig | str = "cpu-small", record: bool = True
+    ) -> None:
+        """`record`: render and keep every frame for `episode()` (video, keyframe strip); the
+        evaluator turns it off and renders only the frames the policy sees."""
         self.config = preset(config) if isinstance(config, str) else config
         self.garment_spec, self.seed = garment, int(seed)
         self.garment = resolve_garment(
@@ -62,7 +68,9 @@ class SimWorld:
         self.initial_keypoints = self.keypoints_world()
         # Recording reuses the generator's rollout bookkeeping, so a policy rollout becomes an
         # `Episode` exactly like a generated one (same viewer, same store, same keyframes).
-        self._rollout = FoldingRollout(self.scene, self.start.dr, self.start.keypoint_ids, self.config)
+        self._rollout = FoldingRollout(self.scene, self.start.dr, self.start.keypoint_ids, self.config, record)
+        self.init = InitInfo.of(self.scene, self.start.keypoint_ids)
+        self._coverage = Coverage(self.scene.positions(), self.garment.faces)
 
     # ------------------------------------------------------------------ frames and time
 
@@ -133,12 +141,18 @@ class SimWorld:
 
     # ------------------------------------------------------------------ outcome
 
+    def record(self) -> FoldRecord:
+        """The fold so far as the evaluation keeps it (events, final keypoints, fold rate)."""
+        return record_fold(self._rollout.trace, self.scene, self.start.keypoint_ids, self._coverage)
+
     def episode(self, mode: str = "", variant: str = "") -> Episode:
         """The rollout so far as an `Episode` (camera frame, real metres), final frame included.
 
         The final observation is appended for the conversion and removed again, so stepping can
         go on afterwards (a fold resumed after an evaluation).
         """
+        if not self._rollout.record:
+            raise SimWorldError("episode: this world does not record frames (built with record=False)")
         self._rollout._observe(None)
         try:
             episode = _to_episode(self._rollout, self.config)
