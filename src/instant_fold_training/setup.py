@@ -23,6 +23,7 @@ setup(
             "train_policy = instant_fold_training.train_policy:main",
             "tokenize_episodes = instant_fold_training.tokenize_episodes:main",
             "evaluate_policy = instant_fold_training.evaluate_policy:main",
+            "evaluate = instant_fold_training.evaluate:main",
         ],
     },
 )

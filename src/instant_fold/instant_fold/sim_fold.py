@@ -118,6 +118,34 @@ def fold_strip(demo_path: Path, rollout_strip: Path, out: Path) -> Path:
     return out
 
 
+def same_init_metrics(args: argparse.Namespace, sim_metrics: dict) -> dict:
+    """The paper's per-rollout metrics of this fold against the oracle bank of its start state
+    (docs/evaluation.md): context classified, Geom., fold rate, C-SR@95 success."""
+    from instant_fold_sim.oracle_bank import Context, OracleBank, OracleBankError
+    from instant_fold_sim.outcome import FoldRecord
+
+    try:
+        bank = OracleBank.open(args.bank)
+        family = bank.family(args.garment, args.seed)
+        context = Context.parse(f"{args.mode}/{args.variant}")
+        if context.label not in family.entries:
+            raise OracleBankError(f"{args.bank} has no oracle executions of {context.label} from this start")
+        score = family.score(sim_metrics["garment"], context.label, FoldRecord.from_json(sim_metrics["record"]))
+    except OracleBankError as exc:
+        return {"error": str(exc)}
+    return {
+        "bank": str(args.bank),
+        "context": score.context,
+        "predicted_context": score.predicted,
+        "context_correct": score.context_correct,
+        "geom": score.geom,
+        "fold_rate": score.fold_rate,
+        "quality": score.quality,
+        "envelope": family.references[context.label].envelope,
+        "csr95_success": score.success,
+    }
+
+
 def _wait(future, timeout: float, what: str):
     if not wait_for_future(future, timeout):
         raise SimFoldError(f"{what}: no answer within {timeout:g} s")
@@ -225,6 +253,7 @@ def run_fold(args: argparse.Namespace) -> dict:
             rclpy.try_shutdown()
             code = runner.shutdown()
     outputs = {}
+    paper_metrics = same_init_metrics(args, sim_metrics) if sim_metrics else {}
     if sim_metrics:
         strip = fold_strip(demo, Path(sim_metrics["rollout_keyframes"]), out / "fold_strip.png")
         outputs = {"video": sim_metrics["video"], "strip": str(strip)}
@@ -236,6 +265,7 @@ def run_fold(args: argparse.Namespace) -> dict:
             "duration_s": float(fold_result.duration),
         },
         "sim": sim_metrics,
+        "same_init": paper_metrics,
         "latency": probe.summary(),
         "graph_ready_s": ready_s,
         "wall_s": time.monotonic() - started,
@@ -259,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", default="", help="policy directory (default models/policy)")
     parser.add_argument("--tokenizer", default="", help="encoder directory (default models/encoder)")
     parser.add_argument("--max-steps", type=int, default=150, help="policy queries at most")
+    parser.add_argument(
+        "--bank", default=str(models_dir() / "oracle_banks" / "cpu"), help="oracle bank with this start state"
+    )
     parser.add_argument("--out", default="outputs/sim_fold")
     parser.add_argument(
         "--no-evaluate", dest="evaluate", action="store_false", help="skip the oracle score, video and strip"
@@ -280,6 +313,15 @@ def main(argv: list[str] | None = None) -> int:
         f"vs oracle max {s['keypoint_error_max']:.3f} mean {s['keypoint_error_mean']:.3f} (start "
         f"{s['start_error_max']:.3f}); success {s['success']}; wall {metrics['wall_s']:.0f} s"
     )
+    same = metrics["same_init"]
+    if "error" in same:
+        print(f"[sim_fold] no same-init metrics: {same['error']}")
+    else:
+        print(
+            f"[sim_fold] same-init: context {same['predicted_context']} "
+            f"({'correct' if same['context_correct'] else 'wrong'}), Geom. {same['geom']:.2f}, "
+            f"fold rate {same['fold_rate']:.2f}, C-SR@95 {'success' if same['csr95_success'] else 'failure'}"
+        )
     print(f"[sim_fold] wrote {Path(args.out) / 'metrics.json'}, {s['video']}, {metrics['outputs']['strip']}")
     return 0
 

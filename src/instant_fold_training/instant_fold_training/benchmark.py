@@ -1,0 +1,199 @@
+"""Benchmark specs: which same-init folds an evaluation runs, and the jobs they expand to.
+
+A spec (YAML, `config/benchmarks/<name>.yaml`) names the garments, the start states (episode
+seeds `episode_seed(seed_base, garment id, k)` for k in `start_ks`), the folding contexts split
+into *seen* (the policy trained on them) and *held-out* folds, where each rollout's demonstration
+comes from (the scripted fold of the same garment and context from the start of `demo_k`, a
+different start, as in the paper), the oracle executions per context and the policy's step limit.
+
+A rollout depends on its start and its demonstration only, so rollouts are keyed by
+(garment, k, demonstrated context); the rows of the table decide what each rollout is scored
+against (its demonstration's context, or for the wrong-demonstration control another one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from instant_fold_control.config import config_dirs
+from instant_fold_sim.generate import episode_seed
+from instant_fold_sim.oracle_bank import BankKey, Context, OracleBankError
+from instant_fold_sim.rollout import PRESETS
+
+FIELDS = (
+    "name",
+    "preset",
+    "garments",
+    "seed_base",
+    "start_ks",
+    "demo_k",
+    "seen",
+    "heldout",
+    "oracle_runs",
+    "max_steps",
+)
+
+
+class BenchmarkError(ValueError):
+    """A spec that cannot be run; the message names the field."""
+
+
+def garment_id(spec: str) -> str:
+    """The garment id of a `proc:<seed>` spec without building the mesh (others: the spec's stem)."""
+    if spec.startswith("proc:") and spec[5:].isdigit():
+        return f"proc_{int(spec[5:]):05d}"
+    return Path(spec).stem
+
+
+@dataclass(frozen=True)
+class Init:
+    """A start state: garment spec, its index k among the spec's starts, and the episode seed."""
+
+    garment: str
+    k: int
+    seed: int
+
+    @property
+    def garment_id(self) -> str:
+        return garment_id(self.garment)
+
+
+@dataclass(frozen=True)
+class RolloutJob:
+    """One closed-loop rollout: a start state and the context its demonstration shows."""
+
+    init: Init
+    context: Context
+    demo_seed: int
+
+    @property
+    def id(self) -> str:
+        mode = self.context.folding_mode
+        return f"{self.init.garment_id}__k{self.init.k:03d}__demo_m{mode.mode_id:02d}_{self.context.variant}"
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    name: str
+    preset: str
+    garments: tuple[str, ...]
+    seed_base: int
+    start_ks: tuple[int, ...]
+    demo_k: int
+    seen: tuple[Context, ...]
+    heldout: tuple[Context, ...]
+    oracle_runs: int
+    max_steps: int
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchmarkSpec:
+        missing = [f for f in FIELDS if f not in data]
+        unknown = sorted(set(data) - set(FIELDS))
+        if missing or unknown:
+            raise BenchmarkError(f"benchmark spec: missing fields {missing}, unknown fields {unknown}")
+        try:
+            seen = tuple(Context.parse(c) for c in data["seen"])
+            heldout = tuple(Context.parse(c) for c in data["heldout"] or [])
+        except OracleBankError as exc:
+            raise BenchmarkError(f"benchmark spec: {exc}") from None
+        spec = cls(
+            str(data["name"]),
+            str(data["preset"]),
+            tuple(str(g) for g in data["garments"]),
+            int(data["seed_base"]),
+            tuple(int(k) for k in data["start_ks"]),
+            int(data["demo_k"]),
+            seen,
+            heldout,
+            int(data["oracle_runs"]),
+            int(data["max_steps"]),
+        )
+        spec.validate()
+        return spec
+
+    def validate(self) -> None:
+        if self.preset not in PRESETS:
+            raise BenchmarkError(f"benchmark spec: preset {self.preset!r} unknown; choose from {sorted(PRESETS)}")
+        if not self.garments or not self.start_ks or not self.seen:
+            raise BenchmarkError(
+                "benchmark spec: needs at least one garment, one start (start_ks) and one seen context"
+            )
+        if self.demo_k in self.start_ks:
+            raise BenchmarkError(
+                f"benchmark spec: demo_k {self.demo_k} is also a start: the demonstration must "
+                "come from another start state"
+            )
+        labels = [c.label for c in self.contexts]
+        if len(set(labels)) != len(labels):
+            raise BenchmarkError(f"benchmark spec: a context is listed twice in {labels}")
+        if self.oracle_runs < 2 or self.max_steps < 1:
+            raise BenchmarkError("benchmark spec: oracle_runs must be >= 2 and max_steps >= 1")
+
+    @classmethod
+    def load(cls, name_or_path: str) -> BenchmarkSpec:
+        """A spec file, or a name under config/benchmarks/."""
+        path = Path(name_or_path)
+        if not path.is_file():
+            candidates = [d / "benchmarks" / f"{name_or_path}.yaml" for d in config_dirs()]
+            found = [c for c in candidates if c.is_file()]
+            if not found:
+                raise BenchmarkError(
+                    f"benchmark {name_or_path!r}: no such file (searched {[str(c) for c in candidates]})"
+                )
+            path = found[0]
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise BenchmarkError(f"{path}: cannot read the benchmark spec ({exc})") from None
+        if not isinstance(data, dict):
+            raise BenchmarkError(f"{path}: expected a mapping of {list(FIELDS)}")
+        return cls.from_dict(data)
+
+    @property
+    def contexts(self) -> tuple[Context, ...]:
+        return self.seen + self.heldout
+
+    def split_of(self, context: Context) -> str:
+        return "seen" if context in self.seen else "heldout"
+
+    def inits(self) -> list[Init]:
+        return [
+            Init(g, k, episode_seed(self.seed_base, garment_id(g), k)) for g in self.garments for k in self.start_ks
+        ]
+
+    def bank_keys(self) -> list[BankKey]:
+        """Every (start, context): the oracle executions the metrics are calibrated on."""
+        return [BankKey(i.garment, i.seed, c) for i in self.inits() for c in self.contexts]
+
+    def demo_seed(self, garment: str) -> int:
+        return episode_seed(self.seed_base, garment_id(garment), self.demo_k)
+
+    def jobs(self) -> list[RolloutJob]:
+        return [RolloutJob(i, c, self.demo_seed(i.garment)) for i in self.inits() for c in self.contexts]
+
+    def wrong_context(self, context: Context) -> Context:
+        """The context whose demonstration the wrong-demonstration control shows instead of `context`
+        (the next one in the spec's list); itself when the spec has a single context."""
+        contexts = self.contexts
+        return contexts[(contexts.index(context) + 1) % len(contexts)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "preset": self.preset,
+            "garments": list(self.garments),
+            "seed_base": self.seed_base,
+            "start_ks": list(self.start_ks),
+            "demo_k": self.demo_k,
+            "seen": [c.label for c in self.seen],
+            "heldout": [c.label for c in self.heldout],
+            "oracle_runs": self.oracle_runs,
+            "max_steps": self.max_steps,
+        }
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)

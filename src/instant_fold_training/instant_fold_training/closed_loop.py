@@ -1,0 +1,159 @@
+"""In-process closed-loop rollouts: the fold graph's code, without DDS, on a simulated garment.
+
+One process holds what the fold graph spreads over five: the simulator (`SimWorld`, camera and
+arms), the cloth tokenizer, the policy (`PolicyServer`), the dual-arm controller with its safety
+layer (`ControlLoop` over the `sim` arm drivers, linked to the world in-process) and the
+execute-fold state machine (`FoldLoop`). Each of these is the very object the corresponding node
+wraps, so a rollout here is what the graph (and a robot) runs, with the graph's lockstep: a query
+sees the frame rendered after the previous chunk's executed steps and the arm state of that same
+instant; the controller then executes the first k of the H steps, one control period (= one
+simulated frame) per tick, and simulated time stands still while the policy thinks.
+
+What differs from the graph is transport only: values that cross DDS as float32 (arm state)
+are rounded the same way here, and every frame's arm state reaches the fold loop (the graph's
+50 Hz state topic may skip one under load; the events counted are the same unless it does).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from instant_fold_control.chunk import ABSOLUTE, Chunk
+from instant_fold_control.config import RobotConfig, find_robot_config, load_robot_config
+from instant_fold_control.control_loop import ControlLoop
+from instant_fold_control.controller import DualArmController
+from instant_fold_core.demonstration import Demonstration
+from instant_fold_core.rgbd import RGBDFrame
+from instant_fold_core.validation import ValidationError
+from instant_fold_policy.fold_loop import NANOSECONDS, Finish, FoldLoop, FoldLoopConfig, Outcome, Query, Wait
+from instant_fold_policy.server import PolicyServer
+from instant_fold_sim.outcome import FoldRecord
+from instant_fold_sim.sim_arms import WorldLink, sim_robot
+from instant_fold_sim.sim_world import SimWorld
+
+#: Cloth pixels with valid depth a frame needs before it is tokenized (the tokenizer node's default).
+MIN_MASK_PIXELS = 50
+
+
+class ClosedLoopError(RuntimeError):
+    """The rollout cannot start (no demonstration for a demonstration-conditioned policy)."""
+
+
+@dataclass(frozen=True)
+class RolloutResult:
+    outcome: Outcome
+    message: str
+    queries: int
+    frames: int
+    record: FoldRecord
+    wall_s: float
+    policy_s: float  # tokenizing + predicting, summed over queries
+    safety_events: dict[str, int]
+
+
+def _quiet(level: str, text: str) -> None:
+    """Safety events are counted by the controller; the evaluator reports the counts, not each line."""
+
+
+def sim_robot_config() -> RobotConfig:
+    """The simulated robot of the fold graph (`config/robots/sim.yaml`): its extrinsics and limits."""
+    return load_robot_config(find_robot_config("sim"))
+
+
+def observe_tokens(world: SimWorld, tokenize) -> object:
+    """Render the camera and tokenize the cloth as the sim and tokenizer nodes do."""
+    obs = world.observe()
+    if int(np.count_nonzero(obs.mask & (obs.depth > 0))) < MIN_MASK_PIXELS:
+        raise ValidationError(f"mask has fewer than {MIN_MASK_PIXELS} cloth pixels with valid depth")
+    frame = RGBDFrame(obs.rgb, obs.depth, obs.intrinsics.astype(np.float32), frame_number=obs.frame)
+    return tokenize(frame, obs.mask)
+
+
+def run_rollout(
+    world: SimWorld,
+    server: PolicyServer,
+    max_steps: int,
+    robot: RobotConfig | None = None,
+    fold: FoldLoopConfig | None = None,
+    steps_to_execute: int = 0,
+) -> RolloutResult:
+    """Fold `world` with the loaded policy (demonstration or mode already loaded) until the fold
+    loop finishes: arms home after the demonstration's events, or `max_steps` queries."""
+    started = time.perf_counter()
+    robot = robot or sim_robot_config()
+    link = WorldLink(world)
+    drivers = sim_robot(robot, link)
+    for driver in drivers.arms:
+        driver.connect()
+    controller = DualArmController(robot, _quiet)
+    control = ControlLoop(controller, drivers, 1.0 / world.fps, _quiet)
+    step_duration = 1.0 / world.fps  # one action step per simulated frame, as in the fold graph
+    expected = server.expected_events if server.conditioning == "demo" else None
+    config = FoldLoopConfig(**{**vars(fold or FoldLoopConfig()), "max_steps": max_steps})
+    loop: FoldLoop = FoldLoop(config, world.home(), expected)
+
+    def measure() -> None:
+        control.read()
+        state = controller.state()
+        assert state is not None
+        loop.on_state(state.astype(np.float32), round(control.measured_at * NANOSECONDS))
+
+    measure()
+    policy_s = 0.0
+    while True:
+        t0 = time.perf_counter()
+        try:
+            loop.on_tokens(observe_tokens(world, server.tokenize), world.stamp_ns())
+        except ValidationError as exc:
+            decision: Query | Finish | Wait = loop.fail(f"no cloth tokens: {exc}")
+        else:
+            decision = loop.next(now_s=0.0)
+            if isinstance(decision, Wait):
+                # Nothing was executed since the last query (the controller refused its chunk):
+                # simulated time stands still, so the graph's fold loop would wait until its
+                # observation timeout; the outcome is the same.
+                decision = loop.next(now_s=math.inf)
+        if isinstance(decision, Finish):
+            break
+        assert isinstance(decision, Query), "past its observation timeout the fold loop never waits"
+        prediction = server.predict(decision.tokens, decision.state, steps_to_execute)
+        policy_s += time.perf_counter() - t0
+        chunk = Chunk(
+            prediction.targets[:, :, :3],
+            prediction.targets[:, :, 3],
+            ABSOLUTE,
+            prediction.steps_to_execute,
+            step_duration,
+        )
+        now = link.now()
+        controller.submit_chunk(chunk, now, decision.tokens_ns / NANOSECONDS)  # refusals are counted
+        loop.chunk_sent(
+            max(round(now * NANOSECONDS), decision.tokens_ns), prediction.steps_to_execute, step_duration, 0.0
+        )
+        while not controller.plan_finished(link.now()):
+            control.tick()
+            measure()
+    return RolloutResult(
+        decision.outcome,
+        decision.message,
+        loop.step,
+        world.frames,
+        world.record(),
+        time.perf_counter() - started,
+        policy_s,
+        {k: v for k, v in controller.safety.counts.items() if v},
+    )
+
+
+def load_condition(server: PolicyServer, demonstration: Demonstration | None, mode: str) -> None:
+    """Condition the policy: on the demonstration when it is demonstration-conditioned, else on `mode`."""
+    if server.conditioning == "demo":
+        if demonstration is None:
+            raise ClosedLoopError("a demonstration-conditioned policy needs a demonstration")
+        server.load_demonstration(demonstration)
+    else:
+        server.load_mode(mode)

@@ -1,0 +1,30 @@
+"""One tiny evaluation, shared by the tests of this package (it simulates for about two minutes).
+
+`config/benchmarks/tiny.yaml`: one garment, one start, two contexts, two oracle executions each,
+four policy queries per rollout, with the default models of `models/`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from instant_fold_training.evaluate import main
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tiny_eval")
+    args = [
+        "--benchmark", "tiny",
+        "--checkpoint", str(REPO / "models" / "policy"),
+        "--tokenizer", str(REPO / "models" / "encoder"),
+        "--bank", str(root / "bank"),
+        "--demo-dir", str(root / "demos"),
+        "--out", str(root / "out"),
+    ]  # fmt: skip
+    assert main(args) == 0
+    return root

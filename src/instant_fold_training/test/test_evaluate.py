@@ -1,0 +1,101 @@
+"""The `evaluate` CLI end to end on the tiny benchmark: outputs, reference rows, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from instant_fold_sim.oracle_bank import BankEntry, OracleBank, OracleBankError
+from instant_fold_training.benchmark import BenchmarkSpec
+from instant_fold_training.evaluate import main, merge_tables
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _summary(run: Path) -> dict:
+    return json.loads((run / "out" / "summary.json").read_text())
+
+
+def test_evaluate_writes_rollouts_scores_summary_and_table(tiny_run: Path) -> None:
+    out = tiny_run / "out"
+    rollouts = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    spec = BenchmarkSpec.load("tiny")
+    assert sorted(r["id"] for r in rollouts) == sorted(j.id for j in spec.jobs())
+    for r in rollouts:  # 4 queries of 2 executed steps each, one frame per step
+        assert r["outcome"] == "step_limit" and r["queries"] == 4 and r["frames"] == 8
+        assert len(r["record"]["final_keypoints"]) == 7
+    scores = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert {s["row"] for s in scores} == {"policy", "wrong-demo", "oracle", "do-nothing"}
+    assert sum(s["row"] == "oracle" for s in scores) == 2 * 2  # contexts x oracle executions
+    summary = _summary(tiny_run)
+    assert set(summary["rows"]) == {"policy", "wrong-demo", "oracle", "do-nothing"}
+    assert summary["rows"]["policy"]["seen"]["ctx_acc"]["garments"] == 1
+    table = (out / "table.md").read_text()
+    assert "Ctx. Acc." in table and "| oracle |" in table and "| do-nothing |" in table and "| policy |" in table
+
+
+def test_oracle_classifies_its_own_context_and_do_nothing_never_succeeds(tiny_run: Path) -> None:
+    rows = _summary(tiny_run)["rows"]
+    oracle, nothing = rows["oracle"]["seen"], rows["do-nothing"]["seen"]
+    assert oracle["ctx_acc"]["mean"] == 100.0
+    # By construction the runs at or under their own 95th percentile pass: (K - 1) / K = 1 / 2 for K = 2.
+    assert oracle["csr95"]["mean"] == 50.0
+    assert oracle["w1"] == 0.0
+    assert nothing["ctx_acc"]["mean"] == 0.0 and nothing["csr95"]["mean"] == 0.0
+    assert nothing["geom"]["mean"] > oracle["geom"]["mean"]
+
+
+def test_a_finished_evaluation_resumes_without_simulating_again(tiny_run: Path) -> None:
+    before = _summary(tiny_run)
+    args = ["--benchmark", "tiny", "--checkpoint", str(REPO / "models" / "policy")]
+    args += ["--bank", str(tiny_run / "bank"), "--demo-dir", str(tiny_run / "demos"), "--out", str(tiny_run / "out")]
+    assert main(args) == 0
+    after = _summary(tiny_run)
+    assert after["timing"]["rollouts_run"] == 0
+    assert after["timing"]["bank_s"] < 5.0  # loads the bank, builds nothing
+    assert after["rows"] == before["rows"]
+
+
+def test_a_bank_resumes_run_by_run_and_reruns_identically(tiny_run: Path, tmp_path: Path) -> None:
+    spec = BenchmarkSpec.load("tiny")
+    key = spec.bank_keys()[0]
+    bank = OracleBank(tiny_run / "bank", spec.preset, spec.oracle_runs)
+    full = bank.load(key)
+    assert full is not None and len(full.runs) == 2
+    # Seeded noise: the two executions differ, and a lost execution is rebuilt exactly.
+    assert not (full.runs[0].final_keypoints == full.runs[1].final_keypoints).all()
+    copy = OracleBank(tmp_path / "bank", spec.preset, spec.oracle_runs)
+    partial = BankEntry(full.init, full.context_keypoints, full.runs[:1])
+    copy.path(key).parent.mkdir(parents=True)
+    copy.path(key).write_text(json.dumps(partial.to_json()))
+    assert copy.load(key) is None  # incomplete
+    rebuilt = copy.build(key)
+    assert rebuilt.to_json() == full.to_json()
+
+
+def test_a_bank_of_another_configuration_is_refused(tiny_run: Path) -> None:
+    try:
+        OracleBank(tiny_run / "bank", "cpu-small", runs=3)
+    except OracleBankError as exc:
+        assert "another configuration" in str(exc)
+    else:
+        raise AssertionError("a bank built with 2 runs per context was opened as one with 3")
+
+
+def test_merged_table_lists_each_run_and_the_reference_rows_once(tiny_run: Path) -> None:
+    text = merge_tables([str(tiny_run / "out"), str(tiny_run / "out")])
+    assert text.count("| oracle |") == 1 and text.count("| policy |") == 1
+
+
+def test_bad_benchmark_and_checkpoint_are_clear_errors(tmp_path: Path, capsys) -> None:
+    assert main(["--benchmark", "no_such_benchmark", "--out", str(tmp_path / "a")]) == 2
+    assert "no_such_benchmark" in capsys.readouterr().err
+    bad = tmp_path / "bench.yaml"
+    bad.write_text("name: x\n")
+    assert main(["--benchmark", str(bad), "--out", str(tmp_path / "b")]) == 2
+    assert "missing fields" in capsys.readouterr().err
+    empty = tmp_path / "empty_checkpoint"
+    empty.mkdir()
+    args = ["--benchmark", "tiny", "--checkpoint", str(empty), "--out", str(tmp_path / "c")]
+    assert main([*args, "--bank", str(tmp_path / "bank")]) == 2
+    assert "no config.json" in capsys.readouterr().err
