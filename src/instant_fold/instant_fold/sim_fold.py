@@ -131,8 +131,8 @@ def same_init_metrics(args: argparse.Namespace, sim_metrics: dict) -> dict:
         if context.label not in family.entries:
             raise OracleBankError(f"{args.bank} has no oracle executions of {context.label} from this start")
         score = family.score(sim_metrics["garment"], context.label, FoldRecord.from_json(sim_metrics["record"]))
-    except OracleBankError as exc:
-        return {"error": str(exc)}
+    except (OracleBankError, ValueError, KeyError) as exc:  # MetricsError is a ValueError
+        return {"error": f"{type(exc).__name__}: {exc}"}
     return {
         "bank": str(args.bank),
         "context": score.context,

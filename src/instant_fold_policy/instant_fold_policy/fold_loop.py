@@ -121,7 +121,11 @@ class FoldLoop(Generic[Tokens]):
 
     def on_state(self, state: np.ndarray, stamp_ns: int) -> None:
         """A measured arm state [2, 4] (x, y, z, openness; camera frame): count open<->closed
-        transitions per arm and keep it as the latest state."""
+        transitions per arm and keep it as the latest state. A state older than the latest is
+        ignored (callbacks of a multi-threaded host may deliver out of order; counting it would
+        count events twice)."""
+        if stamp_ns < self._state_ns:
+            return
         is_open = state[:, 3] > self.config.open_threshold
         if self._last_open is not None:
             self.events_executed += int(np.count_nonzero(is_open != self._last_open))
@@ -129,7 +133,9 @@ class FoldLoop(Generic[Tokens]):
         self._state, self._state_ns = state, stamp_ns
 
     def on_tokens(self, tokens: Tokens, stamp_ns: int) -> None:
-        """Cloth tokens of the camera frame taken at `stamp_ns`."""
+        """Cloth tokens of the camera frame taken at `stamp_ns` (ignored if older than the latest)."""
+        if stamp_ns < self._tokens_ns:
+            return
         self._tokens, self._tokens_ns = tokens, stamp_ns
 
     @property

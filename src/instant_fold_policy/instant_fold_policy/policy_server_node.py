@@ -70,6 +70,7 @@ class PolicyServerNode(Node):
         self._state_ns = 0
         self._latest_tokens: ClothTokens | None = None
         self._loop: FoldLoop[ClothTokens] | None = None
+        self._busy = False  # a goal is accepted and not finished (set on acceptance: one fold at a time)
         group = ReentrantCallbackGroup()
         self._command = self.create_publisher(ActionChunk, "arms/command", COMMAND_QOS)
         self.create_subscription(ClothTokens, "cloth/tokens", self._on_tokens, OBSERVATION_QOS, callback_group=group)
@@ -172,7 +173,10 @@ class PolicyServerNode(Node):
 
     def _accept_goal(self, _goal) -> GoalResponse:
         with self._observed:
-            return GoalResponse.REJECT if self._loop is not None else GoalResponse.ACCEPT
+            if self._busy:
+                return GoalResponse.REJECT
+            self._busy = True
+            return GoalResponse.ACCEPT
 
     def _hold(self, state: np.ndarray) -> None:
         """Command the arms to stay where they are (one absolute step at the current state)."""
@@ -198,6 +202,13 @@ class PolicyServerNode(Node):
         return result
 
     def _execute(self, goal_handle):
+        try:
+            return self._execute_goal(goal_handle)
+        finally:
+            with self._observed:
+                self._loop, self._busy = None, False
+
+    def _execute_goal(self, goal_handle):
         goal: ExecuteFold.Goal = goal_handle.request
         started = time.monotonic()
         feedback = ExecuteFold.Feedback(phase=int(Phase.LOADING_DEMONSTRATION))
@@ -226,11 +237,7 @@ class PolicyServerNode(Node):
             if self._state is not None:
                 loop.on_state(self._state, self._state_ns)
             self._loop = loop
-        try:
-            return self._run(goal_handle, loop, feedback, started)
-        finally:
-            with self._observed:
-                self._loop = None
+        return self._run(goal_handle, loop, feedback, started)
 
     def _run(self, goal_handle, loop: FoldLoop[ClothTokens], feedback: ExecuteFold.Feedback, started: float):
         """Drive the fold loop: wait (woken by every observation) until it asks for a query or ends."""

@@ -145,6 +145,20 @@ def test_events_count_every_transition_of_every_state() -> None:
     assert loop.step == 0
 
 
+def test_observations_older_than_the_latest_are_ignored() -> None:
+    """A multi-threaded host may deliver callbacks out of order: a late, older state must not
+    count its transitions again, and older tokens must not replace newer ones."""
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    loop.on_state(state(open_left=1.0), 10)
+    loop.on_state(state(open_left=0.0), 30)
+    loop.on_state(state(open_left=1.0), 20)  # late: ignored
+    assert loop.events_executed == 1
+    assert loop.latest_state[0, 3] == 0.0
+    loop.on_tokens("new", 30)
+    loop.on_tokens("old", 20)
+    assert query(loop).tokens == "new"
+
+
 def test_completes_after_grasp_release_and_return_home() -> None:
     loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=2), HOME)
     trajectory = [

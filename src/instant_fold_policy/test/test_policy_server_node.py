@@ -70,7 +70,16 @@ def _run(setup: dict, ros_env: dict[str, str], body) -> str:
     return out.getvalue()
 
 
-def _goal(probe: TopicProbe, client: ActionClient, goal: ExecuteFold.Goal, feedback: list, cancel_after: int = 0):
+def _goal(
+    probe: TopicProbe,
+    client: ActionClient,
+    goal: ExecuteFold.Goal,
+    feedback: list,
+    cancel_after: int = 0,
+    second_accepted: list | None = None,
+):
+    """Run `goal` to its result; with `cancel_after`, cancel it after that many feedbacks, having
+    first sent a second goal while it runs (whether that was accepted goes to `second_accepted`)."""
     assert probe.spin_until(lambda: client.server_is_ready(), 60.0)
     future = client.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f.feedback))
     assert probe.spin_until(future.done, 30.0)
@@ -78,6 +87,10 @@ def _goal(probe: TopicProbe, client: ActionClient, goal: ExecuteFold.Goal, feedb
     assert handle.accepted
     if cancel_after:
         probe.spin_until(lambda: len(feedback) >= cancel_after, 60.0)
+        if second_accepted is not None:
+            second = client.send_goal_async(goal)
+            assert probe.spin_until(second.done, 30.0)
+            second_accepted.append(second.result().accepted)
         handle.cancel_goal_async()
     result = handle.get_result_async()
     assert probe.spin_until(result.done, 120.0)
@@ -134,12 +147,21 @@ def test_cancel_makes_the_arms_hold(setup: dict, ros_env: dict[str, str]) -> Non
         _observation_publisher(probe, setup)
         client = ActionClient(probe.node, ExecuteFold, "policy/execute_fold")
         feedback: list = []
-        observed["result"] = _goal(probe, client, ExecuteFold.Goal(max_steps=1000), feedback, cancel_after=2)
+        observed["second"] = []
+        observed["result"] = _goal(
+            probe,
+            client,
+            ExecuteFold.Goal(max_steps=1000),
+            feedback,
+            cancel_after=2,
+            second_accepted=observed["second"],
+        )
         probe.spin_until(lambda: False, 1.0)
         observed["commands"] = list(commands)
 
     log = _run(setup, ros_env, body)
     assert observed["result"].outcome == ExecuteFold.Result.OUTCOME_CANCELED, log
+    assert observed["second"] == [False]  # one fold at a time
     hold = action_chunk_from_msg(observed["commands"][-1])
     assert hold.representation == ActionChunk.ABSOLUTE and hold.steps_to_execute == 1
     np.testing.assert_allclose(hold.positions[0], HOME[:, :3])

@@ -27,10 +27,7 @@ def simulate_demonstration(garment: str, mode: str, variant: str, seed: int, pre
     g = resolve_garment(garment, spacing=cfg.garment_spacing, max_particles=cfg.max_particles)
     episode = run_episode(g, resolve_mode(mode), variant, seed, cfg)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".partial.safetensors")
-    from_episode(episode, name=f"{g.garment_id} {mode} [{variant}]").save(tmp)
-    tmp.replace(out)
-    return out
+    return from_episode(episode, name=f"{g.garment_id} {mode} [{variant}]").save(out)  # atomic
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -408,6 +408,15 @@ def newton_tshirt(max_particles: int = MAX_PARTICLES) -> GarmentMesh:
     return garment
 
 
+def garment_id_of(spec: str) -> str:
+    """The id `resolve_garment(spec)` gives its garment, without building the mesh."""
+    if spec.startswith("proc:"):
+        return f"proc_{int(spec.split(':', 1)[1]):05d}"
+    if spec == "newton_tshirt":
+        return "newton_tshirt"
+    return f"obj_{Path(spec).stem}"
+
+
 def resolve_garment(spec: str, spacing: float = 0.02, max_particles: int = MAX_PARTICLES) -> GarmentMesh:
     """Garment from a spec string: `proc:<seed>`, `newton_tshirt`, or a path to an OBJ file."""
     if spec.startswith("proc:"):

@@ -67,6 +67,11 @@ class Context:
         return f"{self.mode}/{self.variant}"
 
     @property
+    def stem(self) -> str:
+        """`m<mode id>_<variant>`: how file names and job ids spell the context."""
+        return f"m{self.folding_mode.mode_id:02d}_{self.variant}"
+
+    @property
     def folding_mode(self) -> FoldingMode:
         return resolve_mode(self.mode)
 
@@ -163,8 +168,7 @@ class OracleBank:
 
     def path(self, key: BankKey) -> Path:
         garment, _ = self.garment(key.garment)
-        mode = key.context.folding_mode
-        return self.root / garment.garment_id / str(key.seed) / f"m{mode.mode_id:02d}_{key.context.variant}.json"
+        return self.root / garment.garment_id / str(key.seed) / f"{key.context.stem}.json"
 
     def _read(self, key: BankKey) -> BankEntry | None:
         path = self.path(key)
@@ -241,6 +245,8 @@ class Family:
                 np.array([r.fold_rate for r in entry.runs]),
                 entry.context_keypoints,
             )
+        if not descriptors:
+            raise OracleBankError(f"no oracle execution from this start grasped anything ({sorted(entries)})")
         return cls(init, frame, ContextClassifier(np.stack(descriptors), labels), references, entries)
 
     def score(self, garment: str, context: str, record: FoldRecord) -> RolloutScore:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from instant_fold_control.config import config_dirs
+from instant_fold_sim.garments import garment_id_of
 from instant_fold_sim.generate import episode_seed
 from instant_fold_sim.oracle_bank import BankKey, Context, OracleBankError
 from instant_fold_sim.rollout import PRESETS
@@ -42,11 +43,16 @@ class BenchmarkError(ValueError):
     """A spec that cannot be run; the message names the field."""
 
 
-def garment_id(spec: str) -> str:
-    """The garment id of a `proc:<seed>` spec without building the mesh (others: the spec's stem)."""
-    if spec.startswith("proc:") and spec[5:].isdigit():
-        return f"proc_{int(spec[5:]):05d}"
-    return Path(spec).stem
+def expand_garment_specs(specs: list[str]) -> tuple[str, ...]:
+    """Garment specs with `proc:A:B` ranges expanded to `proc:A` .. `proc:B-1` (as the generator does)."""
+    out: list[str] = []
+    for spec in specs:
+        if spec.startswith("proc:") and spec.count(":") == 2:
+            _, a, b = spec.split(":")
+            out += [f"proc:{s}" for s in range(int(a), int(b))]
+        else:
+            out.append(spec)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class Init:
 
     @property
     def garment_id(self) -> str:
-        return garment_id(self.garment)
+        return garment_id_of(self.garment)
 
 
 @dataclass(frozen=True)
@@ -72,8 +78,7 @@ class RolloutJob:
 
     @property
     def id(self) -> str:
-        mode = self.context.folding_mode
-        return f"{self.init.garment_id}__k{self.init.k:03d}__demo_m{mode.mode_id:02d}_{self.context.variant}"
+        return f"{self.init.garment_id}__k{self.init.k:03d}__demo_{self.context.stem}"
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ class BenchmarkSpec:
         spec = cls(
             str(data["name"]),
             str(data["preset"]),
-            tuple(str(g) for g in data["garments"]),
+            expand_garment_specs([str(g) for g in data["garments"]]),
             int(data["seed_base"]),
             tuple(int(k) for k in data["start_ks"]),
             int(data["demo_k"]),
@@ -162,7 +167,7 @@ class BenchmarkSpec:
 
     def inits(self) -> list[Init]:
         return [
-            Init(g, k, episode_seed(self.seed_base, garment_id(g), k)) for g in self.garments for k in self.start_ks
+            Init(g, k, episode_seed(self.seed_base, garment_id_of(g), k)) for g in self.garments for k in self.start_ks
         ]
 
     def bank_keys(self) -> list[BankKey]:
@@ -170,14 +175,14 @@ class BenchmarkSpec:
         return [BankKey(i.garment, i.seed, c) for i in self.inits() for c in self.contexts]
 
     def demo_seed(self, garment: str) -> int:
-        return episode_seed(self.seed_base, garment_id(garment), self.demo_k)
+        return episode_seed(self.seed_base, garment_id_of(garment), self.demo_k)
 
     def jobs(self) -> list[RolloutJob]:
         return [RolloutJob(i, c, self.demo_seed(i.garment)) for i in self.inits() for c in self.contexts]
 
     def wrong_context(self, context: Context) -> Context:
-        """The context whose demonstration the wrong-demonstration control shows instead of `context`
-        (the next one in the spec's list); itself when the spec has a single context."""
+        """The context whose demonstration the wrong-demonstration control shows instead of `context`:
+        the next one in the spec's list (itself for a single context, when the control is not scored)."""
         contexts = self.contexts
         return contexts[(contexts.index(context) + 1) % len(contexts)]
 
@@ -194,6 +199,3 @@ class BenchmarkSpec:
             "oracle_runs": self.oracle_runs,
             "max_steps": self.max_steps,
         }
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)

@@ -30,16 +30,19 @@ from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError
 from instant_fold_policy.fold_loop import NANOSECONDS, Finish, FoldLoop, FoldLoopConfig, Outcome, Query, Wait
-from instant_fold_policy.server import PolicyServer
+from instant_fold_policy.server import PolicyServer, PolicyServerError
 from instant_fold_sim.outcome import FoldRecord
 from instant_fold_sim.sim_arms import WorldLink, sim_robot
 from instant_fold_sim.sim_world import SimWorld
 
 #: Cloth pixels with valid depth a frame needs before it is tokenized (the tokenizer node's default).
 MIN_MASK_PIXELS = 50
+#: Bad input, not bugs: a policy query failing with one finishes the fold as ABORTED (as the
+#: policy server node does); conditioning failing with one means the rollout cannot start (`not_run`).
+POLICY_ERRORS = (PolicyServerError, ValueError)
 
 
-class ClosedLoopError(RuntimeError):
+class ClosedLoopError(ValueError):
     """The rollout cannot start (no demonstration for a demonstration-conditioned policy)."""
 
 
@@ -51,7 +54,7 @@ class RolloutResult:
     frames: int
     record: FoldRecord
     wall_s: float
-    policy_s: float  # tokenizing + predicting, summed over queries
+    policy_s: float  # rendering + tokenizing + predicting, summed over queries
     safety_events: dict[str, int]
 
 
@@ -106,21 +109,15 @@ def run_rollout(
     policy_s = 0.0
     while True:
         t0 = time.perf_counter()
-        try:
-            loop.on_tokens(observe_tokens(world, server.tokenize), world.stamp_ns())
-        except ValidationError as exc:
-            decision: Query | Finish | Wait = loop.fail(f"no cloth tokens: {exc}")
-        else:
-            decision = loop.next(now_s=0.0)
-            if isinstance(decision, Wait):
-                # Nothing was executed since the last query (the controller refused its chunk):
-                # simulated time stands still, so the graph's fold loop would wait until its
-                # observation timeout; the outcome is the same.
-                decision = loop.next(now_s=math.inf)
+        decision = _decide(loop, world, server)
         if isinstance(decision, Finish):
+            finish = decision
             break
-        assert isinstance(decision, Query), "past its observation timeout the fold loop never waits"
-        prediction = server.predict(decision.tokens, decision.state, steps_to_execute)
+        try:
+            prediction = server.predict(decision.tokens, decision.state, steps_to_execute)
+        except POLICY_ERRORS as exc:
+            finish = loop.fail(f"policy query failed: {exc}")
+            break
         policy_s += time.perf_counter() - t0
         chunk = Chunk(
             prediction.targets[:, :, :3],
@@ -138,8 +135,8 @@ def run_rollout(
             control.tick()
             measure()
     return RolloutResult(
-        decision.outcome,
-        decision.message,
+        finish.outcome,
+        finish.message,
         loop.step,
         world.frames,
         world.record(),
@@ -147,6 +144,29 @@ def run_rollout(
         policy_s,
         {k: v for k, v in controller.safety.counts.items() if v},
     )
+
+
+def _decide(loop: FoldLoop, world: SimWorld, server: PolicyServer) -> Query | Finish:
+    """Observe the world and let the fold loop decide: query the policy or finish."""
+    try:
+        loop.on_tokens(observe_tokens(world, server.tokenize), world.stamp_ns())
+    except ValidationError as exc:
+        return loop.fail(f"no cloth tokens: {exc}")
+    decision = loop.next(now_s=0.0)
+    if isinstance(decision, Wait):
+        # Nothing was executed since the last query (the controller refused its chunk): simulated
+        # time stands still, so the graph's fold loop would wait until its observation timeout;
+        # the outcome is the same.
+        decision = loop.next(now_s=math.inf)
+    assert not isinstance(decision, Wait), "past its observation timeout the fold loop never waits"
+    return decision
+
+
+def not_run(world: SimWorld, reason: str) -> RolloutResult:
+    """The result of a rollout that could not start (the policy cannot be conditioned on its
+    context, e.g. a language-conditioned policy asked for a fold it never trained on): ABORTED,
+    the garment left as it was, scored like doing nothing."""
+    return RolloutResult(Outcome.ABORTED, reason, 0, world.frames, world.record(), 0.0, 0.0, {})
 
 
 def load_condition(server: PolicyServer, demonstration: Demonstration | None, mode: str) -> None:

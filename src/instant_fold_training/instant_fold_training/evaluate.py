@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -32,8 +33,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from instant_fold_core.checkpoint import CheckpointError
+from instant_fold_core.checkpoint import CheckpointError, checkpoint_id
 from instant_fold_core.parallel import run_jobs
+from instant_fold_policy.server import PolicyServerError
 from instant_fold_sim.oracle_bank import BankKey, OracleBank, OracleBankError
 from instant_fold_sim.outcome import FoldRecord
 
@@ -67,18 +69,7 @@ def default_bank(spec: BenchmarkSpec) -> Path:
 
 
 def demo_path(demo_dir: str | Path, job: RolloutJob) -> Path:
-    mode = job.context.folding_mode
-    return (
-        Path(demo_dir)
-        / f"{job.init.garment_id}__seed{job.demo_seed}__m{mode.mode_id:02d}_{job.context.variant}.safetensors"
-    )
-
-
-def conditioning(checkpoint: str) -> str:
-    path = Path(checkpoint) / "config.json"
-    if not path.is_file():
-        raise EvaluationError(f"policy checkpoint {checkpoint}: no config.json")
-    return str(json.loads(path.read_text())["model"]["conditioning"])
+    return Path(demo_dir) / f"{job.init.garment_id}__seed{job.demo_seed}__{job.context.stem}.safetensors"
 
 
 # --------------------------------------------------------------------------- worker functions
@@ -112,13 +103,17 @@ def run_job(job: RolloutJob, cfg: RunConfig) -> dict[str, Any]:
     from instant_fold_core.demonstration import load_demonstration
     from instant_fold_sim.sim_world import SimWorld
 
-    from .closed_loop import load_condition, run_rollout
+    from .closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
     server = _server(cfg.checkpoint, cfg.tokenizer, cfg.device, cfg.seed)
     demo = load_demonstration(demo_path(cfg.demo_dir, job)) if server.conditioning == "demo" else None
-    load_condition(server, demo, job.context.mode)
     world = SimWorld(job.init.garment, job.init.seed, cfg.preset, record=bool(cfg.video_dir))
-    result = run_rollout(world, server, cfg.max_steps)
+    try:
+        load_condition(server, demo, job.context.mode)
+    except POLICY_ERRORS as exc:
+        result = not_run(world, f"cannot condition the policy on {job.context.label}: {exc}")
+    else:
+        result = run_rollout(world, server, cfg.max_steps)
     line: dict[str, Any] = {
         "id": job.id,
         "garment": job.init.garment,
@@ -134,7 +129,7 @@ def run_job(job: RolloutJob, cfg: RunConfig) -> dict[str, Any]:
         "safety_events": result.safety_events,
         "record": result.record.to_json(),
     }
-    if cfg.video_dir:
+    if cfg.video_dir and result.frames:
         from instant_fold_sim.viewer import keyframe_strip, video
 
         episode = world.episode(f"policy rollout, demo {job.context.label}", job.context.variant)
@@ -169,17 +164,73 @@ def _phase(desc: str, fn, items: list, workers: int, address: str | None, args: 
     return results
 
 
+def _check_run(out: Path, fingerprint: dict[str, Any]) -> None:
+    """Bind `out` to one configuration (`run.json`), so that resuming never mixes in rollouts of
+    another checkpoint, tokenizer, seed, step limit or benchmark."""
+    path = out / "run.json"
+    if path.is_file():
+        old = json.loads(path.read_text())
+        differ = sorted(k for k in set(old) | set(fingerprint) if old.get(k) != fingerprint.get(k))
+        if differ:
+            raise EvaluationError(
+                f"{out} holds an evaluation of another configuration (differs in {differ}): "
+                "choose another --out, or delete it to start over"
+            )
+    else:
+        path.write_text(json.dumps(fingerprint, indent=1, sort_keys=True) + "\n")
+
+
+def _rewrite_jsonl(path: Path, lines: list[dict[str, Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    os.replace(tmp, path)
+
+
+def _rollouts(
+    spec: BenchmarkSpec, cfg: RunConfig, out: Path, workers: int, address: str | None
+) -> tuple[list[dict[str, Any]], int]:
+    """Every job's rollout line (in job order) and how many ran now: the lines already in
+    `rollouts.jsonl` are kept, the other jobs run and each line is appended as it finishes, so an
+    interruption loses only the rollouts in flight."""
+    jobs = spec.jobs()
+    path = out / "rollouts.jsonl"
+    ids = {j.id for j in jobs}
+    done = {line["id"]: line for line in _read_jsonl(path) if line.get("id") in ids}
+    _rewrite_jsonl(path, list(done.values()))  # drops a line cut by an interruption
+    todo = [j for j in jobs if j.id not in done]
+    with path.open("a") as f, tqdm(total=len(jobs), initial=len(done), desc="rollouts", unit="rollout") as bar:
+        for _, line in run_jobs(run_job, todo, workers, address, (cfg,)):
+            f.write(json.dumps(line) + "\n")
+            f.flush()
+            done[line["id"]] = line
+            bar.set_postfix_str(f"{line['id']} {line['outcome']}")
+            bar.update(1)
+    return [done[j.id] for j in jobs], len(todo)
+
+
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     spec = BenchmarkSpec.load(args.benchmark)
-    tokenizer = args.tokenizer or str(REPO / "models" / "encoder")
-    policy_conditioning = conditioning(args.checkpoint) if args.checkpoint else ""
-    if args.checkpoint and not (Path(tokenizer) / "config.json").is_file():
-        raise EvaluationError(f"tokenizer checkpoint {tokenizer}: no config.json")
+    tokenizer = str(Path(args.tokenizer or REPO / "models" / "encoder").resolve())
+    checkpoint = str(Path(args.checkpoint).resolve()) if args.checkpoint else ""
+    max_steps = args.max_steps or spec.max_steps
+    policy_conditioning = ""
+    fingerprint: dict[str, Any] = {"benchmark": spec.to_dict()}
+    if checkpoint:  # load it now: a bad checkpoint is refused before anything is simulated
+        try:
+            policy_conditioning = _server(checkpoint, tokenizer, args.device, args.seed).conditioning
+        except PolicyServerError as exc:
+            raise EvaluationError(str(exc)) from None
+        fingerprint |= {
+            "checkpoint_id": checkpoint_id(checkpoint),
+            "tokenizer_id": checkpoint_id(tokenizer),
+            "seed": args.seed,
+            "max_steps": max_steps,
+        }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    _check_run(out, fingerprint)
     bank_root = Path(args.bank) if args.bank else default_bank(spec)
     bank = OracleBank(bank_root, spec.preset, spec.oracle_runs)
-    max_steps = args.max_steps or spec.max_steps
     timing: dict[str, float] = {}
 
     t0 = time.perf_counter()
@@ -197,49 +248,45 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     for key in spec.bank_keys():
         entry = bank.load(key)
         if entry is None:
-            raise EvaluationError(f"oracle bank {bank_root}: {key} is incomplete after building it")
+            raise EvaluationError(
+                f"oracle bank {bank_root}: {key} is incomplete after building it (on a Ray cluster, "
+                "the bank and demonstration directories must be on a filesystem the workers share)"
+            )
         entries[(key.garment, key.seed, key.context.label)] = entry
 
     rollouts: dict[tuple[Init, str], FoldRecord] | None = None
     lines: list[dict[str, Any]] = []
-    if args.checkpoint:
-        demo_dir = Path(args.demo_dir or REPO / "data" / "benchmark_demos" / spec.name)
-        jobs = spec.jobs()
+    if checkpoint:
+        demo_dir = Path(args.demo_dir or REPO / "data" / "benchmark_demos" / spec.name).resolve()
         t0 = time.perf_counter()
         if policy_conditioning == "demo":
-            need = [j for j in jobs if not demo_path(demo_dir, j).is_file()]
-            _phase("demonstrations", build_demo, need, args.workers, args.address, (str(demo_dir), spec.preset))
+            need = {demo_path(demo_dir, j): j for j in spec.jobs() if not demo_path(demo_dir, j).is_file()}
+            _phase(
+                "demonstrations",
+                build_demo,
+                list(need.values()),
+                args.workers,
+                args.address,
+                (str(demo_dir), spec.preset),
+            )
         timing["demos_s"] = time.perf_counter() - t0
         cfg = RunConfig(
-            str(Path(args.checkpoint).resolve()),
-            str(Path(tokenizer).resolve()),
+            checkpoint,
+            tokenizer,
             args.device,
             spec.preset,
             max_steps,
-            str(demo_dir.resolve()),
+            str(demo_dir),
             str((out / "videos").resolve()) if args.video else "",
             args.seed,
         )
-        path = out / "rollouts.jsonl"
-        lines = [line for line in _read_jsonl(path) if line.get("max_steps") == max_steps]
-        done = {line["id"] for line in lines}
-        todo = [j for j in jobs if j.id not in done]
         t0 = time.perf_counter()
-        with path.open("w") as f:  # rewritten: drops lines of another step limit and cut lines
-            for line in lines:
-                f.write(json.dumps(line) + "\n")
-            with tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc="rollouts", unit="rollout") as bar:
-                for _, line in run_jobs(run_job, todo, args.workers, args.address, (cfg,)):
-                    line["max_steps"] = max_steps
-                    f.write(json.dumps(line) + "\n")
-                    f.flush()
-                    lines.append(line)
-                    bar.set_postfix_str(f"{line['id']} {line['outcome']}")
-                    bar.update(1)
+        lines, timing["rollouts_run"] = _rollouts(spec, cfg, out, args.workers, args.address)
         timing["rollouts_s"] = time.perf_counter() - t0
-        timing["rollouts_run"] = len(todo)
-        by_id = {line["id"]: line for line in lines}
-        rollouts = {(j.init, j.context.label): FoldRecord.from_json(by_id[j.id]["record"]) for j in jobs}
+        rollouts = {
+            (j.init, j.context.label): FoldRecord.from_json(line["record"])
+            for j, line in zip(spec.jobs(), lines, strict=True)
+        }
 
     fams = families(spec, entries)
     rows = score_rows(spec, fams, rollouts)

@@ -65,6 +65,8 @@ def score_rows(
             if rollouts is None:
                 continue
             rows["policy"].append((split, fam.score(g, c.label, rollouts[(init, c.label)]), {}))
+            if len(spec.contexts) < 2:
+                continue  # no other demonstration to show
             wrong: Context = spec.wrong_context(c)
             s = fam.score(g, c.label, rollouts[(init, wrong.label)])
             rows["wrong-demo"].append((split, s, {"demo": wrong.label, "follows_demo": s.predicted == wrong.label}))

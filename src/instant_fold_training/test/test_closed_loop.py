@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,10 +12,11 @@ import pytest
 from instant_fold.sim_fold import DEFAULT_DEMO
 from instant_fold.sim_fold import main as sim_fold_main
 from instant_fold_core.demonstration import load_demonstration
+from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_policy.fold_loop import Outcome
 from instant_fold_policy.server import PolicyServer
 from instant_fold_sim.sim_world import SimWorld
-from instant_fold_training.closed_loop import load_condition, run_rollout
+from instant_fold_training.closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -61,3 +63,29 @@ def test_in_process_and_graph_rollouts_end_in_the_same_state(
     # which the in-process host does too, so the two folds end in the same state.
     np.testing.assert_allclose(result.record.final_keypoints, graph_final, atol=1e-6)
     assert [e["grasp_frame"] for e in graph_record["episodes"]] == [e.grasp_frame for e in result.record.episodes]
+
+
+def language_checkpoint(directory: Path, modes: list[str]) -> Path:
+    """The default policy's architecture, language-conditioned on `modes` (random weights)."""
+    policy, cfg = InstantFoldPolicy.from_pretrained(MODELS / "policy")
+    cfg.model = dataclasses.replace(cfg.model, conditioning="language").validate()
+    language = InstantFoldPolicy(cfg.model)
+    language.normalizers.load_dict(policy.normalizers.to_dict())
+    language.mode_ids = {m: i for i, m in enumerate(modes)}
+    return language.save_pretrained(directory, cfg)
+
+
+def test_a_language_policy_folds_the_modes_it_knows_and_cannot_start_the_others(tmp_path: Path) -> None:
+    checkpoint = language_checkpoint(tmp_path / "language", ["sleeves_down__bottom_up"])
+    server = PolicyServer.from_checkpoints(checkpoint, MODELS / "encoder", "cpu", seed=0)
+    world = SimWorld("proc:1", SEED, "cpu-small", record=False)
+    load_condition(server, None, "sleeves_down__bottom_up")
+    assert run_rollout(world, server, 2).queries == 2
+    # A fold it never trained on: the rollout does not start, the garment stays as it was.
+    other = SimWorld("proc:1", SEED, "cpu-small", record=False)
+    with pytest.raises(POLICY_ERRORS, match="sleeves_down__shoulders_down"):
+        load_condition(server, None, "sleeves_down__shoulders_down")
+    result = not_run(other, "unknown mode")
+    assert result.outcome == Outcome.ABORTED and result.queries == 0 and result.record.episodes == ()
+    np.testing.assert_array_equal(result.record.final_keypoints, other.init.start_keypoints)
+    assert result.record.fold_rate == 0.0

@@ -56,6 +56,15 @@ def test_a_finished_evaluation_resumes_without_simulating_again(tiny_run: Path) 
     assert after["rows"] == before["rows"]
 
 
+def test_a_results_directory_of_another_configuration_is_refused(tiny_run: Path, capsys) -> None:
+    args = ["--benchmark", "tiny", "--checkpoint", str(REPO / "models" / "policy"), "--seed", "1"]
+    args += ["--bank", str(tiny_run / "bank"), "--demo-dir", str(tiny_run / "demos"), "--out", str(tiny_run / "out")]
+    assert main(args) == 2  # its rollouts were sampled with seed 0: never mixed with seed 1's
+    err = capsys.readouterr().err
+    assert "another configuration" in err and "'seed'" in err
+    assert json.loads((tiny_run / "out" / "run.json").read_text())["seed"] == 0
+
+
 def test_a_bank_resumes_run_by_run_and_reruns_identically(tiny_run: Path, tmp_path: Path) -> None:
     spec = BenchmarkSpec.load("tiny")
     key = spec.bank_keys()[0]
@@ -98,4 +107,4 @@ def test_bad_benchmark_and_checkpoint_are_clear_errors(tmp_path: Path, capsys) -
     empty.mkdir()
     args = ["--benchmark", "tiny", "--checkpoint", str(empty), "--out", str(tmp_path / "c")]
     assert main([*args, "--bank", str(tmp_path / "bank")]) == 2
-    assert "no config.json" in capsys.readouterr().err
+    assert "missing model.safetensors" in capsys.readouterr().err

@@ -10,8 +10,9 @@ and how it is rotated on the table, and so that it separates the contexts the pa
   the centre keypoint, u from the left side to the right side, v towards the shoulders, both in
   units of the garment size.
 - The gripper episodes are grouped into *phases* (`phases`): a phase ends when an arm that has
-  already grasped in it grasps again, so a bimanual fold is one phase, "left sleeve then right
-  sleeve then body" three.
+  already grasped in it grasps again: a bimanual fold is one phase, "both sleeves (one arm
+  each, in either order), then the hem with both arms" two, one arm folding three parts in turn
+  three. Which arm went first within a phase is the order dimension.
 - For each of the first two phases, 9 numbers: the order `clip((t_R - t_L) / 1 s, -1, 1)` of the
   two arms' grasp times (+1 when only the left arm grasped, -1 when only the right one did, 0 for
   an empty phase), then the left arm's grasp uv and release uv and the right arm's grasp uv and
@@ -156,8 +157,3 @@ def descriptor_from_episodes(
         d[i * _PHASE_DIM : (i + 1) * _PHASE_DIM] = _phase_features(phase, frame, fps)
     d[-1] = min(len(ph), _MAX_PHASES) / _MAX_PHASES
     return d
-
-
-def event_descriptor(trace: np.ndarray, frame: GarmentFrame, fps: float) -> np.ndarray | None:
-    """The event descriptor of a gripper trace [T, 2, 4]."""
-    return descriptor_from_episodes(grasp_episodes(trace), frame, fps)

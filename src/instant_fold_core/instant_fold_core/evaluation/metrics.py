@@ -113,9 +113,6 @@ class OracleReference:
         """Composite fold quality (lower is better): max(Geom., oracle median fold rate / fold rate)."""
         return max(self.geom(uv), self.fold_rate_median / max(float(fold_rate), 1e-3))
 
-    def passes(self, uv: np.ndarray, fold_rate: float) -> bool:
-        return self.quality(uv, fold_rate) <= self.envelope
-
 
 @dataclass(frozen=True)
 class RolloutScore:
