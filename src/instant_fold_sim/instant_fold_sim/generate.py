@@ -29,6 +29,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from instant_fold_core.dataset.zarr_store import EpisodeStore
+from instant_fold_core.parallel import run_jobs
 
 from .garments import MAX_PARTICLES, GarmentError, GarmentMesh, load_obj_folder, resolve_garment, split_of_seed
 from .keypoints import KeypointError
@@ -276,35 +277,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_all(todo: list[Job], args: argparse.Namespace) -> Iterator[Result]:
+    """Results as episodes finish: in this process, on local Ray workers or on a cluster (`run_jobs`)."""
     store = str(Path(args.out).resolve())
-    local = args.workers <= 1 and args.address is None
-    batches = plan_batches(todo, args.worlds, args.workers) if args.worlds > 1 else []
-    if local:
-        if batches:
-            for slots in batches:
-                yield from iter_batch(slots, store, args.preset)
-        else:
-            yield from (run_job(job, store, args.preset) for job in todo)
+    if args.worlds <= 1:
+        for _, result in run_jobs(run_job, todo, args.workers, args.address, (store, args.preset)):
+            yield result
         return
-    import ray
-
-    if args.address:
-        ray.init(address=args.address, log_to_driver=False)
-    else:
-        ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
-    if batches:
-        remote_batch = ray.remote(num_cpus=1)(run_batch)
-        pending = [remote_batch.remote(slots, store, args.preset) for slots in batches]
-    else:
-        remote_job = ray.remote(num_cpus=1)(run_job)
-        pending = [remote_job.remote(job, store, args.preset) for job in todo]
-    try:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            done = ray.get(ready[0])
-            yield from (done if batches else [done])
-    finally:
-        ray.shutdown()
+    batches = plan_batches(todo, args.worlds, args.workers)
+    if args.workers <= 1 and args.address is None:  # in process: report episode by episode
+        for slots in batches:
+            yield from iter_batch(slots, store, args.preset)
+        return
+    for _, results in run_jobs(run_batch, batches, args.workers, args.address, (store, args.preset)):
+        yield from results
 
 
 if __name__ == "__main__":
