@@ -408,4 +408,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run the package module's main, not this __main__ copy: Ray workers find the job functions
+    # (and the per-worker policy cache) by module name, which `__main__` does not give them.
+    from instant_fold_training.evaluate import main as package_main
+
+    raise SystemExit(package_main())

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from instant_fold_sim.oracle_bank import BankEntry, OracleBank, OracleBankError
@@ -54,6 +56,18 @@ def test_a_finished_evaluation_resumes_without_simulating_again(tiny_run: Path) 
     assert after["timing"]["rollouts_run"] == 0
     assert after["timing"]["bank_s"] < 5.0  # loads the bank, builds nothing
     assert after["rows"] == before["rows"]
+
+
+def test_the_module_runs_its_rollouts_on_ray_workers(tiny_run: Path, tmp_path: Path) -> None:
+    """As users run it (`python -m`, two Ray workers): the workers must find the job functions."""
+    out = tmp_path / "ray"
+    cmd = [sys.executable, "-m", "instant_fold_training.evaluate", "--benchmark", "tiny", "--workers", "2"]
+    cmd += ["--checkpoint", str(REPO / "models" / "policy"), "--max-steps", "1", "--out", str(out)]
+    cmd += ["--bank", str(tiny_run / "bank"), "--demo-dir", str(tiny_run / "demos")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rollouts = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 2 and all(r["queries"] == 1 and r["frames"] == 2 for r in rollouts)
 
 
 def test_a_results_directory_of_another_configuration_is_refused(tiny_run: Path, capsys) -> None:
