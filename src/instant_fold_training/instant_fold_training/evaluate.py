@@ -319,7 +319,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": spec.to_dict(),
         "bank": str(bank_root),
         "checkpoint": args.checkpoint or None,
-        "tokenizer": tokenizer if args.checkpoint else None,
+        "tokenizer": (args.tokenizer or "models/encoder") if args.checkpoint else None,
         "conditioning": policy_conditioning or None,
         "label": args.label,
         "max_steps": max_steps,

@@ -1,0 +1,43 @@
+"""Numbers are typed once: the evaluation table and throughput in docs/evaluation.md and the main
+job's numbers in the README are those of the measured JSON files in docs/results/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from instant_fold_training.evaluate import row_labels
+from instant_fold_training.scoring import table
+
+REPO = Path(__file__).resolve().parents[3]
+RESULTS = REPO / "docs" / "results"
+
+
+def test_the_evaluation_table_in_the_docs_is_the_measured_one() -> None:
+    summary = json.loads((RESULTS / "eval_cpu_default.json").read_text())
+    assert table(row_labels(summary)) in (REPO / "docs" / "evaluation.md").read_text()
+
+
+def test_the_quoted_evaluation_throughput_is_the_measured_one() -> None:
+    bench = json.loads((RESULTS / "bench_eval_cpu.json").read_text())
+    docs = (REPO / "docs" / "evaluation.md").read_text()
+    for r in bench["results"]:
+        assert f"| {r['workers']} | {r['oracle_executions_per_hour']:.0f} | {r['rollouts_per_hour']:.0f} |" in docs
+
+
+def test_the_main_job_numbers_in_the_readme_are_the_measured_ones() -> None:
+    run = json.loads((RESULTS / "main_job.json").read_text())
+    readme = (REPO / "README.md").read_text()
+    same = run["same_init"]
+    quoted = [
+        f"{run['fold']['policy_queries']} policy queries in {run['fold']['duration_s']:.0f} s",
+        f"graph up in {run['graph_ready_s']:.0f} s",
+        f"Geom. {same['geom']:.1f}",
+        f"envelope is {same['envelope']:.2f}",
+        f"fold rate {same['fold_rate']:.2f}",
+        f"`{same['predicted_context']}`: context {'right' if same['context_correct'] else 'wrong'}",
+        f"from {run['sim']['start_error_max']:.2f} at the start to {run['sim']['keypoint_error_max']:.2f}",
+        f"{run['fold']['message']}",
+    ]
+    missing = [q for q in quoted if q not in readme]
+    assert not missing, missing
