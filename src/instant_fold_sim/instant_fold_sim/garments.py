@@ -408,6 +408,14 @@ def newton_tshirt(max_particles: int = MAX_PARTICLES) -> GarmentMesh:
     return garment
 
 
+def expand_proc_range(spec: str) -> list[str]:
+    """`proc:A:B` -> the specs `proc:A` .. `proc:B-1`; any other spec unchanged (as a list of one)."""
+    if spec.startswith("proc:") and spec.count(":") == 2:
+        _, a, b = spec.split(":")
+        return [f"proc:{s}" for s in range(int(a), int(b))]
+    return [spec]
+
+
 def garment_id_of(spec: str) -> str:
     """The id `resolve_garment(spec)` gives its garment, without building the mesh."""
     if spec.startswith("proc:"):

@@ -31,7 +31,15 @@ from tqdm import tqdm
 from instant_fold_core.dataset.zarr_store import EpisodeStore
 from instant_fold_core.parallel import run_jobs
 
-from .garments import MAX_PARTICLES, GarmentError, GarmentMesh, load_obj_folder, resolve_garment, split_of_seed
+from .garments import (
+    MAX_PARTICLES,
+    GarmentError,
+    GarmentMesh,
+    expand_proc_range,
+    load_obj_folder,
+    resolve_garment,
+    split_of_seed,
+)
 from .keypoints import KeypointError
 from .programs import FOLDING_MODES, MODES, resolve_mode
 from .rollout import EpisodeFailed, preset, run_episode
@@ -67,13 +75,8 @@ def expand_garments(
     """(spec, garment id) pairs. `proc:A:B` = procedural seeds A..B-1, `proc:S` one seed,
     `newton_tshirt`, an OBJ file, or a folder of OBJ files (invalid ones are reported and skipped)."""
     out: list[tuple[str, str]] = []
-    for spec in specs:
-        if spec.startswith("proc:") and spec.count(":") == 2:
-            _, a, b = spec.split(":")
-            for s in range(int(a), int(b)):
-                if split is None or split_of_seed(s) == split:
-                    out.append((f"proc:{s}", f"proc_{s:05d}"))
-        elif spec.startswith("proc:"):
+    for spec in (one for given in specs for one in expand_proc_range(given)):
+        if spec.startswith("proc:"):
             s = int(spec.split(":")[1])
             if split is None or split_of_seed(s) == split:
                 out.append((spec, f"proc_{s:05d}"))

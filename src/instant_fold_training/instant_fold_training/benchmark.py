@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from instant_fold_control.config import config_dirs
-from instant_fold_sim.garments import garment_id_of
+from instant_fold_sim.garments import expand_proc_range, garment_id_of
 from instant_fold_sim.generate import episode_seed
 from instant_fold_sim.oracle_bank import BankKey, Context, OracleBankError
 from instant_fold_sim.rollout import PRESETS
@@ -41,18 +41,6 @@ FIELDS = (
 
 class BenchmarkError(ValueError):
     """A spec that cannot be run; the message names the field."""
-
-
-def expand_garment_specs(specs: list[str]) -> tuple[str, ...]:
-    """Garment specs with `proc:A:B` ranges expanded to `proc:A` .. `proc:B-1` (as the generator does)."""
-    out: list[str] = []
-    for spec in specs:
-        if spec.startswith("proc:") and spec.count(":") == 2:
-            _, a, b = spec.split(":")
-            out += [f"proc:{s}" for s in range(int(a), int(b))]
-        else:
-            out.append(spec)
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -108,7 +96,7 @@ class BenchmarkSpec:
         spec = cls(
             str(data["name"]),
             str(data["preset"]),
-            expand_garment_specs([str(g) for g in data["garments"]]),
+            tuple(one for g in data["garments"] for one in expand_proc_range(str(g))),
             int(data["seed_base"]),
             tuple(int(k) for k in data["start_ks"]),
             int(data["demo_k"]),
