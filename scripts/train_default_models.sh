@@ -1,60 +1,85 @@
 #!/usr/bin/env bash
-# Train the default cpu-small models of models/ from an episode store, with the project's CLIs only:
-#   1. pretrain_encoder   temporal contrastive pretraining of the cloth tokenizer on the store
-#   2. tokenize_episodes  every frame of the store through that tokenizer (bad-oracle episodes dropped);
-#                         start states k = HELDOUT_K of every garment go to a held-out directory
-#   3. train_policy       cpu-small policy on the training tokens (modes together, context demos)
-#   4. evaluate_policy    action error and first-grasp rollouts on training and held-out starts
-# and copy the results to models/encoder and models/policy (the model cards are written by hand
-# from $WORK/*.json and the logs).
+# Train the default models of models/ from nothing, with the project's CLIs only:
+#   1. generate           simulated folds of the training garments (Ray, both cores), resumable
+#   2. pretrain_encoder   temporal contrastive pretraining of the cloth tokenizer on that store
+#   3. tokenize_episodes  every frame through the tokenizer (failed oracle folds dropped); the start
+#                         states the CPU evaluation benchmark rolls out from (k = 3, 4, 5) are kept
+#                         out of training, in a held-out directory
+#   4. train_policy       demonstration-conditioned policy on the training tokens
+#   5. evaluate_policy    offline action error and first grasps on training and held-out starts
+# then copy the encoder and the policy to models/ (model cards are kept; update them from $WORK).
+# The closed-loop table of the model cards comes from `python -m instant_fold_training.evaluate`.
 #
 # Usage (inside the workspace environment, `source scripts/env.sh`):
-#   scripts/train_default_models.sh STORE [WORK_DIR]
-# Rerunning on the same WORK_DIR resumes every step (finished steps are skipped).
-# Environment: ENCODER_STEPS (300), POLICY_STEPS (3000), HELDOUT_K (002, '' = hold nothing out),
-#              DEVICE (cpu), OMP_NUM_THREADS (1: much faster than 2 on a shared 2-core machine).
+#   scripts/train_default_models.sh [--paper] [WORK_DIR]
+# Rerunning on the same WORK_DIR resumes every step (finished steps and episodes are skipped).
+# --paper: the paper's scale for a GPU machine (paper simulator, encoder and policy presets, batched
+# worlds, the paper's step counts); the default is cpu-small, sized for a 2-core CPU (~2.5 h).
+# Environment overrides: EPISODES_PER, ENCODER_STEPS, POLICY_STEPS, WORKERS, WORLDS, DEVICE,
+# OMP_NUM_THREADS (1 by default: much faster than 2 on a shared 2-core machine).
 set -euo pipefail
 
-store=${1:?usage: $0 STORE [WORK_DIR]}
+scale=cpu-small
+if [[ "${1:-}" == "--paper" ]]; then
+  scale=paper
+  shift
+fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-work=${2:-$root/runs/default_models}
-encoder_steps=${ENCODER_STEPS:-300}
-policy_steps=${POLICY_STEPS:-3000}
-heldout_k=${HELDOUT_K-002}
-device=${DEVICE:-cpu}
+work=${1:-$root/runs/default_models}
+if [[ $scale == paper ]]; then
+  sim=paper encoder=paper policy=paper
+  episodes_per=${EPISODES_PER:-50} encoder_steps=${ENCODER_STEPS:-20000} policy_steps=${POLICY_STEPS:-225000}
+  workers=${WORKERS:-1} worlds=${WORLDS:-16} device=${DEVICE:-cuda}
+  policy_train="batch_size: 64, noise_samples: 1, frame_stride: 1, demos_per_batch: 0"
+else
+  sim=cpu-small encoder=cpu-small policy=cpu-small
+  episodes_per=${EPISODES_PER:-8} encoder_steps=${ENCODER_STEPS:-600} policy_steps=${POLICY_STEPS:-5000}
+  workers=${WORKERS:-2} worlds=${WORLDS:-1} device=${DEVICE:-cpu}
+  # docs/policy.md "Default models": why these (throughput: benchmarks/bench_policy_train.py).
+  policy_train="batch_size: 32, noise_samples: 8, frame_stride: 2, demos_per_batch: 4, ema_decay: 0.995"
+fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-export PYTHONPATH="$root/src/instant_fold_core:$root/src/instant_fold_training${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$root/src/instant_fold_core:$root/src/instant_fold_sim:$root/src/instant_fold_training${PYTHONPATH:+:$PYTHONPATH}"
 py=${PYTHON:-python}
+store=$work/store.zarr
 mkdir -p "$work"
 
 stamp() { date -u +%H:%M:%S; }
+# Stage start times (and the end) go to $WORK/timings.jsonl: the model cards' wall times come from it.
+stage() {
+  echo "[$(stamp)] $1"
+  printf '{"stage": "%s", "utc": "%s"}\n' "$1" "$(date -u +%FT%TZ)" >> "$work/timings.jsonl"
+}
 
-echo "[$(stamp)] 1/4 encoder pretraining ($encoder_steps steps) on $store"
-"$py" -m instant_fold_training.pretrain_encoder --config cpu-small --data "$store" --split train \
+# The default policy's folds: one sleeves-first, two body-first (a side fold and a bottom-up fold),
+# so that only the demonstration tells the policy which garment part to grasp first.
+modes=sleeves_down__bottom_up/S,body_bottom_up__sleeves_down/S,body_side_fold_L__sleeves_down/L
+stage "1/5 generating $episodes_per start states x 7 garments x 3 modes ($sim) into $store"
+"$py" -m instant_fold_sim.generate --out "$store" --preset "$sim" --garments proc:0:8 --split train \
+  --modes "$modes" --episodes-per "$episodes_per" --seed 0 --workers "$workers" --worlds "$worlds"
+
+stage "2/5 encoder pretraining ($encoder_steps steps)"
+"$py" -m instant_fold_training.pretrain_encoder --config "$encoder" --data "$store" --split train \
   --steps "$encoder_steps" --device "$device" --output "$work/encoder" --resume auto --no-progress
 
-echo "[$(stamp)] 2/4 tokenising"
-tok=(--store "$store" --tokenizer "$work/encoder/tokenizer" --max-oracle-error 0.15 --policy-config cpu-small
+stage "3/5 tokenising"
+benchmark_starts='*__e00[345]'  # config/benchmarks/cpu.yaml start_ks
+tok=(--store "$store" --tokenizer "$work/encoder/tokenizer" --max-oracle-error 0.15 --policy-config "$policy"
   --device "$device" --no-progress)
-if [[ -n "$heldout_k" ]]; then
-  "$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_train" --exclude "*__e$heldout_k"
-  "$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_heldout" --match "*__e$heldout_k"
-else
-  "$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_train"
-fi
+"$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_train" --exclude "$benchmark_starts"
+"$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_heldout" --match "$benchmark_starts"
 
-echo "[$(stamp)] 3/4 policy training ($policy_steps steps)"
+stage "4/5 policy training ($policy_steps steps)"
 cat > "$work/policy.yaml" <<EOF
-preset: cpu-small
-train: {steps: $policy_steps, noise_samples: 8, frames: all, ema_decay: 0.99, log_every: 50, checkpoint_every: 500}
+preset: $policy
+train: {steps: $policy_steps, $policy_train, frames: all, se2_prob: 0.5, log_every: 50, checkpoint_every: 500}
 EOF
 "$py" -m instant_fold_training.train_policy --config "$work/policy.yaml" --data "$work/tokens_train" \
   --out "$work/policy" --device "$device" --resume --plot "$work/policy_training_curves.png"
 
-echo "[$(stamp)] 4/4 evaluation"
-eval_args=(--checkpoint "$work/policy/checkpoint" --data "$work/tokens_train" --out "$work/policy_eval.json")
-[[ -n "$heldout_k" ]] && eval_args+=(--heldout "$work/tokens_heldout")
-"$py" -m instant_fold_training.evaluate_policy "${eval_args[@]}"
+stage "5/5 offline evaluation"
+"$py" -m instant_fold_training.evaluate_policy --checkpoint "$work/policy/checkpoint" --data "$work/tokens_train" \
+  --heldout "$work/tokens_heldout" --out "$work/policy_eval.json"
 
 # Replace the checkpoint files, keep the model cards (README.md).
 for pair in "encoder/tokenizer:encoder" "policy/checkpoint:policy"; do
@@ -63,4 +88,31 @@ for pair in "encoder/tokenizer:encoder" "policy/checkpoint:policy"; do
   find "$dst" -maxdepth 1 -type f ! -name README.md -delete
   cp "$src"/* "$dst/"
 done
-echo "[$(stamp)] done: models/encoder, models/policy ($(du -sh "$root/models" | cut -f1)); results in $work"
+stage "done"
+# One summary JSON (what the model cards quote): stage wall times, data, training end, offline results.
+"$py" - "$work" <<'PY'
+import json, sys
+from datetime import datetime
+from pathlib import Path
+
+work = Path(sys.argv[1])
+stages = [json.loads(line) for line in (work / "timings.jsonl").read_text().splitlines()]
+first = {}
+for s in stages:  # a resumed run appends again; the first start of every stage counts
+    first.setdefault(s["stage"].split(" ")[0], datetime.fromisoformat(s["utc"].replace("Z", "+00:00")))
+keys = list(first)
+minutes = {k: round((first[b] - first[k]).total_seconds() / 60, 1) for k, b in zip(keys, keys[1:])}
+log = [json.loads(line) for line in (work / "policy" / "log.jsonl").read_text().splitlines()]
+evaluation = json.loads((work / "policy_eval.json").read_text())
+summary = {
+    "stage_minutes": minutes,
+    "total_minutes": round((first[keys[-1]] - first[keys[0]]).total_seconds() / 60, 1),
+    "episodes": {d: len(list((work / d).glob("*.npz"))) for d in ("tokens_train", "tokens_heldout")},
+    "policy_start": next(r for r in log if r["event"] == "start"),
+    "policy_end": [r for r in log if r["event"] == "end"][-1],
+    "offline": {k: {x: v for x, v in evaluation[k].items() if x != "first_grasp_episodes"} for k in ("train", "heldout")},
+}
+(work / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+print(json.dumps(summary["stage_minutes"]), summary["total_minutes"], "min")
+PY
+echo "[$(stamp)] models/encoder, models/policy ($(du -sh "$root/models" | cut -f1)); results in $work"

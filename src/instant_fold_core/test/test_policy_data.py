@@ -10,7 +10,15 @@ import pytest
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.policy.configuration import TrainingConfig
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, chunk_targets, collate
-from instant_fold_core.policy.dataset import PolicyDataset, mode_ids, moving_frames, occlude_tokens, recovery_targets
+from instant_fold_core.policy.dataset import (
+    PolicyDataset,
+    last_gripper_event,
+    mode_ids,
+    moving_frames,
+    occlude_tokens,
+    recovery_targets,
+)
+from instant_fold_core.policy.normalization import ActionNormalizers
 from instant_fold_core.policy.synthetic import MODES, make_episode, synthetic_episodes
 
 
@@ -245,3 +253,86 @@ def test_mode_ids_follow_the_generator_or_sorted_names(episodes):
     ]
     with pytest.raises(PolicyDataError, match="share an id"):
         mode_ids(clash)
+
+
+def test_batches_with_shared_demonstrations_pair_garment_and_mode(episodes):
+    ds = PolicyDataset(episodes, 4, TrainingConfig(demos_per_batch=3))
+    rng = np.random.default_rng(2)
+    for _ in range(10):
+        batch = ds.draw_batch(rng, 8)
+        assert batch.demo.gripper_state.shape[0] == 3
+        assert batch.demo_index.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+        for b, g in enumerate(batch.demo_index.tolist()):
+            # The sample's own episode is a sibling of the demonstration (same garment and mode).
+            state = batch.obs.gripper_state[b].numpy()
+            owners = [i for i, e in enumerate(episodes) if any(np.array_equal(state, s) for s in e.gripper_state)]
+            demo_states = batch.demo.gripper_state[g].numpy()
+            demos = [
+                i
+                for i, e in enumerate(episodes)
+                if np.array_equal(e.gripper_state[e.keyframes], demo_states[: e.keyframes.size])
+            ]
+            assert any(d in ds.siblings[o] for o in owners for d in demos)
+    with pytest.raises(PolicyDataError, match="owners"):
+        collate([ds.sample(0, rng)], [0, 0])
+
+
+def test_frame_stride_keeps_every_sth_frame(episodes):
+    full = PolicyDataset(episodes, 4, TrainingConfig())
+    half = PolicyDataset(episodes, 4, TrainingConfig(frame_stride=2))
+    assert [t for i, t in half.index if i == 0] == list(range(0, episodes[0].num_frames, 2))
+    assert len(half) == sum((e.num_frames + 1) // 2 for e in episodes) < len(full)
+
+
+def test_se2_augmentation_moves_scene_and_actions_together(episodes):
+    """One rigid motion about the optical axis maps the observation, the arm state, the absolute chunk
+    and the keypose; the demonstration gets its own; the return home is never transformed."""
+    ds = PolicyDataset(episodes, 4, TrainingConfig(se2_prob=1.0, se2_rotation_deg=30.0, se2_translation_m=0.1))
+    rng = np.random.default_rng(3)
+    transformed = 0
+    for i in rng.integers(len(ds), size=40):
+        ep_idx, t = ds.index[int(i)]
+        e = episodes[ep_idx]
+        ref = ds.sample(int(i), np.random.default_rng(0), augment=False)
+        aug = ds.sample(int(i), rng)
+        if t >= last_gripper_event(e):
+            np.testing.assert_array_equal(aug.cloth_positions, ref.cloth_positions)
+            np.testing.assert_array_equal(aug.traj_delta, ref.traj_delta)
+            continue
+        transformed += 1
+        # Fit the rigid motion on the cloth tokens; it must map the arms, chunk and keypose too.
+        src = np.concatenate([ref.cloth_positions, ref.gripper_state[:, :3]])
+        dst = np.concatenate([aug.cloth_positions, aug.gripper_state[:, :3]])
+        np.testing.assert_allclose(dst[:, 2], src[:, 2], atol=1e-6)  # depths unchanged
+        c_src, c_dst = src[:, :2].mean(0), dst[:, :2].mean(0)
+        u, _, vt = np.linalg.svd((src[:, :2] - c_src).T @ (dst[:, :2] - c_dst))
+        rot = (u @ vt).T
+        assert np.linalg.det(rot) > 0 and abs(np.degrees(np.arctan2(rot[1, 0], rot[0, 0]))) <= 30.0 + 1e-3
+
+        def move(p, c_src=c_src, c_dst=c_dst, rot=rot):
+            return (p[..., :2] - c_src) @ rot.T + c_dst
+
+        np.testing.assert_allclose(move(src), dst[:, :2], atol=1e-5)
+        absolute = ref.gripper_state[None, :, :3] + np.cumsum(ref.traj_delta, 0)
+        absolute_aug = aug.gripper_state[None, :, :3] + np.cumsum(aug.traj_delta, 0)
+        np.testing.assert_allclose(move(absolute), absolute_aug[..., :2], atol=1e-5)
+        np.testing.assert_allclose(absolute[..., 2], absolute_aug[..., 2], atol=1e-6)
+        keypose = ref.gripper_state[:, :3] + ref.keypose_delta
+        np.testing.assert_allclose(move(keypose), (aug.gripper_state[:, :3] + aug.keypose_delta)[:, :2], atol=1e-5)
+        np.testing.assert_array_equal(aug.cloth_features, ref.cloth_features)
+        np.testing.assert_array_equal(aug.gripper_state[:, 3], ref.gripper_state[:, 3])
+        # The demonstration moved rigidly too, but not by the observation's motion.
+        demo_ref, demo_aug = ref.demo_cloth_positions.reshape(-1, 3), aug.demo_cloth_positions.reshape(-1, 3)
+        np.testing.assert_allclose(
+            np.linalg.norm(demo_aug[:5] - demo_aug[5:10], axis=1),
+            np.linalg.norm(demo_ref[:5] - demo_ref[5:10], axis=1),
+            atol=1e-5,
+        )
+        assert not np.allclose(move(demo_ref), demo_aug[:, :2], atol=1e-3)
+    assert transformed >= 20
+    # The normalisers cover every rotated delta.
+    norm = ds.calibrate(ActionNormalizers())
+    lengths = max(
+        np.linalg.norm(chunk_targets(e, t, 4)[0][..., :2], axis=-1).max() for e in episodes for t in range(e.num_frames)
+    )
+    assert bool((norm.delta.low[:2] <= -lengths + 1e-6).all()) and bool((norm.delta.high[:2] >= lengths - 1e-6).all())

@@ -463,3 +463,26 @@ def test_yaml_overrides_a_preset(tmp_path):
     (tmp_path / "bad2.yaml").write_text("preset: cpu-small\ntrain: {noise_samples: 0}\n")
     with pytest.raises(ConfigError, match=r"train\.noise_samples"):
         load_config(tmp_path / "bad2.yaml")
+
+
+def test_shared_demonstrations_equal_per_sample_copies(episodes):
+    """A batch whose samples share demonstrations (demo_index) gives exactly the loss of the batch
+    in which every sample carries its own copy, and the batch holds each demonstration once."""
+    cfg = small_config()
+    cfg.train = dataclasses.replace(cfg.train, demos_per_batch=2)
+    policy, dataset = make_policy(cfg, episodes)
+    shared = dataset.draw_batch(np.random.default_rng(5), 6)
+    assert shared.demo.cloth_positions.shape[0] == 2 and shared.demo_index.tolist() == [0, 0, 0, 1, 1, 1]
+    copies = dataclasses.replace(
+        shared,
+        demo=type(shared.demo)(
+            *(getattr(shared.demo, f.name)[shared.demo_index] for f in dataclasses.fields(shared.demo))
+        ),
+        demo_index=None,
+    )
+    g = torch.Generator().manual_seed(4)
+    t = torch.rand(6, generator=g)
+    noise = (torch.randn(6, cfg.model.horizon, 2, 3, generator=g), torch.randn(6, 2, 3, generator=g))
+    a, b = policy.compute_loss(shared, t=t, noise=noise), policy.compute_loss(copies, t=t, noise=noise)
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-5)

@@ -3,8 +3,8 @@
     python -m instant_fold_sim.generate --out data/sim.zarr --preset cpu-small \\
         --garments proc:0:12 --split train --modes 1,2 --episodes-per 2 --workers 2
 
-Jobs are (garment, mode, k) for k < episodes-per; the variant cycles through the mode's
-variants (so episodes are evenly split across them) and the seed is derived from
+Jobs are (garment, mode, k) for k < episodes-per, run k by k; the variant cycles through the mode's
+variants (so episodes are evenly split across them) unless the mode is written `mode/VARIANT`, and the seed is derived from
 (--seed, garment id, k), so any episode can be regenerated alone and episode k of every mode on a
 garment starts from the same cloth state (the in-context pairs and same-start evaluation need that). Finished
 episodes are skipped, which makes every run resumable. With --workers > 1 the jobs run on
@@ -95,25 +95,24 @@ def expand_garments(
 def make_jobs(
     garments: list[tuple[str, str]], modes: list[str], variants: list[str] | None, episodes_per: int, base_seed: int
 ) -> list[Job]:
-    jobs = []
-    for spec, gid in garments:
-        for mode_name in modes:
-            mode = MODES[mode_name]
-            allowed = [v for v in mode.variants if variants is None or v in variants]
-            if not allowed:
-                continue
-            for k in range(episodes_per):
-                jobs.append(
-                    Job(
-                        spec,
-                        gid,
-                        mode_name,
-                        allowed[k % len(allowed)],
-                        k,
-                        episode_seed(base_seed, gid, k),
-                    )
-                )
-    return jobs
+    """Jobs start-state-major (k, then garment, then mode), so a run stopped early leaves every
+    garment and mode with the same number of start states. A mode written `name/V` runs only
+    variant V; otherwise its variants (those in `variants`, if given) alternate with k."""
+    allowed: dict[str, list[str]] = {}
+    for entry in modes:
+        name, sep, pinned = entry.partition("/")
+        mode = MODES[name]
+        if sep and pinned not in mode.variants:
+            raise ValueError(f"mode {entry!r}: variant {pinned!r} is not one of {mode.variants}")
+        keep = [pinned] if sep else [v for v in mode.variants if variants is None or v in variants]
+        if keep:
+            allowed[name] = keep
+    return [
+        Job(spec, gid, name, keep[k % len(keep)], k, episode_seed(base_seed, gid, k))
+        for k in range(episodes_per)
+        for spec, gid in garments
+        for name, keep in allowed.items()
+    ]
 
 
 _GARMENT_CACHE: dict[tuple[str, float], GarmentMesh] = {}
@@ -229,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--modes",
         default="all",
-        help="comma-separated mode names or ids, 'all' (19 folds), or 'random' (pretraining drags)",
+        help="comma-separated mode names or ids, each optionally /VARIANT (e.g. 2/S), 'all' (19 folds), "
+        "or 'random' (pretraining drags)",
     )
     p.add_argument("--variants", default="all", help="comma-separated variants to keep (e.g. L,R,S)")
     p.add_argument("--episodes-per", type=int, default=1, help="episodes per (garment, mode)")
@@ -250,7 +250,11 @@ def _resolve_modes(spec: str) -> list[str]:
         return list(FOLDING_MODES)
     if spec == "random":
         return [n for n, m in MODES.items() if m.family == "random"]
-    return [resolve_mode(s).name for s in _parse_list(spec) or []]
+    out = []
+    for entry in _parse_list(spec) or []:
+        name, sep, variant = entry.partition("/")
+        out.append(resolve_mode(name).name + sep + variant)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -157,7 +157,20 @@ def test_jobs_have_stable_distinct_seeds_and_cycle_variants():
     assert generate.make_jobs(garments, ["sleeves_down__side_fold"], None, 1, base_seed=1)[0].seed != jobs[0].seed
     # episode k of every mode on a garment shares its seed, hence its start state (in-context pairs)
     pairs = generate.make_jobs(garments[:1], ["sleeves_down__bottom_up", "body_bottom_up__sleeves_down"], None, 2, 0)
-    assert [j.seed for j in pairs[:2]] == [j.seed for j in pairs[2:]] and pairs[0].seed != pairs[1].seed
+    seeds = {(j.mode, j.k): j.seed for j in pairs}
+    assert seeds[("sleeves_down__bottom_up", 0)] == seeds[("body_bottom_up__sleeves_down", 0)]
+    assert seeds[("sleeves_down__bottom_up", 1)] == seeds[("body_bottom_up__sleeves_down", 1)]
+    assert seeds[("sleeves_down__bottom_up", 0)] != seeds[("sleeves_down__bottom_up", 1)]
+    assert [j.k for j in pairs] == [0, 0, 1, 1]  # start-state-major: a run stopped early stays balanced
+    pinned = generate.make_jobs(
+        garments[:1], ["sleeves_down__bottom_up/S", "body_side_fold_L__sleeves_down"], None, 3, 0
+    )
+    assert {(j.mode, j.variant) for j in pinned} == {
+        ("sleeves_down__bottom_up", "S"),
+        ("body_side_fold_L__sleeves_down", "L"),
+    }
+    with pytest.raises(ValueError, match="variant"):
+        generate.make_jobs(garments[:1], ["sleeves_down__bottom_up/Q"], None, 1, 0)
 
 
 #: Batched and one-at-a-time episodes are the same physics; a world's contact sums may add up in

@@ -41,3 +41,15 @@ def test_the_main_job_numbers_in_the_readme_are_the_measured_ones() -> None:
     ]
     missing = [q for q in quoted if q not in readme]
     assert not missing, missing
+
+
+def test_the_training_throughput_and_se2_feature_tables_are_the_measured_ones() -> None:
+    docs = (REPO / "docs" / "policy.md").read_text()
+    bench = json.loads((RESULTS / "bench_policy_train_cpu.json").read_text())
+    for v in bench["variants"].values():
+        assert f"| {v['samples_per_s']:.1f} | {v['step_ms']:.0f} | {v['data_ms']:.1f} |" in docs, v
+    se2 = json.loads((RESULTS / "bench_se2_features.json").read_text())
+    for angle, r in se2["rotated"].items():
+        assert f"| {float(angle):.0f} | {r['cosine_mean']:.3f} | {r['match_distance_median_m'] * 100:.2f} |" in docs
+    assert f"(unrotated) {se2['next_frame_cosine_mean']:.3f}" in docs
+    assert f"one frame {se2['random_pair_cosine_mean']:.3f} (chance)" in docs

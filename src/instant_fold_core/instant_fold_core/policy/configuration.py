@@ -131,6 +131,22 @@ class TrainingConfig:
     #: to settle) except the last of each hold: during a hold one frame looks like the next, but the
     #: chunk depends on how long the wait has lasted, which no single frame shows (docs/policy.md).
     frames: str = "all"
+    #: Keep every s-th of the selected frames. Episodes are recorded at 20 fps, so neighbouring frames
+    #: are near-duplicates; a stride spreads a fixed step budget over more distinct layouts per epoch.
+    frame_stride: int = 1
+    #: Demonstrations per batch. 0: every sample draws its own context demonstration. G > 0: the batch
+    #: holds G demonstrations, each the context of about batch_size / G samples of its garment and mode,
+    #: so the context encoder (most of a CPU step) runs G times instead of batch_size times.
+    demos_per_batch: int = 0
+    #: Probability of an SE(2) augmentation about the camera's optical axis: the current cloth token
+    #: positions, arm state, chunk and keypose rotate by U(+-se2_rotation_deg) and shift by
+    #: U(+-se2_translation_m) in the image plane together; the demonstration gets its own draw (it
+    #: comes from another layout anyway). Token features are kept (docs/policy.md: what that costs).
+    #: Frames after an episode's last gripper event (the return home, a fixed pose of the robot) are
+    #: never transformed.
+    se2_prob: float = 0.0
+    se2_rotation_deg: float = 20.0
+    se2_translation_m: float = 0.05
     #: Mixed precision (bf16 autocast) when training on CUDA.
     amp: bool = True
     seed: int = 0
@@ -138,10 +154,15 @@ class TrainingConfig:
     checkpoint_every: int = 5000
 
     def validate(self) -> TrainingConfig:
-        for name in ("batch_size", "steps", "log_every", "checkpoint_every", "noise_samples"):
+        for name in ("batch_size", "steps", "log_every", "checkpoint_every", "noise_samples", "frame_stride"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"train.{name}: must be positive, got {getattr(self, name)}")
-        for name in ("recovery_prob", "occlusion_prob", "ema_decay"):
+        if self.demos_per_batch < 0:
+            raise ConfigError(f"train.demos_per_batch: must be >= 0, got {self.demos_per_batch}")
+        for name in ("se2_rotation_deg", "se2_translation_m"):
+            if not 0.0 <= getattr(self, name) < float("inf"):
+                raise ConfigError(f"train.{name}: must be finite and >= 0, got {getattr(self, name)}")
+        for name in ("recovery_prob", "occlusion_prob", "ema_decay", "se2_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"train.{name}: must be in [0, 1], got {getattr(self, name)}")
         if self.lr <= 0:

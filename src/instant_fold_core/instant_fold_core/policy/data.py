@@ -87,12 +87,16 @@ class ActionTargets:
 
 @dataclass
 class PolicyBatch:
+    """demo holds G demonstrations; `demo_index` [B] maps each sample to its one (None: G = B, in order)."""
+
     demo: DemoTokens
     obs: ObservationTokens
     target: ActionTargets
+    demo_index: torch.Tensor | None = None
 
     def to(self, device: torch.device | str) -> PolicyBatch:
-        return PolicyBatch(self.demo.to(device), self.obs.to(device), self.target.to(device))
+        index = None if self.demo_index is None else self.demo_index.to(device)
+        return PolicyBatch(self.demo.to(device), self.obs.to(device), self.target.to(device), index)
 
 
 @dataclass
@@ -235,33 +239,51 @@ def chunk_targets(
     return traj_delta, targets[..., 3].astype(np.float32), keypose_delta, keypose[:, 3].astype(np.float32)
 
 
-def collate(samples: list[PolicySample]) -> PolicyBatch:
-    """Stack samples, padding demonstrations to the longest keyframe count with a frame mask."""
+def collate(samples: list[PolicySample], demo_owner: list[int] | None = None) -> PolicyBatch:
+    """Stack samples, padding demonstrations to the longest keyframe count with a frame mask.
+
+    With `demo_owner` (one group id per sample, ids 0..G-1), samples of a group share their
+    demonstration: it is stacked once, from the group's first sample, and `demo_index` says which
+    demonstration each sample uses.
+    """
     if not samples:
         raise PolicyDataError("collate: empty list of samples")
-    k_max = max(s.demo_gripper_state.shape[0] for s in samples)
+    if demo_owner is None:
+        holders = samples
+    else:
+        if len(demo_owner) != len(samples):
+            raise PolicyDataError(f"collate: {len(demo_owner)} demo owners for {len(samples)} samples")
+        first = {g: i for i, g in reversed(list(enumerate(demo_owner)))}
+        if sorted(first) != list(range(len(first))):
+            raise PolicyDataError(f"collate: demo owners must number groups 0..G-1, got {sorted(first)}")
+        holders = [samples[first[g]] for g in range(len(first))]
+    k_max = max(s.demo_gripper_state.shape[0] for s in holders)
 
     def pad(arr: np.ndarray) -> np.ndarray:
         out = np.zeros((k_max, *arr.shape[1:]), arr.dtype)
         out[: arr.shape[0]] = arr
         return out
 
-    def stack(name: str, padded: bool = False) -> torch.Tensor:
-        return torch.from_numpy(np.stack([pad(getattr(s, name)) if padded else getattr(s, name) for s in samples]))
+    def stack(name: str, of: list[PolicySample] = samples) -> torch.Tensor:
+        return torch.from_numpy(np.stack([getattr(s, name) for s in of]))
 
-    frame_mask = torch.zeros(len(samples), k_max, dtype=torch.bool)
-    for i, s in enumerate(samples):
+    def stack_demo(name: str) -> torch.Tensor:
+        return torch.from_numpy(np.stack([pad(getattr(s, name)) for s in holders]))
+
+    frame_mask = torch.zeros(len(holders), k_max, dtype=torch.bool)
+    for i, s in enumerate(holders):
         frame_mask[i, : s.demo_gripper_state.shape[0]] = True
     demo = DemoTokens(
-        stack("demo_cloth_positions", True),
-        stack("demo_cloth_features", True),
-        stack("demo_cloth_valid", True),
-        stack("demo_gripper_state", True),
+        stack_demo("demo_cloth_positions"),
+        stack_demo("demo_cloth_features"),
+        stack_demo("demo_cloth_valid"),
+        stack_demo("demo_gripper_state"),
         frame_mask,
-        torch.tensor([s.mode_id for s in samples], dtype=torch.long),
+        torch.tensor([s.mode_id for s in holders], dtype=torch.long),
     )
     obs = ObservationTokens(
         stack("cloth_positions"), stack("cloth_features"), stack("cloth_valid"), stack("gripper_state")
     )
     target = ActionTargets(stack("traj_delta"), stack("traj_gripper"), stack("keypose_delta"), stack("keypose_gripper"))
-    return PolicyBatch(demo, obs, target)
+    index = None if demo_owner is None else torch.tensor(demo_owner, dtype=torch.long)
+    return PolicyBatch(demo, obs, target, index)

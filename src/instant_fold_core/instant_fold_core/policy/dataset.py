@@ -2,19 +2,73 @@
 
 For every sample a context demonstration is drawn at random among the *other* episodes of the
 same garment and mode (appendix D); when an episode has no such sibling it serves as its own
-context. Two augmentations follow appendix E: recovery (perturbed gripper state with a relabelled
-chunk that converges back to the expert) and gripper occlusion of the current observation.
+context. `draw_batch` can instead let a few demonstrations serve a whole batch (each the context
+of several samples of its garment and mode), which is what makes a CPU step cheap. Augmentations:
+recovery (perturbed gripper state with a relabelled chunk that converges back to the expert) and
+gripper occlusion of the current observation (appendix E), and an SE(2) transform about the
+camera's optical axis (layouts for free; the paper does not use it, docs/policy.md measures it).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
 from instant_fold_core.policy.configuration import TrainingConfig
-from instant_fold_core.policy.data import PolicyDataError, PolicySample, TokenizedEpisode, chunk_targets
+from instant_fold_core.policy.data import (
+    PolicyBatch,
+    PolicyDataError,
+    PolicySample,
+    TokenizedEpisode,
+    chunk_targets,
+    collate,
+)
 from instant_fold_core.policy.normalization import ActionNormalizers
+
+
+@dataclass(frozen=True)
+class DemoArrays:
+    """The keyframes of one context demonstration: positions [K, N, 3], features [K, N, D],
+    validity [K, N], arm states [K, 2, 4]."""
+
+    cloth_positions: np.ndarray
+    cloth_features: np.ndarray
+    cloth_valid: np.ndarray
+    gripper_state: np.ndarray
+
+
+@dataclass(frozen=True)
+class PlanarTransform:
+    """x' = R x + t: a rotation about the camera's optical axis (z) and a shift in the image plane.
+
+    Under a top-down camera this moves the garment on the table; depths (z) are unchanged.
+    """
+
+    rotation: np.ndarray  # [3, 3]
+    shift: np.ndarray  # [3], shift[2] = 0
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator, max_rotation_deg: float, max_shift_m: float) -> PlanarTransform:
+        a = np.deg2rad(rng.uniform(-max_rotation_deg, max_rotation_deg))
+        c, s = np.cos(a), np.sin(a)
+        rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]], np.float32)
+        shift = np.zeros(3, np.float32)
+        shift[:2] = rng.uniform(-max_shift_m, max_shift_m, size=2)
+        return cls(rotation, shift)
+
+    def points(self, p: np.ndarray) -> np.ndarray:
+        return (p @ self.rotation.T + self.shift).astype(np.float32)
+
+    def vectors(self, v: np.ndarray) -> np.ndarray:
+        return (v @ self.rotation.T).astype(np.float32)
+
+    def states(self, state: np.ndarray) -> np.ndarray:
+        """Arm states [..., 2, 4]: positions transformed, openness kept."""
+        out = state.astype(np.float32).copy()
+        out[..., :3] = self.points(state[..., :3])
+        return out
 
 
 class PolicyDataset:
@@ -40,33 +94,70 @@ class PolicyDataset:
             for i, e in enumerate(episodes)
         ]
         select = moving_frames if self.train.frames == "moving" else (lambda e: np.arange(e.num_frames))
-        self.index = [(i, int(t)) for i, e in enumerate(episodes) for t in select(e)]
+        stride = self.train.frame_stride
+        self.index = [(i, int(t)) for i, e in enumerate(episodes) for t in select(e)[::stride]]
         if not self.index:
             raise PolicyDataError(f"PolicyDataset: no training frame left (train.frames={self.train.frames!r})")
+        self.frames_of: list[list[int]] = [[] for _ in episodes]
+        for pos, (i, _) in enumerate(self.index):
+            self.frames_of[i].append(pos)
+        # Episodes whose context draw can give demonstration d (its garment and mode, d excluded).
+        self.contexts_of: list[list[int]] = [[] for _ in episodes]
+        for i, sib in enumerate(self.siblings):
+            for d in sib:
+                if self.frames_of[i]:
+                    self.contexts_of[d].append(i)
+        # SE(2) leaves the return home alone: from the last gripper event on, targets are robot poses.
+        self.homing_from = [last_gripper_event(e) for e in episodes]
 
     def __len__(self) -> int:
         return len(self.index)
 
     def calibrate(self, normalizers: ActionNormalizers) -> ActionNormalizers:
-        """Fit both min-max normalisers on every target of the dataset's frames (without augmentation)."""
+        """Fit both min-max normalisers on every target of the dataset's frames (without augmentation).
+
+        Rotations of the SE(2) augmentation can turn a delta to any in-plane direction, so with it
+        the x and y ranges are widened to the largest in-plane length on either side.
+        """
         deltas, keyposes = [], []
         for i, t in self.index:
             d, _, k, _ = chunk_targets(self.episodes[i], t, self.horizon)
-            deltas.append(d)
-            keyposes.append(k)
+            deltas.append(d.reshape(-1, 3))
+            keyposes.append(k.reshape(-1, 3))
         if self.train.recovery_prob > 0:
             # Recovery chunks move back by up to the perturbation spread over the horizon.
             r = self.train.recovery_noise_m / self.horizon
             deltas.append(np.array([[-r, -r, -r], [r, r, r]], np.float32))
-        normalizers.delta.calibrate(np.concatenate([d.reshape(-1, 3) for d in deltas]))
-        normalizers.keypose.calibrate(np.concatenate([k.reshape(-1, 3) for k in keyposes]))
+        delta, keypose = np.concatenate(deltas), np.concatenate(keyposes)
+        if self.train.se2_prob > 0:
+            delta, keypose = (np.concatenate([x, planar_envelope(x)]) for x in (delta, keypose))
+        normalizers.delta.calibrate(delta)
+        normalizers.keypose.calibrate(keypose)
         return normalizers
 
-    def sample(self, i: int, rng: np.random.Generator, augment: bool = True) -> PolicySample:
+    def draw_demo(self, ep_idx: int, rng: np.random.Generator) -> int:
+        """A context demonstration for episode `ep_idx`: one of its siblings at random."""
+        sib = self.siblings[ep_idx]
+        return sib[int(rng.integers(len(sib)))]
+
+    def demo(self, demo_idx: int, rng: np.random.Generator, augment: bool = True) -> DemoArrays:
+        """Keyframes of episode `demo_idx` as a context demonstration (own SE(2) draw when augmenting)."""
+        d = self.episodes[demo_idx]
+        kf = d.keyframes
+        positions, state = d.cloth_positions[kf], d.gripper_state[kf]
+        if self._se2(augment, rng):
+            tf = self._draw_transform(rng)
+            positions, state = tf.points(positions), tf.states(state)
+        return DemoArrays(positions, d.cloth_features[kf], d.cloth_valid[kf], state)
+
+    def sample(
+        self, i: int, rng: np.random.Generator, augment: bool = True, demo: DemoArrays | None = None
+    ) -> PolicySample:
+        """Sample i of the index, with a drawn context demonstration unless `demo` is given."""
         ep_idx, t = self.index[i]
         episode = self.episodes[ep_idx]
-        demo = self.episodes[self.siblings[ep_idx][rng.integers(len(self.siblings[ep_idx]))]]
-        kf = demo.keyframes
+        if demo is None:
+            demo = self.demo(self.draw_demo(ep_idx, rng), rng, augment)
         state = episode.gripper_state[t].copy()
         positions, valid = episode.cloth_positions[t], episode.cloth_valid[t]
         if augment and rng.random() < self.train.recovery_prob:
@@ -77,11 +168,15 @@ class PolicyDataset:
             traj_delta, traj_grip, kp_delta, kp_grip = chunk_targets(episode, t, self.horizon)
         if augment and rng.random() < self.train.occlusion_prob:
             valid = occlude_tokens(positions, valid, state[:, :3], self.train.occlusion_radius_m)
+        if t < self.homing_from[ep_idx] and self._se2(augment, rng):
+            tf = self._draw_transform(rng)
+            positions, state = tf.points(positions), tf.states(state)
+            traj_delta, kp_delta = tf.vectors(traj_delta), tf.vectors(kp_delta)
         return PolicySample(
-            demo.cloth_positions[kf],
-            demo.cloth_features[kf],
-            demo.cloth_valid[kf],
-            demo.gripper_state[kf],
+            demo.cloth_positions,
+            demo.cloth_features,
+            demo.cloth_valid,
+            demo.gripper_state,
             positions,
             episode.cloth_features[t],
             valid,
@@ -92,6 +187,51 @@ class PolicyDataset:
             kp_grip,
             self.mode_ids[str(episode.meta["mode"])],
         )
+
+    def draw_batch(self, rng: np.random.Generator, size: int, augment: bool = True) -> PolicyBatch:
+        """A training batch of `size` samples.
+
+        With `train.demos_per_batch` = G > 0, G demonstrations are drawn (each from the siblings of
+        a uniformly drawn sample's episode) and each serves about size / G samples drawn from the
+        episodes it is a valid context for; the batch then holds every demonstration once.
+        """
+        groups = min(self.train.demos_per_batch, size)
+        if not groups:
+            return collate([self.sample(int(i), rng, augment) for i in rng.integers(len(self), size=size)])
+        samples: list[PolicySample] = []
+        owner: list[int] = []
+        for g, members in enumerate(np.array_split(np.arange(size), groups)):
+            anchor = int(rng.integers(len(self)))
+            demo_idx = self.draw_demo(self.index[anchor][0], rng)
+            demo = self.demo(demo_idx, rng, augment)
+            picks = [anchor]
+            users = self.contexts_of[demo_idx]
+            for _ in range(len(members) - 1):
+                frames = self.frames_of[users[int(rng.integers(len(users)))]]
+                picks.append(frames[int(rng.integers(len(frames)))])
+            samples += [self.sample(i, rng, augment, demo) for i in picks]
+            owner += [g] * len(picks)
+        return collate(samples, owner)
+
+    def _se2(self, augment: bool, rng: np.random.Generator) -> bool:
+        """Whether to apply an SE(2) transform (draws nothing when the augmentation is off, so
+        configurations without it keep their random streams)."""
+        return augment and self.train.se2_prob > 0 and rng.random() < self.train.se2_prob
+
+    def _draw_transform(self, rng: np.random.Generator) -> PlanarTransform:
+        return PlanarTransform.draw(rng, self.train.se2_rotation_deg, self.train.se2_translation_m)
+
+
+def last_gripper_event(episode: TokenizedEpisode) -> int:
+    """First frame of the last gripper change (grasp or release); the episode length if none."""
+    toggles = np.flatnonzero((np.diff(episode.gripper_state[:, :, 3], axis=0) != 0).any(axis=1))
+    return int(toggles[-1] + 1) if toggles.size else episode.num_frames
+
+
+def planar_envelope(x: np.ndarray) -> np.ndarray:
+    """Two corner points whose x and y ranges cover every in-plane rotation of the vectors x [M, 3]."""
+    r = float(np.linalg.norm(x[:, :2], axis=1).max(initial=0.0))
+    return np.array([[-r, -r, x[:, 2].min(initial=0.0)], [r, r, x[:, 2].max(initial=0.0)]], np.float32)
 
 
 def moving_frames(episode: TokenizedEpisode, tol_m: float = 1e-3) -> np.ndarray:

@@ -55,6 +55,26 @@ class DemoContext:
     event_valid: torch.Tensor | None
     fusion_kv: list[KeyValue]  # keys/values of the context for each fusion layer
 
+    def select(self, index: torch.Tensor) -> DemoContext:
+        """Row `index[b]` for every b: the encoded demonstration of each sample of a batch whose
+        samples share demonstrations (`PolicyBatch.demo_index`)."""
+
+        def pick(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else x.index_select(0, index)
+
+        return DemoContext(
+            self.tokens.index_select(0, index),
+            self.positions.index_select(0, index),
+            self.valid.index_select(0, index),
+            pick(self.event_tokens),
+            pick(self.event_positions),
+            pick(self.event_valid),
+            [
+                KeyValue(kv.k.index_select(0, index), kv.v.index_select(0, index), kv.bias.index_select(0, index))
+                for kv in self.fusion_kv
+            ],
+        )
+
 
 @dataclass
 class SceneCache:
@@ -211,7 +231,10 @@ class InstantFoldPolicy(nn.Module):
         eps_traj, eps_kp = noise
         z_traj = (1 - t[:, None, None, None]) * x_traj + t[:, None, None, None] * eps_traj
         z_kp = (1 - t[:, None, None]) * x_kp + t[:, None, None] * eps_kp
-        scene = self.prepare_scene(batch.obs, self.encode_context(batch.demo))
+        context = self.encode_context(batch.demo)
+        if batch.demo_index is not None:
+            context = context.select(batch.demo_index)
+        scene = self.prepare_scene(batch.obs, context)
         if repeats > 1:
             scene = scene.repeat(repeats)
         out = self.velocity(scene, z_traj, z_kp if self.cfg.use_keypose_aux else None, t)

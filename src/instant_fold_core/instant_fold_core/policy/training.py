@@ -236,7 +236,7 @@ def train(
     end = min(tr.steps, stop_at) if stop_at else tr.steps
     for step in range(start, end):
         rng, gen = step_generators(tr.seed, step, info.rank)
-        batch = collate([dataset.sample(int(i), rng) for i in rng.integers(len(dataset), size=per_rank)]).to(device)
+        batch = dataset.draw_batch(rng, per_rank).to(device)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, step)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
