@@ -103,11 +103,13 @@ for s in stages:  # a resumed run appends again; the first start of every stage 
 keys = list(first)
 minutes = {k: round((first[b] - first[k]).total_seconds() / 60, 1) for k, b in zip(keys, keys[1:])}
 log = [json.loads(line) for line in (work / "policy" / "log.jsonl").read_text().splitlines()]
+encoder = [json.loads(line) for line in (work / "encoder" / "metrics.jsonl").read_text().splitlines()]
 evaluation = json.loads((work / "policy_eval.json").read_text())
 summary = {
     "stage_minutes": minutes,
     "total_minutes": round((first[keys[-1]] - first[keys[0]]).total_seconds() / 60, 1),
     "episodes": {d: len(list((work / d).glob("*.npz"))) for d in ("tokens_train", "tokens_heldout")},
+    "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]},
     "policy_start": next(r for r in log if r["event"] == "start"),
     "policy_end": [r for r in log if r["event"] == "end"][-1],
     "offline": {k: {x: v for x, v in evaluation[k].items() if x != "first_grasp_episodes"} for k in ("train", "heldout")},

@@ -13,9 +13,12 @@ REPO = Path(__file__).resolve().parents[3]
 RESULTS = REPO / "docs" / "results"
 
 
-def test_the_evaluation_table_in_the_docs_is_the_measured_one() -> None:
-    summary = json.loads((RESULTS / "eval_cpu_default.json").read_text())
-    assert table(row_labels(summary)) in (REPO / "docs" / "evaluation.md").read_text()
+def test_the_evaluation_tables_in_the_docs_are_the_measured_ones() -> None:
+    for name in ("eval_cpu_default.json", "eval_cpu_previous_default.json"):
+        summary = json.loads((RESULTS / name).read_text())
+        assert table(row_labels(summary)) in (REPO / "docs" / "evaluation.md").read_text(), name
+    current = table(row_labels(json.loads((RESULTS / "eval_cpu_default.json").read_text())))
+    assert current.split("| oracle")[0] in (REPO / "models" / "policy" / "README.md").read_text()
 
 
 def test_the_quoted_evaluation_throughput_is_the_measured_one() -> None:
@@ -53,3 +56,25 @@ def test_the_training_throughput_and_se2_feature_tables_are_the_measured_ones() 
         assert f"| {float(angle):.0f} | {r['cosine_mean']:.3f} | {r['match_distance_median_m'] * 100:.2f} |" in docs
     assert f"(unrotated) {se2['next_frame_cosine_mean']:.3f}" in docs
     assert f"one frame {se2['random_pair_cosine_mean']:.3f} (chance)" in docs
+
+
+def test_the_default_policy_card_quotes_the_training_run() -> None:
+    run = json.loads((RESULTS / "default_models.json").read_text())
+    card = (REPO / "models" / "policy" / "README.md").read_text()
+    offline = run["offline"]
+    quoted = [
+        f"{run['policy_end']['initial_action_error'] * 100:.2f} cm at\ninitialisation",
+        f"{offline['train']['action_error_cm']:.2f} cm on training frames",
+        f"{offline['heldout']['action_error_cm']:.2f} cm on held-out starts",
+        f"{run['policy_start']['episodes']} episodes, {run['policy_start']['samples']:,} samples",
+        f"{run['stage_minutes']['4/5']} min wall",
+        f"from nothing: {run['total_minutes']:.0f} min",
+    ]
+    for split in ("train", "heldout"):
+        g = offline[split]["first_grasp"]
+        quoted.append(
+            f"| {g['arms']} | {g['closed']:.0%} | {g['mean_error_cm']:.1f} cm | "
+            f"{g['within_5cm']:.0%} / {g['within_10cm']:.0%} |".replace("%", " %")
+        )
+    missing = [q for q in quoted if q not in card]
+    assert not missing, missing
