@@ -264,11 +264,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--worlds and --workers must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     cfg = preset(args.preset)
+    garments = expand_garments(args.garments, args.split, cfg.garment_spacing, cfg.max_particles)
+    try:
+        jobs = make_jobs(garments, _resolve_modes(args.modes), _parse_list(args.variants), args.episodes_per, args.seed)
+    except (KeyError, ValueError) as exc:
+        parser.error(f"--modes: {exc}")
     store = EpisodeStore(args.out, mode="a")
     if removed := store.clean_partial():
         log.info("removed %d partial episode(s) left by an interrupted run", removed)
-    garments = expand_garments(args.garments, args.split, cfg.garment_spacing, cfg.max_particles)
-    jobs = make_jobs(garments, _resolve_modes(args.modes), _parse_list(args.variants), args.episodes_per, args.seed)
     todo = [j for j in jobs if j.name not in store]
     log.info("%d jobs, %d already finished, %d to run", len(jobs), len(jobs) - len(todo), len(todo))
     failures = 0

@@ -23,6 +23,13 @@ def _close_gaps(flags: np.ndarray, min_run: int) -> np.ndarray:
     return out
 
 
+def gripper_events(gripper_state: np.ndarray) -> np.ndarray:
+    """Frames (int, increasing) whose open/closed state (openness < 0.5 = closed) differs from the
+    previous frame's for some arm: every grasp and release of [T, 2, 4] arm states."""
+    closed = np.asarray(gripper_state)[:, :, 3] < 0.5
+    return np.flatnonzero((closed[1:] != closed[:-1]).any(axis=1)) + 1
+
+
 def extract_keyframes(
     gripper_state: np.ndarray, move_tol: float = 1e-3, min_run: int = 6, min_separation: int = 3
 ) -> np.ndarray:
@@ -39,8 +46,7 @@ def extract_keyframes(
     if gs.ndim != 3 or gs.shape[1:] != (2, 4) or gs.shape[0] == 0:
         raise ValueError(f"gripper_state: expected [T, 2, 4], got {gs.shape}")
     t = gs.shape[0]
-    closed = gs[:, :, 3] < 0.5
-    events = (np.flatnonzero((closed[1:] != closed[:-1]).any(axis=1)) + 1).tolist()
+    events = gripper_events(gs).tolist()
     motion: list[int] = []
     if t > 2:
         step = np.linalg.norm(np.diff(gs[:, :, :3], axis=0), axis=2)  # [T-1, 2]

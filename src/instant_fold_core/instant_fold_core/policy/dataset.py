@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instant_fold_core.dataset.keyframes import gripper_events
 from instant_fold_core.policy.configuration import TrainingConfig
 from instant_fold_core.policy.data import (
     PolicyBatch,
@@ -224,8 +225,8 @@ class PolicyDataset:
 
 def last_gripper_event(episode: TokenizedEpisode) -> int:
     """First frame of the last gripper change (grasp or release); the episode length if none."""
-    toggles = np.flatnonzero((np.diff(episode.gripper_state[:, :, 3], axis=0) != 0).any(axis=1))
-    return int(toggles[-1] + 1) if toggles.size else episode.num_frames
+    events = gripper_events(episode.gripper_state)
+    return int(events[-1]) if events.size else episode.num_frames
 
 
 def planar_envelope(x: np.ndarray) -> np.ndarray:
