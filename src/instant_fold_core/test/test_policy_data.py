@@ -12,6 +12,7 @@ from instant_fold_core.policy.configuration import TrainingConfig
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, chunk_targets, collate
 from instant_fold_core.policy.dataset import (
     PolicyDataset,
+    first_gripper_event,
     last_gripper_event,
     mode_ids,
     moving_frames,
@@ -336,3 +337,37 @@ def test_se2_augmentation_moves_scene_and_actions_together(episodes):
         np.linalg.norm(chunk_targets(e, t, 4)[0][..., :2], axis=-1).max() for e in episodes for t in range(e.num_frames)
     )
     assert bool((norm.delta.low[:2] <= -lengths + 1e-6).all()) and bool((norm.delta.high[:2] >= lengths - 1e-6).all())
+
+
+@pytest.mark.parametrize("groups", [0, 2])
+def test_decision_frames_are_drawn_with_their_weight(episodes, groups):
+    """Frames before the first gripper event are drawn decision_weight times as often as the others
+    (their expected share: w n_d / (w n_d + n_o)); weight 1 is the uniform draw."""
+
+    def decision_share(weight: float, seed: int = 0) -> tuple[float, list[int]]:
+        ds = PolicyDataset(episodes, 4, TrainingConfig(decision_weight=weight, demos_per_batch=groups))
+        first = [first_gripper_event(e) for e in episodes]
+        rng = np.random.default_rng(seed)
+        batches = [ds.draw_batch(rng, 8, augment=False) for _ in range(150)]
+        states = [s for b in batches for s in b.obs.gripper_state.numpy()]
+        # Decision frames are the episodes' own frames before their first event; recover t by state.
+        decision = 0
+        for state in states:
+            owner = [
+                (i, t)
+                for i, e in enumerate(episodes)
+                for t in range(e.num_frames)
+                if np.array_equal(e.gripper_state[t], state)
+            ]
+            decision += all(t < first[i] for i, t in owner)
+        n_d = sum(t < first[i] for i, t in ds.index)
+        expected = weight * n_d / (weight * n_d + len(ds) - n_d)
+        return decision / len(states), expected
+
+    share, expected = decision_share(1.0)
+    assert abs(share - expected) < 0.08
+    share, expected = decision_share(4.0)
+    assert abs(share - expected) < 0.08 and expected > 0.3
+    assert first_gripper_event(episodes[0]) < last_gripper_event(episodes[0])
+    with pytest.raises(ValueError, match="decision_weight"):
+        TrainingConfig(decision_weight=0.0).validate()

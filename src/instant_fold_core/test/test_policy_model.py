@@ -169,8 +169,11 @@ def test_relative_attention_is_translation_invariant(episodes):
     torch.testing.assert_close(out.traj_velocity, reference.traj_velocity, atol=2e-4, rtol=1e-4)
 
 
-def test_cached_inference_equals_uncached(episodes):
-    policy, dataset = make_policy(small_config(), episodes)
+@pytest.mark.parametrize("alignment", ["none", "centroid"])
+def test_cached_inference_equals_uncached(episodes, alignment):
+    """The cached context holds no per-query state: with centroid alignment the offset to the
+    current cloth is part of the scene, so cached and uncached paths still agree."""
+    policy, dataset = make_policy(small_config(demo_alignment=alignment), episodes)
     batch = make_batch(dataset)
     with torch.no_grad():
         fast = sample_cached(policy, batch.obs, policy.encode_context(batch.demo), torch.Generator().manual_seed(3))
@@ -486,3 +489,40 @@ def test_shared_demonstrations_equal_per_sample_copies(episodes):
     a, b = policy.compute_loss(shared, t=t, noise=noise), policy.compute_loss(copies, t=t, noise=noise)
     for key in a:
         torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-5)
+
+
+def test_centroid_alignment_makes_the_policy_blind_to_where_the_demonstration_lies(episodes):
+    """With `demo_alignment: centroid` the demonstration is moved onto the current cloth centroid, so
+    shifting the demonstration alone (another layout on the table) leaves the prediction unchanged;
+    without alignment the same shift changes it (relative attention across the two layouts)."""
+    shift = torch.tensor([0.12, -0.09, 0.02])
+
+    def shifted_demo(batch):
+        demo = batch.demo
+        state = torch.cat((demo.gripper_state[..., :3] + shift, demo.gripper_state[..., 3:]), -1)
+        return dataclasses.replace(
+            batch, demo=dataclasses.replace(demo, cloth_positions=demo.cloth_positions + shift, gripper_state=state)
+        )
+
+    for alignment, blind in (("centroid", True), ("none", False)):
+        policy, dataset = make_policy(small_config(demo_alignment=alignment), episodes)
+        # The state encoders see absolute states; make them translation-blind to isolate attention.
+        for module in (policy.tokenizer.state_encoder[0], policy.state_events.mlp[0]):
+            module.weight.data[:, :3] = 0
+        batch = make_batch(dataset)
+        reference = fixed_velocity(policy, batch)
+        out = fixed_velocity(policy, shifted_demo(batch))
+        gap = (out.traj_velocity - reference.traj_velocity).abs().max().item()
+        assert (gap < 2e-4) if blind else (gap > 1e-3), (alignment, gap)
+
+
+def test_centroid_alignment_anchors_on_the_first_keyframe(episodes):
+    """The anchor is the cloth centroid of the demonstration's first keyframe (its start layout)."""
+    policy, dataset = make_policy(small_config(demo_alignment="centroid"), episodes)
+    batch = make_batch(dataset)
+    context = policy.encode_context(batch.demo)
+    first = batch.demo.cloth_positions[:, 0]
+    w = batch.demo.cloth_valid[:, 0, :, None].float()
+    torch.testing.assert_close(context.anchor, (first * w).sum(1) / w.sum(1))
+    with pytest.raises(ConfigError, match="demo_alignment"):
+        small_config(demo_alignment="pca")

@@ -20,6 +20,10 @@ class ConfigError(ValueError):
     """A configuration is inconsistent or names unknown fields; the message names the field."""
 
 
+#: Values of `PolicyConfig.demo_alignment`.
+DEMO_ALIGNMENTS: tuple[str, ...] = ("none", "centroid")
+
+
 @dataclass
 class PolicyConfig:
     """Architecture of the policy (appendix C). Ablation switches mirror the paper's ablation table."""
@@ -64,6 +68,14 @@ class PolicyConfig:
     conditioning: str = "demo"
     #: Size of the mode-embedding table of the language-conditioned variant.
     num_modes: int = 19
+    #: Where the demonstration sits relative to the current scene when the two meet (fusion
+    #: cross-attention and the state-event tokens of the scene context). "none": both in the camera
+    #: frame as they are, so relative attention across the two layouts sees arbitrary offsets.
+    #: "centroid": the demonstration is translated so that the cloth centroid of its first keyframe
+    #: lies on the current cloth centroid; a demonstrated grasp then sits near the same garment
+    #: part of the current layout (up to the layouts' rotation). Not in the paper: a choice,
+    #: measured in docs/policy.md.
+    demo_alignment: str = "none"
 
     def validate(self) -> PolicyConfig:
         positive = (
@@ -85,6 +97,8 @@ class PolicyConfig:
             raise ConfigError("model.num_heads: head dimension must be >= 6 for 3D RoPE")
         if self.execute_steps > self.horizon:
             raise ConfigError(f"model.execute_steps: {self.execute_steps} exceeds horizon {self.horizon}")
+        if self.demo_alignment not in DEMO_ALIGNMENTS:
+            raise ConfigError(f"model.demo_alignment: expected one of {DEMO_ALIGNMENTS}, got {self.demo_alignment!r}")
         if self.conditioning not in ("demo", "language"):
             raise ConfigError(f"model.conditioning: expected 'demo' or 'language', got {self.conditioning!r}")
         for name in ("spatial_layers", "temporal_layers", "num_summary_tokens", "fusion_layers"):
@@ -134,6 +148,11 @@ class TrainingConfig:
     #: Keep every s-th of the selected frames. Episodes are recorded at 20 fps, so neighbouring frames
     #: are near-duplicates; a stride spreads a fixed step budget over more distinct layouts per epoch.
     frame_stride: int = 1
+    #: Sampling weight of the decision frames, those before an episode's first gripper event, relative
+    #: to 1 for every other frame. From one start state the modes differ only until the first grasp
+    #: (afterwards the cloth shows which fold is under way), so only these frames teach the policy to
+    #: read its demonstration; they are ~18 % of the default models' frames. 1: uniform sampling.
+    decision_weight: float = 1.0
     #: Demonstrations per batch. 0: every sample draws its own context demonstration. G > 0: the batch
     #: holds G demonstrations, each the context of about batch_size / G samples of its garment and mode,
     #: so the context encoder (most of a CPU step) runs G times instead of batch_size times.
@@ -165,6 +184,8 @@ class TrainingConfig:
         for name in ("recovery_prob", "occlusion_prob", "ema_decay", "se2_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"train.{name}: must be in [0, 1], got {getattr(self, name)}")
+        if not 0.0 < self.decision_weight < float("inf"):
+            raise ConfigError(f"train.decision_weight: must be finite and > 0, got {self.decision_weight}")
         if self.lr <= 0:
             raise ConfigError(f"train.lr: must be positive, got {self.lr}")
         if self.frames not in FRAME_SELECTIONS:

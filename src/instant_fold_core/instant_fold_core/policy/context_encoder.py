@@ -9,6 +9,12 @@ from instant_fold_core.policy.attention import Block, Rope3D, alibi_slopes, sinu
 from instant_fold_core.policy.configuration import PolicyConfig
 
 
+def masked_centroid(positions: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Mean of the valid positions: [B, L, 3], [B, L] -> [B, 3] (0 where no position is valid)."""
+    w = valid.to(positions.dtype)[..., None]
+    return (positions * w).sum(-2) / w.sum(-2).clamp_min(1)
+
+
 class SceneTokenizer(nn.Module):
     """Projects cloth tokens to the policy width and embeds robot states (x, y, z, g) with hand identity.
 
@@ -101,9 +107,7 @@ class SummaryTokens(nn.Module):
         self, tokens: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b, s = tokens.shape[0], self.queries.shape[0]
-        w = valid.to(pos.dtype)[..., None]
-        centroid = (pos * w).sum(1, keepdim=True) / w.sum(1, keepdim=True).clamp_min(1)
-        q_pos = centroid.expand(b, s, 3)
+        q_pos = masked_centroid(pos, valid)[:, None].expand(b, s, 3)
         q = self.queries.to(tokens.dtype).expand(b, s, -1)
         out = self.block(
             q,

@@ -110,6 +110,11 @@ class PolicyDataset:
                     self.contexts_of[d].append(i)
         # SE(2) leaves the return home alone: from the last gripper event on, targets are robot poses.
         self.homing_from = [last_gripper_event(e) for e in episodes]
+        # Decision frames (before the first gripper event) weigh train.decision_weight in every draw.
+        first_event = [first_gripper_event(e) for e in episodes]
+        weight = np.array([self.train.decision_weight if t < first_event[i] else 1.0 for i, t in self.index])
+        self._cum_weight = np.cumsum(weight)
+        self._cum_weight_of = [np.cumsum(weight[pos]) for pos in self.frames_of]
 
     def __len__(self) -> int:
         return len(self.index)
@@ -198,21 +203,35 @@ class PolicyDataset:
         """
         groups = min(self.train.demos_per_batch, size)
         if not groups:
-            return collate([self.sample(int(i), rng, augment) for i in rng.integers(len(self), size=size)])
+            uniform = self.train.decision_weight == 1.0
+            picks = rng.integers(len(self), size=size) if uniform else [self._draw(rng) for _ in range(size)]
+            return collate([self.sample(int(i), rng, augment) for i in picks])
         samples: list[PolicySample] = []
         owner: list[int] = []
         for g, members in enumerate(np.array_split(np.arange(size), groups)):
-            anchor = int(rng.integers(len(self)))
+            anchor = self._draw(rng)
             demo_idx = self.draw_demo(self.index[anchor][0], rng)
             demo = self.demo(demo_idx, rng, augment)
             picks = [anchor]
             users = self.contexts_of[demo_idx]
             for _ in range(len(members) - 1):
-                frames = self.frames_of[users[int(rng.integers(len(users)))]]
-                picks.append(frames[int(rng.integers(len(frames)))])
+                picks.append(self._draw(rng, users[int(rng.integers(len(users)))]))
             samples += [self.sample(i, rng, augment, demo) for i in picks]
             owner += [g] * len(picks)
         return collate(samples, owner)
+
+    def _draw(self, rng: np.random.Generator, episode: int | None = None) -> int:
+        """A sample of the index (of one episode's frames, when given), decision frames weighted by
+        `train.decision_weight`; with weight 1 the draw is uniform and uses the same random stream
+        as before the option existed."""
+        frames = self.frames_of[episode] if episode is not None else None
+        count = len(frames) if frames is not None else len(self)
+        if self.train.decision_weight == 1.0:
+            k = int(rng.integers(count))
+        else:
+            cum = self._cum_weight_of[episode] if episode is not None else self._cum_weight
+            k = min(int(np.searchsorted(cum, rng.random() * cum[-1], side="right")), count - 1)
+        return frames[k] if frames is not None else k
 
     def _se2(self, augment: bool, rng: np.random.Generator) -> bool:
         """Whether to apply an SE(2) transform (draws nothing when the augmentation is off, so
@@ -221,6 +240,12 @@ class PolicyDataset:
 
     def _draw_transform(self, rng: np.random.Generator) -> PlanarTransform:
         return PlanarTransform.draw(rng, self.train.se2_rotation_deg, self.train.se2_translation_m)
+
+
+def first_gripper_event(episode: TokenizedEpisode) -> int:
+    """First frame of the first gripper change (the first grasp); the episode length if none."""
+    events = gripper_events(episode.gripper_state)
+    return int(events[0]) if events.size else episode.num_frames
 
 
 def last_gripper_event(episode: TokenizedEpisode) -> int:

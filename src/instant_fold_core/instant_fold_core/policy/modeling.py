@@ -29,6 +29,7 @@ from instant_fold_core.policy.context_encoder import (
     SceneTokenizer,
     StateEventEncoder,
     SummaryTokens,
+    masked_centroid,
 )
 from instant_fold_core.policy.data import ActionTargets, DemoTokens, ObservationTokens, PolicyBatch
 from instant_fold_core.policy.decoder import ActionDenoiser, DecoderOutput
@@ -54,6 +55,8 @@ class DemoContext:
     event_positions: torch.Tensor | None
     event_valid: torch.Tensor | None
     fusion_kv: list[KeyValue]  # keys/values of the context for each fusion layer
+    #: [B, 3] cloth centroid of the first keyframe (`model.demo_alignment = "centroid"`), else None.
+    anchor: torch.Tensor | None = None
 
     def select(self, index: torch.Tensor) -> DemoContext:
         """Row `index[b]` for every b: the encoded demonstration of each sample of a batch whose
@@ -73,6 +76,7 @@ class DemoContext:
                 KeyValue(kv.k.index_select(0, index), kv.v.index_select(0, index), kv.bias.index_select(0, index))
                 for kv in self.fusion_kv
             ],
+            pick(self.anchor),
         )
 
 
@@ -141,7 +145,10 @@ class InstantFoldPolicy(nn.Module):
             if self.state_events is not None:
                 events = self.state_events(demo.gripper_state, demo.frame_mask)
         fusion_kv = [block.context_kv(tokens, pos, valid) for block in self.fusion]
-        return DemoContext(tokens, pos, valid, *events, fusion_kv)
+        anchor = None
+        if self.cfg.demo_alignment == "centroid" and self.mode_embedding is None:
+            anchor = masked_centroid(demo.cloth_positions[:, 0], demo.cloth_valid[:, 0])
+        return DemoContext(tokens, pos, valid, *events, fusion_kv, anchor)
 
     # ------------------------------------------------------------------ stage 2: query
     def prepare_scene(self, obs: ObservationTokens, context: DemoContext, steps: int | None = None) -> SceneCache:
@@ -153,11 +160,16 @@ class InstantFoldPolicy(nn.Module):
         x, pos, valid = self.tokenizer.scene(
             obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.gripper_state
         )
+        # scene + offset: the scene in the demonstration's frame (queries of the fusion layers);
+        # demonstration - offset: the demonstration in the scene's frame (state-event tokens).
+        offset = torch.zeros_like(pos[:, :1])
+        if context.anchor is not None:
+            offset = (context.anchor - masked_centroid(obs.cloth_positions, obs.cloth_valid))[:, None].to(pos.dtype)
         for block, kv in zip(self.fusion, context.fusion_kv, strict=True):
-            x = block(x, pos, valid, kv)
+            x = block(x, pos + offset, valid, kv)
         if context.event_tokens is not None:
             x = torch.cat((x, context.event_tokens), 1)
-            pos = torch.cat((pos, context.event_positions), 1)
+            pos = torch.cat((pos, context.event_positions - offset), 1)
             valid = torch.cat((valid, context.event_valid), 1)
         proprio = self.denoiser.proprio_condition(self.tokenizer.robot(obs.gripper_state))
         scene = SceneCache(self.denoiser.context_kv(x, pos, valid), proprio, obs.gripper_state[..., :3])
