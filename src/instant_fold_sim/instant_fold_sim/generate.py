@@ -262,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worlds < 1 or args.workers < 1:
         parser.error("--worlds and --workers must be at least 1")
+    if args.episodes_per < 1:
+        parser.error(f"--episodes-per must be at least 1, got {args.episodes_per}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     cfg = preset(args.preset)
     garments = expand_garments(args.garments, args.split, cfg.garment_spacing, cfg.max_particles)

@@ -433,9 +433,12 @@ def _store_episodes(path: str, split: str) -> list[Episode]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    config = PretrainConfig.load(args.config)
-    if args.steps is not None:
-        config.training.steps = args.steps
+    try:
+        config = PretrainConfig.load(args.config)
+        if args.steps is not None:  # replace() re-runs the checks that --steps must pass too
+            config.training = dataclasses.replace(config.training, steps=args.steps)
+    except ConfigError as exc:
+        raise SystemExit(f"pretrain_encoder: {exc}") from exc
     if args.backbone_checkpoint:
         config.encoder.backbone_checkpoint = args.backbone_checkpoint
     if args.data:

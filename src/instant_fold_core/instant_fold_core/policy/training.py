@@ -189,6 +189,11 @@ def train(
     the learning-rate schedule still follows `cfg.train.steps`.
     """
     out = Path(out)
+    if not resume and any((out / name).exists() for name in (TRAIN_STATE_DIR, CHECKPOINT_DIR)):
+        raise CheckpointError(
+            f"{out} already holds a training run; pass --resume to continue it or choose another --out "
+            "(nothing was overwritten)"
+        )
     info = init_distributed(device)
     if device.startswith("cuda"):
         device = f"cuda:{info.local_rank}"
@@ -357,9 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         cfg = load_config(args.config)
-        if args.steps:
+        if args.steps is not None:
             cfg.train.steps = args.steps
-        if args.batch_size:
+        if args.batch_size is not None:
             cfg.train.batch_size = args.batch_size
         cfg.validate()
         episodes = load_episodes(args.data, args.synthetic, cfg)

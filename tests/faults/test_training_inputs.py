@@ -1,0 +1,62 @@
+"""Faults: training and generation inputs that used to lose data or train nothing silently.
+
+Each case failed before (issue "faults and bad input", item 5): a second `train_policy` into a run
+folder overwrote its checkpoint and resume state, `--steps 0` / `--batch-size 0` were ignored,
+`pretrain_encoder --steps -1` exited 0 with an untrained model, `generate --episodes-per 0` exited 0
+with an empty store. Now each is refused with a message naming the argument, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from instant_fold_core.encoder import training as encoder_training
+from instant_fold_core.policy import training as policy_training
+from instant_fold_sim import generate
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(("flag", "field"), [("--steps", "train.steps"), ("--batch-size", "train.batch_size")])
+def test_train_policy_refuses_zero_overrides(tmp_path, capsys, flag, field):
+    out = tmp_path / "run"
+    assert policy_training.main(["--synthetic", "1", flag, "0", "--out", str(out), "--device", "cpu"]) == 2
+    assert field in capsys.readouterr().err
+    assert not (out / policy_training.CHECKPOINT_DIR).exists()
+
+
+def test_train_policy_never_overwrites_a_run_without_resume(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["--synthetic", "1", "--steps", "2", "--out", str(out), "--device", "cpu"]
+    assert policy_training.main(args) == 0
+    before = _digest(out)
+    assert any(name.startswith(policy_training.TRAIN_STATE_DIR) for name in before)
+    assert policy_training.main(args) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert _digest(out) == before
+    assert policy_training.main([*args, "--resume"]) == 0  # continuing it stays possible
+
+
+@pytest.mark.parametrize("steps", ["-1", "0"])
+def test_pretrain_encoder_refuses_non_positive_steps(tmp_path, steps):
+    out = tmp_path / "enc"
+    with pytest.raises(SystemExit, match="steps: must be >= 1"):
+        encoder_training.main(["--synthetic", "1", "1", "2", "--steps", steps, "--output", str(out)])
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("count", ["0", "-3"])
+def test_generate_refuses_no_episodes(tmp_path, capsys, count):
+    store = tmp_path / "store.zarr"
+    with pytest.raises(SystemExit) as exc:
+        generate.main(["--out", str(store), "--garments", "proc:0", "--episodes-per", count])
+    assert exc.value.code == 2
+    assert "--episodes-per must be at least 1" in capsys.readouterr().err
+    assert not store.exists()
