@@ -233,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--variants", default="all", help="comma-separated variants to keep (e.g. L,R,S)")
     p.add_argument("--episodes-per", type=int, default=1, help="episodes per (garment, mode)")
+    p.add_argument(
+        "--starts",
+        default=None,
+        help="only these start states k (comma-separated, each < --episodes-per), e.g. the training starts "
+        "first and the held-out ones in a later run; seeds and names are those of the full run",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1, help="parallel processes (Ray when > 1)")
     p.add_argument(
@@ -271,6 +277,14 @@ def main(argv: list[str] | None = None) -> int:
         jobs = make_jobs(garments, _resolve_modes(args.modes), _parse_list(args.variants), args.episodes_per, args.seed)
     except (KeyError, ValueError) as exc:
         parser.error(f"--modes: {exc}")
+    if args.starts is not None:
+        try:
+            starts = {int(k) for k in _parse_list(args.starts) or []}
+        except ValueError:
+            parser.error(f"--starts: expected comma-separated integers, got {args.starts!r}")
+        if not starts or not starts <= set(range(args.episodes_per)):
+            parser.error(f"--starts: each start must be in 0..{args.episodes_per - 1}, got {args.starts!r}")
+        jobs = [j for j in jobs if j.k in starts]
     store = EpisodeStore(args.out, mode="a")
     if removed := store.clean_partial():
         log.info("removed %d partial episode(s) left by an interrupted run", removed)

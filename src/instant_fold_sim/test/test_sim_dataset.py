@@ -234,3 +234,23 @@ def test_cli_runs_in_parallel_on_ray(tmp_path):
         expected = EpisodeStore(solo).read(name).particles
         for store in (ray_store, batched):
             np.testing.assert_allclose(EpisodeStore(store).read(name).particles, expected, atol=SAME_PHYSICS_ATOL)
+
+
+def test_cli_runs_only_the_chosen_start_states(tmp_path, monkeypatch, capsys):
+    """--starts keeps the full run's jobs of those k (same names and seeds), in the same order."""
+    seen: list[generate.Job] = []
+
+    def record(todo, args):
+        seen.extend(todo)
+        return iter(())
+
+    monkeypatch.setattr(generate, "_run_all", record)
+    args = ["--out", str(tmp_path / "s.zarr"), "--preset", "cpu-small", "--garments", "proc:0", "proc:1"]
+    args += ["--modes", "random_drag_1", "--episodes-per", "4"]
+    assert generate.main([*args, "--starts", "3,1"]) == 0
+    full = generate.make_jobs([("proc:0", "proc_00000"), ("proc:1", "proc_00001")], ["random_drag_1"], None, 4, 0)
+    assert seen == [j for j in full if j.k in (1, 3)]
+    for bad in ("4", "x", ","):
+        with pytest.raises(SystemExit):
+            generate.main([*args, "--starts", bad])
+        assert "--starts" in capsys.readouterr().err
