@@ -193,3 +193,15 @@ def test_params_are_validated() -> None:
 def test_import_guard_returns_the_module_when_installed() -> None:
     franky = pytest.importorskip("franky", reason="franky-control is not installed (see docs/control.md)")
     assert import_franky() is franky
+
+
+def test_the_standin_offers_only_what_franky_has(franky: Any) -> None:
+    """Every Robot/Gripper member the stand-in simulates exists on franky's real classes."""
+    from instant_fold_control.testing.franky_standin import StandInGripper, StandInRobot
+
+    hooks = {"collide", "speed_limit", "hold_motions", "release_motions"}
+    for standin_cls, real in ((StandInRobot, franky.Robot), (StandInGripper, franky.Gripper)):
+        simulated = {n for n in vars(standin_cls) if not n.startswith("_")} - hooks
+        assert simulated and all(hasattr(real, n) for n in simulated), sorted(
+            n for n in simulated if not hasattr(real, n)
+        )
