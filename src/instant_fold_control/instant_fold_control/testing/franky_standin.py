@@ -6,8 +6,9 @@ installed library) but `Robot` and `Gripper` simulate the arm, the hand and the 
 2.0.0's behaviour that decide whether a deployment works (read from its source, tag v2.0.0):
 
 - dynamics factors multiply: a motion's limit is `motion factor x robot factor x the robot's
-  translation velocity limit` (`PositionWaypointMotion::setInputLimits`; translation limit 1.7 m/s on an FR3, 3.0 m/s on a
-  Panda, `src/robot.cpp`); the simulated end effector moves to the target at that speed;
+  translation velocity limit` (`PositionWaypointMotion::setInputLimits`; the limit is 1.7 m/s
+  on an FR3 and 3.0 m/s on a Panda, `src/robot.cpp`); the simulated end effector moves to the
+  target at that speed (the FR3 limit);
 - `Gripper.width` / `max_width` / `is_grasped` are blocking reads of the hand's state
   (`readOnce`; about 0.1 s each on hardware, franky issue #35), here `read_s` long;
 - `Gripper.grasp_async` / `move_async` first wait for the previous gripper future
