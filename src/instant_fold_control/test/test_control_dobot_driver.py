@@ -70,7 +70,7 @@ def test_streams_servo_p_at_the_requested_rate_and_reaches_the_target(server: Lo
 
 
 def test_stream_interpolates_between_targets(server: LoopbackDobotServer) -> None:
-    driver = _driver(server, servo_rate_hz=100.0)
+    driver = _driver(server, servo_rate_hz=100.0, firmware_version="4.6.5")  # t = 0.01 s needs >= 4.6.0
     driver.connect()
     try:
         start = driver.read_state().position
@@ -210,6 +210,100 @@ def _raises(fn, exc_type) -> bool:
     except exc_type:
         return True
     return False
+
+
+def test_controller_not_in_tcp_mode_is_named_not_timed_out(server: LoopbackDobotServer) -> None:
+    """Item 5: the bare `Control Mode Is Not Tcp` answer says what to do, not '... timed out'."""
+    server.model.tcp_mode = False
+    driver = _driver(server, response_timeout_s=30.0)  # a wait for ';' would end in a timeout, not this error
+    with pytest.raises(DriverError, match=r"ClearError\(\).*not in TCP/IP mode.*DobotStudio Pro") as info:
+        driver.connect()
+    assert not isinstance(info.value, DriverConnectionError)
+    driver.close()
+
+
+def test_other_plain_replies_are_reported_verbatim() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_plainly() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"Robot is busy")
+            conn.recv(4096)
+
+    thread = threading.Thread(target=answer_plainly, daemon=True)
+    thread.start()
+    client = DashboardClient("left arm", "127.0.0.1", listener.getsockname()[1], 1.0, 30.0)
+    client.connect()
+    try:
+        with pytest.raises(DriverError, match=r"answered ClearError\(\) with plain text 'Robot is busy'"):
+            client.request("ClearError()")
+    finally:
+        client.close()
+        listener.close()
+        thread.join(timeout=2)
+
+
+def test_refused_commands_name_the_controller_state(server: LoopbackDobotServer) -> None:
+    server.model.powered = False
+    driver = _driver(server)
+    with pytest.raises(DriverError, match=r"EnableRobot\(\) failed with ErrorID -4 \(the arm is powered off"):
+        driver.connect()
+    driver.close()
+
+
+def test_servo_time_outside_the_firmware_range_is_refused_at_configuration() -> None:
+    """Item 6: before 4.6.0 ServoP t >= 0.02 s (<= 50 Hz); unknown firmware gets that bound; no ServoP < 4.5.0."""
+    with pytest.raises(DriverError, match=r"ServoP t = 0.0100 s .* below the 0.02 s .*firmware_version not set"):
+        DobotParams.from_mapping("left", {"host": "x", "servo_rate_hz": 100.0})
+    with pytest.raises(DriverError, match=r"below the 0.02 s that firmware 4.5.2 accepts; stream at <= 50 Hz"):
+        DobotParams.from_mapping("left", {"host": "x", "servo_rate_hz": 125.0, "firmware_version": "4.5.2"})
+    with pytest.raises(DriverError, match=r"servo_time_s"):
+        DobotParams.from_mapping("left", {"host": "x", "servo_time_s": 0.01, "firmware_version": "4.5.2"})
+    with pytest.raises(DriverError, match=r"4.4.1 has no ServoP \(needs firmware >= 4.5.0\)"):
+        DobotParams.from_mapping("left", {"host": "x", "firmware_version": "4.4.1"})
+    with pytest.raises(DriverError, match=r"firmware_version: not a firmware version"):
+        DobotParams.from_mapping("left", {"host": "x", "firmware_version": "new"})
+    assert DobotParams.from_mapping("left", {"host": "x", "servo_rate_hz": 125.0, "firmware_version": "V4.6.5.0"})
+    assert DobotParams.from_mapping("left", {"host": "x"}).servo_time == pytest.approx(0.02)
+
+
+def test_a_firmware_that_rejects_servo_p_is_reported_with_the_reason() -> None:
+    """A wrong firmware_version in the config: the controller's -60001 answer names the t range."""
+    with LoopbackDobotServer(initial_pose=INITIAL_POSE, firmware="4.5.2") as server:
+        driver = _driver(server, servo_rate_hz=100.0, firmware_version="4.6.0")
+        driver.connect()
+        try:
+            assert _wait_for(lambda: _raises(driver.read_state, DriverError))
+            with pytest.raises(DriverError, match=r"ErrorID -60001 .*before 4.6.0 t must be >= 0.02 s"):
+                driver.read_state()
+        finally:
+            driver.close()
+
+
+def test_speed_factor_is_refused_because_it_does_not_limit_servo_p() -> None:
+    """Item 7: the only speed limit that applies to a ServoP stream is the point spacing (safety.max_speed)."""
+    with pytest.raises(DriverError, match=r"speed_factor: not supported.*safety.max_speed"):
+        DobotParams.from_mapping("left", {"host": "x", "speed_factor": 10})
+
+
+def test_malformed_feedback_packets_are_skipped_and_counted(server: LoopbackDobotServer) -> None:
+    """Item 8: a bad packet is skipped and counted; only a feedback gap longer than the timeout is an error."""
+    driver = _driver(server, feedback_timeout_s=0.3)
+    driver.connect()
+    try:
+        server.corrupt_next_packets(5)
+        assert _wait_for(lambda: driver.malformed_packets == 5)
+        target = driver.read_state().position + np.array([0.01, 0.0, 0.0])
+        driver.command_cartesian(target)
+        assert _wait_for(lambda: np.allclose(driver.read_state().position, target, atol=1e-6))
+        server.corrupt_next_packets(10_000)  # 80 s of bad packets: the feedback timeout decides
+        assert _wait_for(lambda: _raises(driver.read_state, DriverConnectionError))
+        with pytest.raises(DriverConnectionError, match=r"malformed packets skipped, last: .*TestValue"):
+            driver.read_state()
+    finally:
+        driver.close()
 
 
 def test_bad_parameters_name_the_field() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
@@ -54,11 +56,11 @@ def test_server_answers_in_the_v4_format() -> None:
         assert server.handle("RobotMode()") == f"0,{{{proto.MODE_DISABLED}}},RobotMode();"
         assert server.handle("ServoP(1,2,3,4,5,6)").startswith(f"{proto.ERROR_EXECUTION_FAILED},{{}},")  # not enabled
         assert server.handle("EnableRobot()") == "0,{},EnableRobot();"
-        assert server.handle("ServoP(1,2,3,4,5,6,t=0.02)") == "0,{},ServoP(1,2,3,4,5,6,t=0.02);"
+        assert server.handle("ServoP(1,2,3,4,5,6,t=0.02)") == "0,{4},ServoP(1,2,3,4,5,6,t=0.02);"  # {queue id}
         assert server.handle("GetPose()") == "0,{1.000000,2.000000,3.000000,4.000000,5.000000,6.000000},GetPose();"
         assert server.handle("Dance()") == f"{proto.ERROR_UNKNOWN_COMMAND},{{}},Dance();"
         assert server.handle("DO(1)").startswith(f"{proto.ERROR_PARAMETER_COUNT},")
-        assert server.handle("ServoP(a,2,3,4,5,6)").startswith(f"{proto.ERROR_PARAMETER_TYPE},")
+        assert server.handle("ServoP(1,a,3,4,5,6)").startswith(f"{proto.ERROR_REQUIRED_TYPE - 2},")  # 2nd parameter
     finally:
         server.stop()
 
@@ -78,5 +80,76 @@ def test_server_packets_decode_to_its_state() -> None:
             proto.parse_feedback(server.packet()[:-1])
         with pytest.raises(proto.ProtocolError, match="length field"):
             proto.parse_feedback(b"\x00" * 1440)
+    finally:
+        server.stop()
+
+
+def test_packets_carry_the_test_value_and_bad_ones_are_rejected() -> None:
+    """Dobot's clients drop packets whose TestValue (u64 @48) is not 0x0123456789ABCDEF."""
+    server = LoopbackDobotServer()
+    try:
+        packet = server.packet()
+        assert struct.unpack_from("<Q", packet, 48)[0] == 0x0123456789ABCDEF
+        server.corrupt_next_packets(1)
+        with pytest.raises(proto.ProtocolError, match="TestValue"):
+            proto.parse_feedback(server.packet())
+        proto.parse_feedback(server.packet())  # the next one is good again
+    finally:
+        server.stop()
+
+
+def test_server_refuses_commands_by_state_with_the_guides_error_ids() -> None:
+    server = LoopbackDobotServer()
+    try:
+        m = server.model
+        m.powered = False
+        assert server.handle("RobotMode()") == f"0,{{{proto.MODE_POWER_OFF}}},RobotMode();"
+        assert server.handle("EnableRobot()") == "-4,{},EnableRobot();"
+        assert server.handle("PowerOn()") == "0,{},PowerOn();"
+        assert server.handle("EnableRobot()") == "0,{},EnableRobot();"
+        assert server.handle("EmergencyStop(1)") == "0,{},EmergencyStop(1);"
+        assert server.handle("ServoP(1,2,3,4,5,6)") == "-3,{},ServoP(1,2,3,4,5,6);"
+        assert server.handle("EmergencyStop(0)") == "0,{},EmergencyStop(0);"
+        assert server.handle("EnableRobot()") == "-2,{},EnableRobot();"  # alarm until cleared
+        assert server.handle("ClearError()") == "0,{},ClearError();"
+        assert server.handle("EnableRobot()") == "0,{},EnableRobot();"
+        assert server.handle("ServoJ(0,0,90,0,-90,10,t=0.1)") == f"0,{{{m.command_id}}},ServoJ(0,0,90,0,-90,10,t=0.1);"
+        assert m.joints_deg == [0.0, 0.0, 90.0, 0.0, -90.0, 10.0]
+        assert proto.describe_error(-3).startswith("the emergency stop is pressed")
+        assert proto.describe_error(-60001) == "optional parameter out of range #1"
+    finally:
+        server.stop()
+
+
+def test_server_checks_servo_time_against_its_firmware() -> None:
+    """t in [0.02, 3600] before 4.6.0, [0.004, 3600] from 4.6.0; no ServoP before 4.5.0."""
+    for firmware, fast_ok in (("4.5.2", False), ("4.6.0", True)):
+        server = LoopbackDobotServer(firmware=firmware)
+        try:
+            server.handle("EnableRobot()")
+            assert server.handle("ServoP(1,2,3,4,5,6,t=0.02)").startswith("0,")
+            fast = server.handle("ServoP(1,2,3,4,5,6,t=0.008)")
+            assert fast.startswith("0,") if fast_ok else fast.startswith(f"{proto.ERROR_OPTIONAL_RANGE - 1},")
+            assert server.handle("ServoP(1,2,3,4,5,6,gain=50)").startswith("-60001,")
+            assert server.handle("ServoP(1,2,3,4,5,6,t=x)").startswith("-50001,")
+        finally:
+            server.stop()
+    server = LoopbackDobotServer(firmware="4.4.0")
+    try:
+        server.handle("EnableRobot()")
+        assert server.handle("ServoP(1,2,3,4,5,6)").startswith(f"{proto.ERROR_UNKNOWN_COMMAND},")
+    finally:
+        server.stop()
+
+
+def test_server_not_in_tcp_mode_answers_plain_text_until_request_control() -> None:
+    server = LoopbackDobotServer()
+    try:
+        server.model.tcp_mode = False
+        assert server.handle("ClearError()") == proto.NOT_TCP_REPLY  # no ErrorID, no ';'
+        assert not proto.is_response_prefix(server.handle("EnableRobot()"))
+        assert server.handle("RequestControl()") == "0,{},RequestControl();"
+        assert server.handle("ClearError()") == "0,{},ClearError();"
+        assert proto.is_response_prefix("-6000") and proto.is_response_prefix("0,{1,2},Ro")
     finally:
         server.stop()

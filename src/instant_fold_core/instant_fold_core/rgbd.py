@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instant_fold_core.distortion import NO_DISTORTION, Distortion
 from instant_fold_core.validation import ValidationError, check_array
 
 
@@ -18,6 +19,7 @@ class RGBDFrame:
         color: uint8 [H, W, 3], RGB.
         depth: float32 [H, W], metres along the optical axis; 0 marks invalid pixels.
         intrinsics: float32 [3, 3] pinhole matrix K of both images.
+        distortion: the lens distortion of both images (RealSense colour streams may have one).
         stamp_ns: capture time in nanoseconds (device or simulation clock).
         frame_number: the source's frame counter.
     """
@@ -27,6 +29,7 @@ class RGBDFrame:
     intrinsics: np.ndarray
     stamp_ns: int = 0
     frame_number: int = 0
+    distortion: Distortion = NO_DISTORTION
 
     def validate(self) -> RGBDFrame:
         """Check shapes, dtypes and values; raise `ValidationError` naming the field."""

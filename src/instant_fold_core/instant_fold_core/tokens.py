@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from instant_fold_core.distortion import rectify
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError, check_array
 
@@ -32,17 +33,20 @@ def tokenize_frame(tokenizer, frame: RGBDFrame, mask: np.ndarray, deterministic:
     """Run a `ClothTokenizer` on one RGB-D frame and its cloth mask.
 
     `deterministic` starts farthest point sampling at a fixed pixel, so the same observation always
-    gives the same tokens (what deployment wants; training uses random starts).
+    gives the same tokens (what deployment wants; training uses random starts). A distorted frame
+    is first resampled to the distortion-free camera with the same K, which is what the
+    tokenizer's pinhole back-projection and feature sampling assume.
     """
     import torch
 
     frame.validate()
     check_array("mask", mask, frame.depth.shape, np.bool_)
+    color, depth, mask = rectify(frame.color, frame.depth, mask, frame.intrinsics, frame.distortion)
     device = next(tokenizer.parameters()).device
     with torch.inference_mode():
         out = tokenizer(
-            torch.from_numpy(frame.color).to(device).permute(2, 0, 1)[None].float().div(255.0),
-            torch.from_numpy(frame.depth).to(device)[None],
+            torch.from_numpy(color).to(device).permute(2, 0, 1)[None].float().div(255.0),
+            torch.from_numpy(depth).to(device)[None],
             torch.from_numpy(mask).to(device)[None],
             torch.from_numpy(frame.intrinsics).to(device)[None],
             deterministic=deterministic,

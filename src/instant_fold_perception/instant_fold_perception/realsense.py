@@ -2,8 +2,11 @@
 
 Live: the device with the given serial (or the first one) streams colour and depth at the
 requested resolution and rate; depth is aligned to the colour image, so both share the colour
-intrinsics, which are read from the device. Playback: a recording made by the RealSense SDK or
-viewer (rosbag: `.bag`, or `.db3` from SDK 2.56+) replays through the same pipeline.
+intrinsics (pinhole matrix, distortion model and coefficients), which are read from the stream.
+Playback: a recording replays through the same pipeline. Verified with pyrealsense2 2.59.1 (the
+pinned version): its recorder writes rosbag2 SQLite files and only with a `.db3` name (it
+refuses `.bag`); such recordings, distortion included, play back. Playing a ROS 1 `.bag`
+recording (older SDKs and the viewer) goes through the same call but was not tried (no file).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from instant_fold_core.distortion import NO_DISTORTION, Distortion
 from instant_fold_core.rgbd import RGBDFrame
+from instant_fold_core.validation import ValidationError
 
 
 class CameraUnavailableError(RuntimeError):
@@ -36,6 +41,17 @@ def _intrinsics_matrix(intr) -> np.ndarray:
     return np.array([[intr.fx, 0.0, intr.ppx], [0.0, intr.fy, intr.ppy], [0.0, 0.0, 1.0]], dtype=np.float32)
 
 
+def _distortion(intr) -> Distortion:
+    """The stream's distortion; a model this package cannot undo is an error unless it is all zeros."""
+    coeffs = tuple(float(c) for c in intr.coeffs)
+    if not any(coeffs):
+        return NO_DISTORTION
+    try:
+        return Distortion(intr.model.name, coeffs)
+    except ValidationError as exc:
+        raise CameraUnavailableError(f"colour stream intrinsics: {exc}") from exc
+
+
 class RealSenseCamera:
     """Context manager yielding aligned `RGBDFrame`s from a RealSense device or recording."""
 
@@ -48,6 +64,7 @@ class RealSenseCamera:
         self._align = rs.align(rs.stream.color)
         self._depth_scale = 0.001
         self.intrinsics: np.ndarray | None = None
+        self.distortion = NO_DISTORTION
 
     def open(self) -> RealSenseCamera:
         rs, cfg = self._rs, self.config
@@ -79,7 +96,13 @@ class RealSenseCamera:
             device.as_playback().set_real_time(cfg.playback_realtime)
         self._depth_scale = float(device.first_depth_sensor().get_depth_scale())
         color_profile = profile.get_stream(rs.stream.color).as_video_stream_profile()
-        self.intrinsics = _intrinsics_matrix(color_profile.get_intrinsics())
+        color_intrinsics = color_profile.get_intrinsics()
+        self.intrinsics = _intrinsics_matrix(color_intrinsics)
+        try:
+            self.distortion = _distortion(color_intrinsics)
+        except CameraUnavailableError:
+            pipeline.stop()
+            raise
         self._pipeline = pipeline
         return self
 
@@ -111,6 +134,7 @@ class RealSenseCamera:
             intrinsics=self.intrinsics,
             stamp_ns=int(color.get_timestamp() * 1e6),
             frame_number=int(color.get_frame_number()),
+            distortion=self.distortion,
         )
 
     @property

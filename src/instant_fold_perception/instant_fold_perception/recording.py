@@ -19,9 +19,10 @@ DEPTH_UNITS_M = 0.001
 
 
 def write_recording(path: str | Path, frames: Iterable[RGBDFrame], fps: int = 30) -> Path:
-    """Record frames (all with the same size and intrinsics) to `path` (`.db3`, SDK >= 2.56).
+    """Record frames (all with the same size, intrinsics and distortion) to `path`.
 
-    Depth is stored as z16 millimetres, colour as rgb8; depth and colour share one optical frame.
+    pyrealsense2 2.59.1 writes rosbag2 SQLite files and requires a `.db3` name. Depth is stored
+    as z16 millimetres, colour as rgb8; depth and colour share one optical frame.
     """
     import pyrealsense2 as rs
 
@@ -34,7 +35,7 @@ def write_recording(path: str | Path, frames: Iterable[RGBDFrame], fps: int = 30
     intr = rs.intrinsics()
     intr.width, intr.height = w, h
     intr.fx, intr.fy, intr.ppx, intr.ppy = float(k[0, 0]), float(k[1, 1]), float(k[0, 2]), float(k[1, 2])
-    intr.model, intr.coeffs = rs.distortion.none, [0.0] * 5
+    intr.model, intr.coeffs = getattr(rs.distortion, first.distortion.model), list(first.distortion.coeffs)
 
     device = rs.software_device()
     sensors, profiles = [], []

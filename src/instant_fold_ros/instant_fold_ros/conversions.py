@@ -20,6 +20,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
 from instant_fold_core.demonstration import Demonstration, DemonstrationError
+from instant_fold_core.distortion import NO_DISTORTION, Distortion
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_core.validation import ValidationError, check_array
@@ -282,8 +283,20 @@ def intrinsics_from_camera_info(msg: CameraInfo) -> np.ndarray:
     return k
 
 
-def camera_info_from_intrinsics(k: np.ndarray, width: int, height: int, header: Header | None = None) -> CameraInfo:
-    """Build a distortion-free CameraInfo for a pinhole matrix K."""
+#: CameraInfo.distortion_model of each supported model: ROS's name for OpenCV's model, the
+#: SDK's name where ROS has none (consumers that only know plumb_bob then see an unknown model
+#: instead of silently wrong coefficients).
+DISTORTION_MODEL_NAMES = {
+    "none": "plumb_bob",
+    "brown_conrady": "plumb_bob",
+    "inverse_brown_conrady": "inverse_brown_conrady",
+}
+
+
+def camera_info_from_intrinsics(
+    k: np.ndarray, width: int, height: int, header: Header | None = None, distortion: Distortion = NO_DISTORTION
+) -> CameraInfo:
+    """Build a CameraInfo for a pinhole matrix K and the lens distortion (coefficients k1, k2, p1, p2, k3)."""
     k = _check("CameraInfo.k", np.asarray(k, dtype=np.float64), (3, 3))
     p = np.zeros((3, 4))
     p[:, :3] = k
@@ -291,12 +304,29 @@ def camera_info_from_intrinsics(k: np.ndarray, width: int, height: int, header: 
         header=header if header is not None else Header(),
         width=width,
         height=height,
-        distortion_model="plumb_bob",
-        d=[0.0] * 5,
+        distortion_model=DISTORTION_MODEL_NAMES[distortion.model],
+        d=list(distortion.coeffs),
         k=k.ravel().tolist(),
         r=np.eye(3).ravel().tolist(),
         p=p.ravel().tolist(),
     )
+
+
+def distortion_from_camera_info(msg: CameraInfo) -> Distortion:
+    """The lens distortion of a CameraInfo; all-zero coefficients mean none whatever the model says."""
+    d = tuple(float(v) for v in msg.d)
+    if not any(d):
+        return NO_DISTORTION
+    model = {"plumb_bob": "brown_conrady", "inverse_brown_conrady": "inverse_brown_conrady"}.get(msg.distortion_model)
+    if model is None or len(d) != 5:
+        raise MessageConversionError(
+            f"CameraInfo: distortion model {msg.distortion_model!r} with {len(d)} coefficients is not supported "
+            "(plumb_bob or inverse_brown_conrady with k1, k2, p1, p2, k3)"
+        )
+    try:
+        return Distortion(model, d)
+    except ValidationError as exc:
+        raise MessageConversionError(f"CameraInfo.d: {exc}") from exc
 
 
 # --- RGB-D frames -----------------------------------------------------------------------------
@@ -312,7 +342,7 @@ def rgbd_to_msgs(frame: RGBDFrame, header: Header) -> tuple[Image, Image, Camera
     return (
         image_to_msg(frame.color, "rgb8", header),
         image_to_msg(frame.depth, "32FC1", header),
-        camera_info_from_intrinsics(frame.intrinsics, w, h, header),
+        camera_info_from_intrinsics(frame.intrinsics, w, h, header, frame.distortion),
     )
 
 
@@ -335,7 +365,13 @@ def rgbd_from_msgs(color: Image, depth: Image, info: CameraInfo) -> RGBDFrame:
             f"CameraInfo: size {info.width}x{info.height} does not match the images {rgb.shape[1]}x{rgb.shape[0]}"
         )
     stamp = color.header.stamp
-    frame = RGBDFrame(rgb, depth_m, intrinsics_from_camera_info(info), stamp_ns=stamp.sec * 10**9 + stamp.nanosec)
+    frame = RGBDFrame(
+        rgb,
+        depth_m,
+        intrinsics_from_camera_info(info),
+        stamp_ns=stamp.sec * 10**9 + stamp.nanosec,
+        distortion=distortion_from_camera_info(info),
+    )
     try:
         return frame.validate()
     except ValidationError as exc:

@@ -193,6 +193,28 @@ def test_camera_info_round_trip_and_unset_intrinsics() -> None:
         intrinsics_from_camera_info(info)
 
 
+def test_distortion_travels_in_camera_info() -> None:
+    """Item 10: the frame's distortion model and coefficients survive rgbd_to_msgs -> rgbd_from_msgs."""
+    from instant_fold_core.distortion import Distortion
+    from instant_fold_core.rgbd import RGBDFrame
+    from instant_fold_ros.conversions import rgbd_from_msgs, rgbd_to_msgs
+
+    k = np.array([[50.0, 0, 16], [0, 50.0, 12], [0, 0, 1]], np.float32)
+    color = RNG.integers(0, 255, (24, 32, 3), dtype=np.uint8)
+    depth = RNG.uniform(0.5, 1.5, (24, 32)).astype(np.float32)
+    for distortion, name in (
+        (Distortion("inverse_brown_conrady", (0.1, -0.05, 0.002, -0.003, 0.01)), "inverse_brown_conrady"),
+        (Distortion("brown_conrady", (-0.04, 0.03, 0.0, 0.001, 0.0)), "plumb_bob"),
+        (Distortion(), "plumb_bob"),
+    ):
+        c, d, info = rgbd_to_msgs(RGBDFrame(color, depth, k, distortion=distortion), make_header("cam"))
+        assert info.distortion_model == name and list(info.d) == list(distortion.coeffs)
+        assert rgbd_from_msgs(c, d, info).distortion == distortion
+    info.distortion_model, info.d = "equidistant", [0.1, 0.0, 0.0, 0.0]
+    with pytest.raises(MessageConversionError, match="'equidistant' with 4 coefficients is not supported"):
+        rgbd_from_msgs(c, d, info)
+
+
 def test_rgbd_round_trip_and_depth_conventions() -> None:
     from instant_fold_core.rgbd import RGBDFrame
     from instant_fold_ros.conversions import rgbd_from_msgs, rgbd_to_msgs

@@ -3,6 +3,8 @@
 Three threads of activity per arm:
 - the caller (control tick) sets targets and gripper states, and reads the latest measurement;
 - a feedback reader on port 30004 decodes every 1440-byte packet (8 ms) into the measurement;
+  a malformed packet is skipped and counted (as Dobot's own ROS 2 driver does), and the feedback
+  timeout decides when too many were missing;
 - a servo streamer sends `ServoP` on port 29999 at `servo_rate_hz` (>= 33 Hz), interpolating
   linearly from the last streamed pose to the newest target over the observed command period,
   so the arm sees a smooth, evenly timed stream even when control ticks are late or slower.
@@ -11,6 +13,12 @@ The tool orientation is fixed: `rotation_deg` from the config, or the orientatio
 connect when it is not given. The gripper is a digital output (`DOInstant`) or a tool output
 (`ToolDOInstant`) as configured; the immediate variants are used so a gripper event is not
 queued behind motion commands.
+
+Only `safety.max_speed` (the spacing of the streamed points) limits how fast the arm moves:
+ServoP reaches each point in its `t`, so the controller's global SpeedFactor is not a speed limit
+for this driver and is not sent. ServoP needs firmware >= 4.5.0, and before 4.6.0 its `t` must be
+at least 0.02 s (<= 50 Hz streaming); no V4 command reports the firmware version, so the config
+states it (`firmware_version`) and an unknown firmware gets the stricter bound.
 """
 
 from __future__ import annotations
@@ -53,7 +61,7 @@ class DobotParams:
     gripper_io: str = "tool_do"
     gripper_index: int = 1
     gripper_close_level: int = 1
-    speed_factor: int = 0  # 0 = leave the controller's setting
+    firmware_version: str | None = None  # controller firmware, e.g. "4.5.2"; None = assume < 4.6.0
     connect_timeout_s: float = 2.0
     response_timeout_s: float = 1.0
     enable_timeout_s: float = 10.0
@@ -65,6 +73,11 @@ class DobotParams:
         where = f"arms.{arm}.driver"
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(values) - known)
+        if "speed_factor" in values:
+            raise DriverError(
+                f"{where}.speed_factor: not supported: the global SpeedFactor does not limit ServoP streaming; "
+                "limit the arm's speed with safety.max_speed"
+            )
         if unknown:
             raise DriverError(f"{where}: unknown Dobot parameters {unknown} (known: {sorted(known)})")
         if "host" not in values:
@@ -80,11 +93,50 @@ class DobotParams:
             raise DriverError(
                 f"{where}.servo_rate_hz: must be in [{MIN_SERVO_RATE_HZ}, {MAX_SERVO_RATE_HZ}], got {params.servo_rate_hz}"
             )
+        _check_servo_time(where, params)
         if params.gripper_io not in GRIPPER_IO:
             raise DriverError(f"{where}.gripper_io: must be one of {GRIPPER_IO}, got {params.gripper_io!r}")
         if params.gripper_close_level not in (0, 1):
             raise DriverError(f"{where}.gripper_close_level: must be 0 or 1, got {params.gripper_close_level}")
         return params
+
+    @property
+    def servo_time(self) -> float:
+        """ServoP `t` (s) sent with every point."""
+        return self.servo_time_s or 1.0 / self.servo_rate_hz
+
+
+def _check_servo_time(where: str, params: DobotParams) -> None:
+    """Refuse a ServoP stream the controller's firmware would reject (every point, then an e-stop)."""
+    firmware = None
+    if params.firmware_version is not None:
+        try:
+            firmware = proto.parse_firmware_version(params.firmware_version)
+        except ValueError as exc:
+            raise DriverError(f"{where}.firmware_version: {exc}") from None
+        if firmware < proto.SERVO_MIN_FIRMWARE:
+            raise DriverError(
+                f"{where}.firmware_version: {params.firmware_version} has no ServoP (needs firmware >= 4.5.0); "
+                "update the controller"
+            )
+    t_min = proto.servo_time_min(firmware)
+    if params.servo_time < t_min - 1e-9:
+        which = (
+            f"firmware {params.firmware_version}" if firmware else "firmware before 4.6.0 (firmware_version not set)"
+        )
+        raise DriverError(
+            f"{where}: ServoP t = {params.servo_time:.4f} s (servo_rate_hz {params.servo_rate_hz:g}, servo_time_s "
+            f"{params.servo_time_s:g}) is below the {t_min} s that {which} accepts; stream at <= {1 / t_min:g} Hz, "
+            "or set firmware_version if the controller runs 4.6.0 or newer"
+        )
+
+
+class CommandRefused(DriverError):
+    """The controller answered a command with a non-zero ErrorID."""
+
+    def __init__(self, message: str, error_id: int) -> None:
+        super().__init__(message)
+        self.error_id = error_id
 
 
 class DashboardClient:
@@ -102,19 +154,32 @@ class DashboardClient:
         self._sock.settimeout(self._timeout)
 
     def request(self, command: str) -> proto.Response:
-        """Send one command and wait for its answer; DriverError unless ErrorID is 0."""
+        """Send one command and wait for its answer; DriverError unless ErrorID is 0.
+
+        A plain-text answer (no ErrorID, no `;`, e.g. `Control Mode Is Not Tcp`) is reported as
+        what it says at once, instead of waiting for a `;` that never comes.
+        """
         with self._lock:
             if self._sock is None:
                 raise DriverConnectionError(f"{self.label}: dashboard not connected")
             try:
                 self._sock.sendall(command.encode("ascii"))
                 while b";" not in self._buffer:
+                    received = self._buffer.decode("ascii", errors="replace")
+                    if received and not proto.is_response_prefix(received):
+                        self._buffer = b""
+                        raise DriverError(self._plain_reply(command, received))
                     chunk = self._sock.recv(4096)
                     if not chunk:
                         raise ConnectionError("connection closed by the controller")
                     self._buffer += chunk
             except (OSError, ConnectionError) as exc:
-                raise DriverConnectionError(f"{self.label}: {command} -> {self.host}:{self.port}: {exc}") from exc
+                partial = (
+                    f" (received so far: {self._buffer.decode('ascii', errors='replace')!r})" if self._buffer else ""
+                )
+                raise DriverConnectionError(
+                    f"{self.label}: {command} -> {self.host}:{self.port}: {exc}{partial}"
+                ) from exc
             line, _, self._buffer = self._buffer.partition(b";")
         try:
             response = proto.parse_response(line.decode("ascii", errors="replace") + ";")
@@ -124,8 +189,21 @@ class DashboardClient:
             # An answer to another command (e.g. one that timed out earlier): the stream is out of step.
             raise DriverError(f"{self.label}: sent {command} but the controller answered {response.echo!r}")
         if not response.ok:
-            raise DriverError(f"{self.label}: {command} failed with ErrorID {response.error_id}")
+            raise CommandRefused(
+                f"{self.label}: {command} failed with ErrorID {response.error_id} "
+                f"({proto.describe_error(response.error_id)})",
+                response.error_id,
+            )
         return response
+
+    def _plain_reply(self, command: str, text: str) -> str:
+        if "not tcp" in text.lower():
+            return (
+                f"{self.label}: the controller answered {command} with {text.strip()!r}: it is not in TCP/IP mode. "
+                "Switch it to TCP/IP mode in DobotStudio Pro (Settings > Remote control), or send "
+                "RequestControl() while the arm is disabled"
+            )
+        return f"{self.label}: the controller answered {command} with plain text {text.strip()!r} (no V4 answer)"
 
     def close(self) -> None:
         with self._lock:
@@ -174,6 +252,8 @@ class DobotDriver(ArmDriver):
         self._last_sent = np.zeros(3)
         self._gripper_closed: bool | None = None
         self.servo_count = 0
+        self.malformed_packets = 0
+        self.last_malformed: str = ""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -185,8 +265,6 @@ class DobotDriver(ArmDriver):
         self._start(self._read_feedback, "feedback")
         self._dashboard.request("ClearError()")
         self._dashboard.request("EnableRobot()")
-        if p.speed_factor:
-            self._dashboard.request(proto.format_command("SpeedFactor", int(p.speed_factor)))
         if not self._first_feedback.wait(p.connect_timeout_s):
             raise DriverConnectionError(
                 f"{self.label}: no status packet on port {p.feedback_port} within {p.connect_timeout_s} s"
@@ -230,7 +308,14 @@ class DobotDriver(ArmDriver):
         stamp, fb = latest
         age = time.monotonic() - stamp
         if age > self.params.feedback_timeout_s:
-            raise DriverConnectionError(f"{self.label}: feedback stale ({age:.2f} s without a status packet)")
+            skipped = (
+                f"; {self.malformed_packets} malformed packets skipped, last: {self.last_malformed}"
+                if self.malformed_packets
+                else ""
+            )
+            raise DriverConnectionError(
+                f"{self.label}: feedback stale ({age:.2f} s without a valid status packet{skipped})"
+            )
         return ArmMeasurement(fb.position.copy(), self._openness(fb), stamp, fb.joints.copy())
 
     def command_cartesian(self, position: np.ndarray) -> None:
@@ -311,17 +396,23 @@ class DobotDriver(ArmDriver):
                     packet = bytes(buffer[: proto.FEEDBACK_PACKET_SIZE])
                     del buffer[: proto.FEEDBACK_PACKET_SIZE]
                 if packet is not None:
-                    fb = proto.parse_feedback(packet)
+                    try:
+                        fb = proto.parse_feedback(packet)
+                    except proto.ProtocolError as exc:
+                        # One bad packet is no reason to stop: the feedback timeout decides.
+                        self.malformed_packets += 1
+                        self.last_malformed = str(exc)
+                        continue
                     with self._state_lock:
                         self._latest = (time.monotonic(), fb)
                     self._first_feedback.set()
-        except (OSError, ConnectionError, proto.ProtocolError) as exc:
+        except (OSError, ConnectionError) as exc:
             if not self._stop_threads.is_set():
                 self._error = exc
 
     def _stream(self) -> None:
         period = 1.0 / self.params.servo_rate_hz
-        servo_t = self.params.servo_time_s or period
+        servo_t = self.params.servo_time
         next_time = time.monotonic()
         try:
             while not self._stop_threads.is_set():
@@ -331,7 +422,7 @@ class DobotDriver(ArmDriver):
                     alpha = min(1.0, (now - self._target_time) / self._command_period)
                     position = self._segment_start + alpha * (self._target - self._segment_start)
                 if streaming:
-                    self._dashboard.request(proto.servo_p(position, self._rotation, servo_t))
+                    self._servo(proto.servo_p(position, self._rotation, servo_t))
                     with self._state_lock:
                         self._last_sent = position
                     self.servo_count += 1
@@ -344,6 +435,20 @@ class DobotDriver(ArmDriver):
         except DriverError as exc:
             if not self._stop_threads.is_set():
                 self._error = exc
+
+    def _servo(self, command: str) -> None:
+        """One ServoP; a refusal that points at the firmware says so."""
+        try:
+            self._dashboard.request(command)
+        except CommandRefused as exc:
+            if exc.error_id == proto.ERROR_UNKNOWN_COMMAND:
+                raise DriverError(f"{exc}: ServoP needs controller firmware >= 4.5.0") from exc
+            if proto.ERROR_OPTIONAL_RANGE - 9 <= exc.error_id <= proto.ERROR_OPTIONAL_RANGE - 1:
+                raise DriverError(
+                    f"{exc}: the firmware rejects t = {self.params.servo_time:.4f} s (before 4.6.0 t must be >= 0.02 s); "
+                    "check firmware_version and lower servo_rate_hz"
+                ) from exc
+            raise
 
 
 def make_robot(config: RobotConfig) -> RobotDrivers:

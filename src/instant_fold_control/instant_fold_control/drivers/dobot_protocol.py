@@ -7,7 +7,14 @@ Written from Dobot's public "TCP/IP Remote Control Interface Guide" V4 and its P
   `Name(arg1,arg2,...)` and answers each with `ErrorID,{values},Name(arg1,...);` where ErrorID 0
   means success, the braces hold the return values and the command is echoed.
 - Port 30004 pushes one 1440-byte little-endian status packet every 8 ms. The offsets below are
-  the fields this package uses (the rest of the packet is reserved/other data).
+  the fields this package uses (the rest of the packet is reserved/other data). A packet is only
+  trusted when its length field is 1440 and its TestValue is 0x0123456789ABCDEF (Dobot's own
+  clients drop packets that fail either check).
+- A controller that is not in TCP/IP mode answers every command with the bare text
+  `Control Mode Is Not Tcp` (no ErrorID, no `;`); `is_response_prefix` tells such plain text
+  from the start of a V4 answer.
+- ServoP/ServoJ exist from firmware 4.5.0; their point time `t` must be in [0.02, 3600] s before
+  4.6.0 and in [0.004, 3600] s from 4.6.0 (guide change log, V4.6.0 of 2024-11-25).
 - Units on the wire: millimetres and degrees (the controller works in metres).
 """
 
@@ -23,17 +30,54 @@ FEEDBACK_PORT = 30004
 FEEDBACK_PACKET_SIZE = 1440
 FEEDBACK_PERIOD_S = 0.008
 
-#: Error ids of the V4 guide used here (0 = success).
+#: Error ids of the V4 guide's error table (0 = success).
 ERROR_EXECUTION_FAILED = -1
+ERROR_ALARM = -2
+ERROR_ESTOP = -3
+ERROR_POWER_OFF = -4
 ERROR_UNKNOWN_COMMAND = -10000
 ERROR_PARAMETER_COUNT = -20000
-ERROR_PARAMETER_TYPE = -30001
+#: Families: base - n = the n-th (1-based) parameter; named parameters always use n = 1.
+ERROR_REQUIRED_TYPE = -30000
+ERROR_REQUIRED_RANGE = -40000
+ERROR_OPTIONAL_TYPE = -50000
+ERROR_OPTIONAL_RANGE = -60000
+
+_ERROR_TEXT = {
+    ERROR_EXECUTION_FAILED: "execution failed",
+    ERROR_ALARM: "the controller is in an alarm (error) state: clear the alarm (ClearError) first",
+    ERROR_ESTOP: "the emergency stop is pressed: release it, then clear the alarm",
+    ERROR_POWER_OFF: "the arm is powered off: power it on (PowerOn or DobotStudio Pro)",
+    -5: "a script is running: stop it",
+    -6: "MoveJog axis and coordinate type do not match",
+    -7: "a script is paused: stop it",
+    -8: "the controller's licence has expired",
+    ERROR_UNKNOWN_COMMAND: "unknown command (not supported by this firmware?)",
+    ERROR_PARAMETER_COUNT: "wrong number of parameters",
+}
+_ERROR_FAMILIES = (
+    (ERROR_REQUIRED_TYPE, "wrong type of required parameter"),
+    (ERROR_REQUIRED_RANGE, "required parameter out of range"),
+    (ERROR_OPTIONAL_TYPE, "wrong type of optional parameter"),
+    (ERROR_OPTIONAL_RANGE, "optional parameter out of range"),
+)
 
 #: RobotMode values (dashboard `RobotMode()` and feedback byte 24).
+MODE_POWER_OFF = 3
 MODE_DISABLED = 4
 MODE_ENABLED = 5
 MODE_RUNNING = 7
 MODE_ERROR = 9
+
+#: The bare answer of a controller that is not in TCP/IP mode (SDK demo and README).
+NOT_TCP_REPLY = "Control Mode Is Not Tcp"
+#: TestValue of every valid status packet.
+FEEDBACK_TEST_VALUE = 0x0123456789ABCDEF
+
+#: Firmware that introduced ServoP/ServoJ, and the one that widened their `t` range.
+SERVO_MIN_FIRMWARE = (4, 5, 0)
+SERVO_FAST_FIRMWARE = (4, 6, 0)
+SERVO_T_MAX_S = 3600.0
 
 #: Byte offsets of the feedback fields used (name -> (offset, numpy dtype, count)).
 FEEDBACK_FIELDS: dict[str, tuple[int, str, int]] = {
@@ -42,6 +86,7 @@ FEEDBACK_FIELDS: dict[str, tuple[int, str, int]] = {
     "digital_outputs": (16, "<u8", 1),
     "robot_mode": (24, "<u8", 1),
     "timestamp_ms": (32, "<u8", 1),
+    "test_value": (48, "<u8", 1),
     "q_target": (192, "<f8", 6),
     "q_actual": (432, "<f8", 6),
     "tool_vector_actual": (624, "<f8", 6),
@@ -62,6 +107,35 @@ FEEDBACK_DTYPE = np.dtype(
 
 _RESPONSE = re.compile(r"^\s*(-?\d+)\s*,\s*\{([^}]*)\}\s*,\s*(.*?)\s*;?\s*$", re.DOTALL)
 _COMMAND = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)\s*\((.*)\)\s*$", re.DOTALL)
+
+
+def describe_error(error_id: int) -> str:
+    """The V4 guide's meaning of an ErrorID (families -3000n..-6000n name the parameter)."""
+    if error_id in _ERROR_TEXT:
+        return _ERROR_TEXT[error_id]
+    for base, text in _ERROR_FAMILIES:
+        if base - 9 <= error_id <= base - 1:
+            return f"{text} #{base - error_id}"
+    return "error not listed in the V4 guide"
+
+
+def parse_firmware_version(text: str) -> tuple[int, int, int]:
+    """`"4.5.2"` or `"V4.6.5.0"` -> (4, 5, 2) / (4, 6, 5): the first three numbers."""
+    numbers = re.findall(r"\d+", str(text))
+    if len(numbers) < 2:
+        raise ValueError(f"not a firmware version: {text!r} (expected e.g. '4.5.2')")
+    major, minor, patch = (int(n) for n in [*numbers, "0"][:3])
+    return major, minor, patch
+
+
+def servo_time_min(firmware: tuple[int, int, int] | None) -> float:
+    """Smallest ServoP/ServoJ `t` (s) a firmware accepts; unknown firmware gets the older, stricter bound."""
+    return 0.004 if firmware is not None and firmware >= SERVO_FAST_FIRMWARE else 0.02
+
+
+def is_response_prefix(text: str) -> bool:
+    """Could `text` (received so far, no `;` yet) still become `ErrorID,{...},Cmd(...);`?"""
+    return re.match(r"^\s*(-?\d*|-?\d+\s*,.*)$", text, re.DOTALL) is not None
 
 
 class ProtocolError(ValueError):
@@ -167,6 +241,10 @@ def parse_feedback(packet: bytes) -> Feedback:
     rec = np.frombuffer(packet, dtype=FEEDBACK_DTYPE, count=1)[0]
     if int(rec["len"]) != FEEDBACK_PACKET_SIZE:
         raise ProtocolError(f"feedback packet: length field is {int(rec['len'])}, expected {FEEDBACK_PACKET_SIZE}")
+    if int(rec["test_value"]) != FEEDBACK_TEST_VALUE:
+        raise ProtocolError(
+            f"feedback packet: TestValue is {int(rec['test_value']):#x}, expected {FEEDBACK_TEST_VALUE:#x}"
+        )
     tool = np.asarray(rec["tool_vector_actual"], dtype=np.float64)
     return Feedback(
         robot_mode=int(rec["robot_mode"]),

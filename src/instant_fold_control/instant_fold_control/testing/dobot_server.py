@@ -1,9 +1,15 @@
 """A protocol-faithful Dobot V4 controller on loopback, for tests and benchmarks.
 
-It speaks the same wire protocol as a Dobot CR/Nova controller: ASCII commands on the
-dashboard port answered with `ErrorID,{values},Cmd(...);`, and 1440-byte status packets pushed
-every 8 ms on the feedback port. The arm model is ideal: the actual tool pose is the last
-ServoP target, the joints are not modelled (fixed), digital outputs follow DO/DOInstant.
+It speaks the same wire protocol as a Dobot CR/Nova controller, as strictly as the V4 guide
+describes it: ASCII commands on the dashboard port answered with `ErrorID,{values},Cmd(...);`,
+with the guide's error ids (-2 alarm, -3 e-stop, -4 powered off for commands those states refuse;
+-10000 unknown command, -20000 parameter count, -3000n/-5000n wrong type and -6000n out of range
+of the n-th required/optional parameter), the bare `Control Mode Is Not Tcp` answer when the
+controller is not in TCP/IP mode, ServoP/ServoJ only from firmware 4.5.0 and with the firmware's
+range of `t`; and 1440-byte status packets pushed every 8 ms on the feedback port, carrying the
+TestValue that Dobot's own clients check. The arm model is ideal: the actual tool pose is the last
+ServoP target, ServoJ sets the joints (no kinematics), digital outputs follow DO/DOInstant;
+SpeedFactor is stored and, as for ServoP on the real controller, does not change servo motion.
 
 The feedback packets are written field by field with `struct.pack_into` at the offsets of the
 published V4 layout, independently of the driver's numpy decoder, so a wrong offset on either
@@ -24,28 +30,56 @@ from dataclasses import dataclass, field
 from instant_fold_control.drivers import dobot_protocol as proto
 
 #: (offset, struct format) of the fields written, from the V4 real-time feedback table.
-_LEN, _DO, _MODE, _TIMESTAMP = (0, "<H"), (16, "<Q"), (24, "<Q"), (32, "<Q")
+_LEN, _DO, _MODE, _TIMESTAMP, _TEST = (0, "<H"), (16, "<Q"), (24, "<Q"), (32, "<Q"), (48, "<Q")
 _Q_TARGET, _Q_ACTUAL, _TOOL_ACTUAL, _TOOL_TARGET = (192, "<6d"), (432, "<6d"), (624, "<6d"), (768, "<6d")
 _ENABLE, _ERROR, _COMMAND_ID = (1026, "<b"), (1029, "<b"), (1112, "<Q")
 
-#: Commands understood -> accepted argument counts.
-_ARITY: dict[str, tuple[int, ...]] = {
-    "EnableRobot": (0, 1, 4, 5),
-    "DisableRobot": (0,),
-    "ClearError": (0,),
-    "RobotMode": (0,),
-    "GetPose": (0, 2),
-    "GetAngle": (0,),
-    "GetErrorID": (0,),
-    "SpeedFactor": (1,),
-    "ServoP": (6, 7, 8, 9),
-    "DO": (2, 3),
-    "DOInstant": (2,),
-    "ToolDO": (2,),
-    "ToolDOInstant": (2,),
-    "Stop": (0,),
-    "EmergencyStop": (1,),
+
+@dataclass(frozen=True)
+class _Spec:
+    """A command's accepted positional-argument counts, their type, and its named optional parameters."""
+
+    arity: tuple[int, ...]
+    kind: type = float
+    named: tuple[str, ...] = ()
+
+
+_SERVO = _Spec((6,), float, ("t", "aheadtime", "gain"))
+#: Commands understood.
+_SPECS: dict[str, _Spec] = {
+    "PowerOn": _Spec((0,)),
+    "RequestControl": _Spec((0,)),
+    "EnableRobot": _Spec((0, 1, 4, 5)),
+    "DisableRobot": _Spec((0,)),
+    "ClearError": _Spec((0,)),
+    "RobotMode": _Spec((0,)),
+    "GetPose": _Spec((0, 2), int),
+    "GetAngle": _Spec((0,)),
+    "GetErrorID": _Spec((0,)),
+    "SpeedFactor": _Spec((1,), int),
+    "ServoP": _SERVO,
+    "ServoJ": _SERVO,
+    "DO": _Spec((2, 3), int),
+    "DOInstant": _Spec((2,), int),
+    "ToolDO": _Spec((2,), int),
+    "ToolDOInstant": _Spec((2,), int),
+    "Stop": _Spec((0,)),
+    "EmergencyStop": _Spec((1,), int),
 }
+#: Ranges of named optional parameters other than `t` (whose range depends on the firmware).
+_NAMED_RANGES = {"aheadtime": (20.0, 100.0), "gain": (200.0, 1000.0)}
+#: What each refusing state still accepts (V4 guide, note under the error table).
+_ALARM_ALLOWED = frozenset({"ClearError", "GetErrorID", "EmergencyStop", "RobotMode"})
+_ESTOP_ALLOWED = _ALARM_ALLOWED
+_POWER_OFF_ALLOWED = _ALARM_ALLOWED | {"PowerOn", "RequestControl"}
+
+
+class _Refused(Exception):
+    """A command answered with a non-zero ErrorID before it is executed."""
+
+    def __init__(self, error_id: int) -> None:
+        super().__init__(error_id)
+        self.error_id = error_id
 
 
 @dataclass
@@ -61,8 +95,11 @@ class ArmModel:
 
     pose: list[float] = field(default_factory=lambda: [300.0, 0.0, 300.0, 180.0, 0.0, 0.0])
     joints_deg: list[float] = field(default_factory=lambda: [0.0, 0.0, 90.0, 0.0, -90.0, 0.0])
+    firmware: tuple[int, int, int] = (4, 6, 5)
+    tcp_mode: bool = True
+    powered: bool = True
     enabled: bool = False
-    error: bool = False
+    alarm: bool = False
     estop: bool = False
     digital_outputs: int = 0
     tool_outputs: dict[int, int] = field(default_factory=dict)
@@ -71,8 +108,10 @@ class ArmModel:
 
     @property
     def mode(self) -> int:
-        if self.error or self.estop:
+        if self.alarm or self.estop:
             return proto.MODE_ERROR
+        if not self.powered:
+            return proto.MODE_POWER_OFF
         return proto.MODE_ENABLED if self.enabled else proto.MODE_DISABLED
 
 
@@ -86,10 +125,14 @@ class LoopbackDobotServer:
         feedback_port: int = 0,
         initial_pose: list[float] | None = None,
         feedback_period: float = proto.FEEDBACK_PERIOD_S,
+        firmware: str = "4.6.5",
     ) -> None:
-        self.model = ArmModel() if initial_pose is None else ArmModel(pose=list(initial_pose))
+        self.model = ArmModel(firmware=proto.parse_firmware_version(firmware))
+        if initial_pose is not None:
+            self.model.pose = list(initial_pose)
         self.commands: list[RecordedCommand] = []
         self.feedback_period = feedback_period
+        self._corrupt_packets = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -131,57 +174,102 @@ class LoopbackDobotServer:
         with self._lock:
             return [c for c in self.commands if c.name == name]
 
+    def corrupt_next_packets(self, count: int) -> None:
+        """Send the next `count` status packets with a wrong TestValue (a glitch on the wire)."""
+        with self._lock:
+            self._corrupt_packets = count
+
     # --- protocol -----------------------------------------------------------------------------
 
     def handle(self, text: str) -> str:
-        """Answer one command line exactly as the controller would."""
+        """Answer one command exactly as the controller would (not-TCP answers have no `;`)."""
         try:
             name, args = proto.parse_command(text)
         except proto.ProtocolError:
-            return proto.format_response(proto.ERROR_UNKNOWN_COMMAND, [], text)
+            name, args = "", []
         with self._lock:
-            self.commands.append(RecordedCommand(time.monotonic(), name, args))
-            if name not in _ARITY:
+            if not self.model.tcp_mode and name != "RequestControl":
+                return proto.NOT_TCP_REPLY
+            if not name:
                 return proto.format_response(proto.ERROR_UNKNOWN_COMMAND, [], text)
-            if len(args) not in _ARITY[name]:
-                return proto.format_response(proto.ERROR_PARAMETER_COUNT, [], text)
+            self.commands.append(RecordedCommand(time.monotonic(), name, args))
             try:
-                error, values = self._execute(name, args)
-            except ValueError:
-                error, values = proto.ERROR_PARAMETER_TYPE, []
-            return proto.format_response(error, values, text)
+                positional, named = self._check(name, args)
+                values = self._execute(name, positional, named)
+            except _Refused as refused:
+                return proto.format_response(refused.error_id, [], text)
+            return proto.format_response(0, values, text)
 
-    def _execute(self, name: str, args: list[str]) -> tuple[int, list[str]]:
+    def _check(self, name: str, args: list[str]) -> tuple[list[float], dict[str, float]]:
+        """Validate like the controller: command, state, parameter count, types, ranges."""
+        m = self.model
+        spec = _SPECS.get(name)
+        if spec is None or (spec is _SERVO and m.firmware < proto.SERVO_MIN_FIRMWARE):
+            raise _Refused(proto.ERROR_UNKNOWN_COMMAND)
+        if m.estop and name not in _ESTOP_ALLOWED:
+            raise _Refused(proto.ERROR_ESTOP)
+        if m.alarm and name not in _ALARM_ALLOWED:
+            raise _Refused(proto.ERROR_ALARM)
+        if not m.powered and name not in _POWER_OFF_ALLOWED:
+            raise _Refused(proto.ERROR_POWER_OFF)
+        plain = [a for a in args if "=" not in a]
+        pairs = [a.partition("=") for a in args if "=" in a]
+        if len(plain) not in spec.arity or len(pairs) > len(spec.named):
+            raise _Refused(proto.ERROR_PARAMETER_COUNT)
+        positional = []
+        for i, arg in enumerate(plain, start=1):
+            try:
+                positional.append(float(spec.kind(arg)))
+            except ValueError:
+                raise _Refused(proto.ERROR_REQUIRED_TYPE - i) from None
+        named: dict[str, float] = {}
+        for key, _, raw in pairs:
+            key = key.strip()
+            try:
+                value = float(raw)
+            except ValueError:
+                raise _Refused(proto.ERROR_OPTIONAL_TYPE - 1) from None
+            if key not in spec.named:
+                raise _Refused(proto.ERROR_OPTIONAL_TYPE - 1)  # not in the guide; the closest family
+            low, high = (proto.servo_time_min(m.firmware), proto.SERVO_T_MAX_S) if key == "t" else _NAMED_RANGES[key]
+            if not low <= value <= high:
+                raise _Refused(proto.ERROR_OPTIONAL_RANGE - 1)
+            named[key] = value
+        return positional, named
+
+    def _execute(self, name: str, args: list[float], named: dict[str, float]) -> list[str]:
         m = self.model
         m.command_id += 1
-        if name == "EnableRobot":
-            if m.estop:
-                return proto.ERROR_EXECUTION_FAILED, []
+        if name == "PowerOn":
+            m.powered = True  # the real arm takes about 10 s before it can be enabled
+        elif name == "RequestControl":
+            if m.enabled:  # the guide allows the switch only while powered off or disabled
+                raise _Refused(proto.ERROR_EXECUTION_FAILED)
+            m.tcp_mode = True
+        elif name == "EnableRobot":
             m.enabled = True
         elif name == "DisableRobot":
             m.enabled = False
         elif name == "ClearError":
-            m.error = False
+            m.alarm = False
         elif name == "RobotMode":
-            return 0, [str(m.mode)]
+            return [str(m.mode)]
         elif name == "GetPose":
-            return 0, [f"{v:.6f}" for v in m.pose]
+            return [f"{v:.6f}" for v in m.pose]
         elif name == "GetAngle":
-            return 0, [f"{v:.6f}" for v in m.joints_deg]
+            return [f"{v:.6f}" for v in m.joints_deg]
         elif name == "GetErrorID":
-            return 0, ["[[],[],[],[],[],[],[]]"]
+            return ["[[],[],[],[],[],[],[]]"]
         elif name == "SpeedFactor":
             m.speed_factor = int(args[0])
-        elif name == "ServoP":
-            pose = [float(a) for a in args[:6]]
-            for extra in args[6:]:
-                key, _, value = extra.partition("=")
-                if key.strip() not in ("t", "aheadtime", "gain"):
-                    raise ValueError(extra)
-                float(value)
-            if not m.enabled or m.mode == proto.MODE_ERROR:
-                return proto.ERROR_EXECUTION_FAILED, []
-            m.pose = pose
+        elif name in ("ServoP", "ServoJ"):
+            if not m.enabled:
+                raise _Refused(proto.ERROR_EXECUTION_FAILED)
+            if name == "ServoP":
+                m.pose = args
+            else:
+                m.joints_deg = args
+            return [str(m.command_id)]
         elif name in ("DO", "DOInstant"):
             index, status = int(args[0]), int(args[1])
             if status:
@@ -191,9 +279,11 @@ class LoopbackDobotServer:
         elif name in ("ToolDO", "ToolDOInstant"):
             m.tool_outputs[int(args[0])] = int(args[1])
         elif name == "EmergencyStop":
-            m.estop = args[0] == "1"
-            m.enabled = m.enabled and not m.estop
-        return 0, []
+            pressed = int(args[0]) == 1
+            m.estop = pressed
+            m.alarm = m.alarm or pressed  # after release the alarm still needs ClearError
+            m.enabled = m.enabled and not pressed
+        return []
 
     def packet(self) -> bytes:
         """The current 1440-byte status packet."""
@@ -204,12 +294,15 @@ class LoopbackDobotServer:
             struct.pack_into(_DO[1], buf, _DO[0], m.digital_outputs)
             struct.pack_into(_MODE[1], buf, _MODE[0], m.mode)
             struct.pack_into(_TIMESTAMP[1], buf, _TIMESTAMP[0], int((time.monotonic() - self._started) * 1000))
+            corrupt = self._corrupt_packets > 0
+            self._corrupt_packets -= int(corrupt)
+            struct.pack_into(_TEST[1], buf, _TEST[0], 0 if corrupt else proto.FEEDBACK_TEST_VALUE)
             for off_fmt in (_Q_TARGET, _Q_ACTUAL):
                 struct.pack_into(off_fmt[1], buf, off_fmt[0], *m.joints_deg)
             for off_fmt in (_TOOL_ACTUAL, _TOOL_TARGET):
                 struct.pack_into(off_fmt[1], buf, off_fmt[0], *m.pose)
             struct.pack_into(_ENABLE[1], buf, _ENABLE[0], int(m.enabled))
-            struct.pack_into(_ERROR[1], buf, _ERROR[0], int(m.error or m.estop))
+            struct.pack_into(_ERROR[1], buf, _ERROR[0], int(m.alarm or m.estop))
             struct.pack_into(_COMMAND_ID[1], buf, _COMMAND_ID[0], m.command_id)
         return bytes(buf)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage
 
+from instant_fold_core.distortion import NO_DISTORTION, Distortion
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_perception.segmentation import SegmentationError
 
@@ -29,13 +30,10 @@ class PlaneSegmenterConfig:
     seed: int = 0
 
 
-def backproject_all(depth: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Camera-frame points [H, W, 3] of every pixel (invalid pixels get z = 0)."""
-    h, w = depth.shape
-    u, v = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    x = (u - k[0, 2]) / k[0, 0] * depth
-    y = (v - k[1, 2]) / k[1, 1] * depth
-    return np.stack([x, y, depth], axis=-1)
+def backproject_all(depth: np.ndarray, k: np.ndarray, distortion: Distortion = NO_DISTORTION) -> np.ndarray:
+    """Camera-frame points [H, W, 3] of every pixel (invalid pixels get z = 0), lens distortion undone."""
+    rays = distortion.pixel_rays(k, *depth.shape).astype(np.float32)
+    return np.stack([rays[..., 0] * depth, rays[..., 1] * depth, depth], axis=-1)
 
 
 def fit_plane(points: np.ndarray, threshold: float, iterations: int, rng: np.random.Generator) -> np.ndarray:
@@ -75,7 +73,7 @@ class PlaneSegmenter:
         valid = frame.depth > 0
         if valid.sum() < max(3, cfg.min_cloth_pixels):
             raise SegmentationError("depth image has too few valid pixels")
-        points = backproject_all(frame.depth, frame.intrinsics)
+        points = backproject_all(frame.depth, frame.intrinsics, frame.distortion)
         valid_points = points[valid]
         sample = valid_points[
             self._rng.choice(len(valid_points), min(cfg.sample_points, len(valid_points)), replace=False)
