@@ -146,6 +146,26 @@ def same_init_metrics(args: argparse.Namespace, sim_metrics: dict) -> dict:
     }
 
 
+#: ExecuteFold result outcomes by value (instant_fold_interfaces/action/ExecuteFold).
+OUTCOMES = {0: "completed", 1: "step_limit", 2: "canceled", 3: "aborted"}
+#: Exit code of a fold that was aborted or canceled (the graph ran, the fold did not).
+EXIT_FOLD_FAILED = 3
+
+
+def fold_outcome(status: int, outcome: int) -> str:
+    """The fold's outcome as the goal's status and its result agree on it.
+
+    Only a goal the server marked succeeded can have completed: an aborted goal whose result says
+    "completed" (rclpy's default result after an error in the server) was aborted.
+    """
+    from action_msgs.msg import GoalStatus
+
+    name = OUTCOMES.get(outcome, "aborted")
+    if name == "completed" and status != GoalStatus.STATUS_SUCCEEDED:
+        return "aborted"
+    return name
+
+
 def _wait(future, timeout: float, what: str):
     if not wait_for_future(future, timeout):
         raise SimFoldError(f"{what}: no answer within {timeout:g} s")
@@ -238,8 +258,8 @@ def run_fold(args: argparse.Namespace) -> dict:
             handle = _wait(fold.send_goal_async(goal, feedback_callback=feedback), 60, "execute_fold goal")
             if not handle.accepted:
                 raise SimFoldError("the policy server rejected the fold goal")
-            fold_result = _wait(handle.get_result_async(), args.fold_timeout, "execute_fold result").result
-            outcome = {0: "completed", 1: "step_limit", 2: "canceled", 3: "aborted"}.get(fold_result.outcome, "?")
+            answer = _wait(handle.get_result_async(), args.fold_timeout, "execute_fold result")
+            fold_result, outcome = answer.result, fold_outcome(answer.status, answer.result.outcome)
             print(f"[sim_fold] fold {outcome}: {fold_result.message} ({fold_result.steps} queries)")
             sim_metrics: dict = {}
             if args.evaluate:
@@ -280,7 +300,12 @@ def run_fold(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m instant_fold.sim_fold", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m instant_fold.sim_fold",
+        description=__doc__.splitlines()[0],
+        epilog=f"Exit status: 0 the fold completed or reached the step limit; 1 the graph failed; "
+        f"{EXIT_FOLD_FAILED} the fold was aborted or canceled (metrics.json says why).",
+    )
     parser.add_argument("--demo", default=str(models_dir() / DEFAULT_DEMO), help="demonstration file")
     parser.add_argument("--garment", default="proc:1", help="simulated garment (proc:<seed>, newton_tshirt, OBJ)")
     parser.add_argument("--seed", type=int, default=1469361038825727794, help="episode seed of the start state")
@@ -304,10 +329,14 @@ def main(argv: list[str] | None = None) -> int:
     except SimFoldError as exc:
         print(f"[sim_fold] error: {exc}", file=sys.stderr)
         return 1
+    fold = metrics["fold"]
+    code = EXIT_FOLD_FAILED if fold["outcome"] in ("aborted", "canceled") else 0
+    if code:
+        print(f"[sim_fold] error: fold {fold['outcome']}: {fold['message']}", file=sys.stderr)
     s = metrics["sim"]
     if not s:
-        print(f"[sim_fold] {metrics['fold']['outcome']} after {metrics['fold']['policy_queries']} queries")
-        return 0
+        print(f"[sim_fold] {fold['outcome']} after {fold['policy_queries']} queries")
+        return code
     print(
         f"[sim_fold] {metrics['fold']['outcome']} after {metrics['fold']['policy_queries']} queries; keypoint error "
         f"vs oracle max {s['keypoint_error_max']:.3f} mean {s['keypoint_error_mean']:.3f} (start "
@@ -323,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             f"fold rate {same['fold_rate']:.2f}, C-SR@95 {'success' if same['csr95_success'] else 'failure'}"
         )
     print(f"[sim_fold] wrote {Path(args.out) / 'metrics.json'}, {s['video']}, {metrics['outputs']['strip']}")
-    return 0
+    return code
 
 
 if __name__ == "__main__":
