@@ -99,7 +99,10 @@ class ControllerNode(Node):
             self.controller.safety.event(name, f"chunk refused: {exc}", "error")
             return
         stamp = Time.from_msg(msg.header.stamp).nanoseconds * 1e-9
-        observation = None if stamp == 0 else stamp - self._clock_offset
+        if stamp == 0:  # unstamped: its age is unknown, so the staleness limit could not apply
+            self.controller.safety.event("refused_stale", "chunk refused: no stamp (header.stamp is 0)")
+            return
+        observation = stamp - self._clock_offset
         chunk = Chunk(
             arrays.positions, arrays.openness, arrays.representation, arrays.steps_to_execute, arrays.step_duration
         )

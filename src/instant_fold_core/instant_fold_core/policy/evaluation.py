@@ -229,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
             )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    nonfinite = [s for s in ("train", "heldout") if s in result and not np.isfinite(result[s]["action_error_cm"])]
+    if nonfinite:
+        print(f"evaluate_policy: the policy's predictions are not finite ({', '.join(nonfinite)})", file=sys.stderr)
+        return 1
     return 0
 
 
