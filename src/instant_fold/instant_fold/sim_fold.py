@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,6 +168,18 @@ def fold_outcome(status: int, outcome: int) -> str:
     return name
 
 
+def graph_environment() -> AbstractContextManager[dict[str, str]]:
+    """The environment the graph runs in: the user's ROS_DOMAIN_ID when one is set, else a domain
+    reserved for this run alone. On a shared default domain a second run, or a graph left over
+    from an earlier one, answers for this run's nodes ("graph ready" at once, then the fold goal
+    rejected by the other graph's policy server)."""
+    from instant_fold_ros.testing import isolated_ros_env
+
+    if os.environ.get("ROS_DOMAIN_ID"):
+        return nullcontext(dict(os.environ))
+    return isolated_ros_env()
+
+
 def _wait(future, timeout: float, what: str):
     if not wait_for_future(future, timeout):
         raise SimFoldError(f"{what}: no answer within {timeout:g} s")
@@ -209,10 +223,11 @@ def run_fold(args: argparse.Namespace) -> dict:
     params_file = out / "fold_params.yaml"
     params_file.write_text(parameters_yaml(params))
     started = time.monotonic()
-    with open(out / "graph.log", "w") as log:
-        runner = ProcessRunner(graph, extra_parameters=[params_file], output=log)
+    with graph_environment() as env, open(out / "graph.log", "w") as log:
+        domain = int(env["ROS_DOMAIN_ID"])
+        runner = ProcessRunner(graph, extra_parameters=[params_file], env=env, output=log)
         runner.start()
-        rclpy.init()
+        rclpy.init(domain_id=domain)
         node = rclpy.create_node("sim_fold")
         executor = MultiThreadedExecutor(num_threads=2)
         executor.add_node(node)
@@ -226,7 +241,10 @@ def run_fold(args: argparse.Namespace) -> dict:
             fold: Any = ActionClient(node, ExecuteFold, "policy/execute_fold")
             step: Any = node.create_client(SimStep, "sim/step")
             evaluate: Any = node.create_client(EvaluateFold, "sim/evaluate")
-            print(f"[sim_fold] starting the graph ({', '.join(n.name for n in graph.nodes)}); log: {out / 'graph.log'}")
+            print(
+                f"[sim_fold] starting the graph ({', '.join(n.name for n in graph.nodes)}) on ROS domain {domain}; "
+                f"log: {out / 'graph.log'}"
+            )
             deadline = time.monotonic() + args.startup_timeout
             while not (fold.server_is_ready() and step.service_is_ready()):
                 if (exited := runner.exited_required()) is not None:
@@ -290,6 +308,7 @@ def run_fold(args: argparse.Namespace) -> dict:
         "graph_ready_s": ready_s,
         "wall_s": time.monotonic() - started,
         "graph_exit_code": code,
+        "ros_domain_id": domain,
         "demonstration": str(demo),
         "policy": options.checkpoint or str(models_dir() / "policy"),
         "tokenizer": options.tokenizer or str(models_dir() / "encoder"),
