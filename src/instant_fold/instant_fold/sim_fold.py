@@ -15,10 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import threading
 import time
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,6 +194,7 @@ def run_fold(args: argparse.Namespace) -> dict:
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
     from rclpy.parameter_client import AsyncParameterClient
+    from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import Image
 
     from instant_fold_interfaces.action import ExecuteFold
@@ -227,7 +230,9 @@ def run_fold(args: argparse.Namespace) -> dict:
         domain = int(env["ROS_DOMAIN_ID"])
         runner = ProcessRunner(graph, extra_parameters=[params_file], env=env, output=log)
         runner.start()
-        rclpy.init(domain_id=domain)
+        # rclpy's own handlers would take SIGINT/SIGTERM and only stop spinning, leaving this
+        # thread waiting for a fold result that never comes; `main` turns them into an exception.
+        rclpy.init(domain_id=domain, signal_handler_options=SignalHandlerOptions.NO)
         node = rclpy.create_node("sim_fold")
         executor = MultiThreadedExecutor(num_threads=2)
         executor.add_node(node)
@@ -318,12 +323,29 @@ def run_fold(args: argparse.Namespace) -> dict:
     return metrics
 
 
+@contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop the run as Ctrl-C does (KeyboardInterrupt: the graph is shut down
+    on the way out); before, SIGTERM during a fold was swallowed. Handlers are restored after."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m instant_fold.sim_fold",
         description=__doc__.splitlines()[0],
         epilog=f"Exit status: 0 the fold completed or reached the step limit; 1 the graph failed; "
-        f"{EXIT_FOLD_FAILED} the fold was aborted or canceled (metrics.json says why).",
+        f"{EXIT_FOLD_FAILED} the fold was aborted or canceled (metrics.json says why); 130 stopped by "
+        "Ctrl-C, SIGTERM or SIGHUP.",
     )
     parser.add_argument("--demo", default=str(models_dir() / DEFAULT_DEMO), help="demonstration file")
     parser.add_argument("--garment", default="proc:1", help="simulated garment (proc:<seed>, newton_tshirt, OBJ)")
@@ -344,10 +366,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fold-timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
     try:
-        metrics = run_fold(args)
+        with _stop_signals_interrupt():
+            metrics = run_fold(args)
     except SimFoldError as exc:
         print(f"[sim_fold] error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("[sim_fold] interrupted: the graph was stopped", file=sys.stderr)
+        return 130
     fold = metrics["fold"]
     code = EXIT_FOLD_FAILED if fold["outcome"] in ("aborted", "canceled") else 0
     if code:
