@@ -100,6 +100,7 @@ def test_sigterm_stops_the_main_job_during_a_fold(tmp_path: Path, ros_env: dict[
         stderr=subprocess.STDOUT,
         text=True,
     )
+    pids: list[int] = []
     try:
         assert job.stdout is not None
         for line in job.stdout:
@@ -116,3 +117,6 @@ def test_sigterm_stops_the_main_job_during_a_fold(tmp_path: Path, ros_env: dict[
         if job.poll() is None:
             job.kill()
             job.wait()
+        for pid in pids:  # orphans the old code left behind
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
