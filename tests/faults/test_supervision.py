@@ -87,7 +87,12 @@ def test_nodes_end_with_their_runner(tmp_path: Path, ros_env: dict[str, str], si
 
 
 @pytest.mark.slow
-def test_sigterm_stops_the_main_job_during_a_fold(tmp_path: Path, ros_env: dict[str, str]) -> None:
+@pytest.mark.parametrize("signals", [(signal.SIGTERM,), (signal.SIGINT, signal.SIGINT)], ids=["sigterm", "two_ctrl_c"])
+def test_signals_stop_the_main_job_during_a_fold(
+    tmp_path: Path, ros_env: dict[str, str], signals: tuple[signal.Signals, ...]
+) -> None:
+    """SIGTERM stops the job and its graph; so do two quick Ctrl-Cs (the second one interrupts the
+    graph's shutdown: the nodes still go, by the parent-death signal)."""
     from instant_fold_core.testing import untrained_checkpoints
 
     policy, tokenizer = untrained_checkpoints(tmp_path / "models")
@@ -110,9 +115,12 @@ def test_sigterm_stops_the_main_job_during_a_fold(tmp_path: Path, ros_env: dict[
             raise AssertionError("the fold never started")
         pids = [int(p) for p in re.findall(r"\[runner\] started \S+ \(pid (\d+)\)", (out / "graph.log").read_text())]
         assert len(pids) == 4
-        job.send_signal(signal.SIGTERM)
-        assert job.wait(timeout=GONE_WITHIN_S) == 130
-        assert _gone(pids)
+        for sig in signals:
+            job.send_signal(sig)
+            time.sleep(0.2)  # "quick": well inside the runner's shutdown grace periods
+        code = job.wait(timeout=GONE_WITHIN_S)
+        assert _gone(pids), "nodes outlived the main job"
+        assert code == 130
     finally:
         if job.poll() is None:
             job.kill()
