@@ -1,10 +1,11 @@
 """Run a node graph as separate processes where `ros2 launch` is not installed.
 
 Each node runs as its own OS process (its own DDS participant, exactly as under `ros2 launch`),
-with the graph's parameter files. Output lines are prefixed with the node name. On Ctrl-C or
-SIGTERM every node receives one SIGINT (rclpy shuts down cleanly, bags get closed), then SIGTERM
+with the graph's parameter files. Output lines are prefixed with the node name. On Ctrl-C, SIGTERM
+or SIGHUP every node receives one SIGINT (rclpy shuts down cleanly, bags get closed), then SIGTERM
 and SIGKILL after grace periods. When a node marked `required` exits, the others are stopped and
-the runner returns that node's exit code.
+the runner returns that node's exit code. Nodes never outlive the process that started them: on
+Linux each gets SIGTERM when it dies, however it dies (SIGKILL, a second Ctrl-C mid-shutdown).
 
 Usage:  python -m instant_fold.runner <graph name or file> [--params-file extra.yaml ...]
         python -m instant_fold.runner fold robot:=sim demo:=demo.safetensors ...   (fold.launch.py's arguments)
@@ -13,6 +14,7 @@ Usage:  python -m instant_fold.runner <graph name or file> [--params-file extra.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import signal
 import subprocess
@@ -20,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -47,6 +49,31 @@ def find_executable(node: NodeSpec) -> Path:
     if not os.access(exe, os.X_OK):
         raise RunnerError(f"node '{node.name}': package '{node.package}' has no executable '{node.executable}'")
     return exe
+
+
+#: prctl(2) option: the signal a process gets when its parent dies (Linux).
+PR_SET_PDEATHSIG = 1
+#: Signals that stop a graph the way Ctrl-C does (SIGHUP: the terminal closed).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A pre-exec hook that ties a child to this process: SIGTERM when the thread that started it
+    ends (rclpy stops on SIGTERM as on Ctrl-C). Nodes run in sessions of their own (they get no
+    terminal signal), so without it a runner killed by SIGKILL or SIGHUP left them running under
+    PID 1. None where prctl does not exist (not Linux)."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        if os.getppid() != parent:  # the parent died before the hook ran
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return hook
 
 
 @dataclass
@@ -99,6 +126,7 @@ class ProcessRunner:
             stderr=subprocess.STDOUT,
             env=self.env,
             start_new_session=True,  # we forward exactly one SIGINT ourselves
+            preexec_fn=_parent_death_signal(),  # one prctl call in the child: takes no lock
         )
         assert process.stdout is not None
         pump = threading.Thread(target=_pump, args=(node.name, process.stdout, self.output), daemon=True)
@@ -198,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (GraphError, RunnerError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, lambda *_: runner.request_stop())
         return runner.wait()
 

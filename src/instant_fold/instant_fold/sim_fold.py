@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +150,38 @@ def same_init_metrics(args: argparse.Namespace, sim_metrics: dict) -> dict:
     }
 
 
+#: ExecuteFold result outcomes by value (instant_fold_interfaces/action/ExecuteFold).
+OUTCOMES = {0: "completed", 1: "step_limit", 2: "canceled", 3: "aborted"}
+#: Exit code of a fold that was aborted or canceled (the graph ran, the fold did not).
+EXIT_FOLD_FAILED = 3
+
+
+def fold_outcome(status: int, outcome: int) -> str:
+    """The fold's outcome as the goal's status and its result agree on it.
+
+    Only a goal the server marked succeeded can have completed: an aborted goal whose result says
+    "completed" (rclpy's default result after an error in the server) was aborted.
+    """
+    from action_msgs.msg import GoalStatus
+
+    name = OUTCOMES.get(outcome, "aborted")
+    if name == "completed" and status != GoalStatus.STATUS_SUCCEEDED:
+        return "aborted"
+    return name
+
+
+def graph_environment() -> AbstractContextManager[dict[str, str]]:
+    """The environment the graph runs in: the user's ROS_DOMAIN_ID when one is set, else a domain
+    reserved for this run alone. On a shared default domain a second run, or a graph left over
+    from an earlier one, answers for this run's nodes ("graph ready" at once, then the fold goal
+    rejected by the other graph's policy server)."""
+    from instant_fold_ros.testing import isolated_ros_env
+
+    if os.environ.get("ROS_DOMAIN_ID"):
+        return nullcontext(dict(os.environ))
+    return isolated_ros_env()
+
+
 def _wait(future, timeout: float, what: str):
     if not wait_for_future(future, timeout):
         raise SimFoldError(f"{what}: no answer within {timeout:g} s")
@@ -158,6 +194,7 @@ def run_fold(args: argparse.Namespace) -> dict:
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
     from rclpy.parameter_client import AsyncParameterClient
+    from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import Image
 
     from instant_fold_interfaces.action import ExecuteFold
@@ -189,10 +226,13 @@ def run_fold(args: argparse.Namespace) -> dict:
     params_file = out / "fold_params.yaml"
     params_file.write_text(parameters_yaml(params))
     started = time.monotonic()
-    with open(out / "graph.log", "w") as log:
-        runner = ProcessRunner(graph, extra_parameters=[params_file], output=log)
+    with graph_environment() as env, open(out / "graph.log", "w") as log:
+        domain = int(env["ROS_DOMAIN_ID"])
+        runner = ProcessRunner(graph, extra_parameters=[params_file], env=env, output=log)
         runner.start()
-        rclpy.init()
+        # rclpy's own handlers would take SIGINT/SIGTERM and only stop spinning, leaving this
+        # thread waiting for a fold result that never comes; `main` turns them into an exception.
+        rclpy.init(domain_id=domain, signal_handler_options=SignalHandlerOptions.NO)
         node = rclpy.create_node("sim_fold")
         executor = MultiThreadedExecutor(num_threads=2)
         executor.add_node(node)
@@ -206,7 +246,10 @@ def run_fold(args: argparse.Namespace) -> dict:
             fold: Any = ActionClient(node, ExecuteFold, "policy/execute_fold")
             step: Any = node.create_client(SimStep, "sim/step")
             evaluate: Any = node.create_client(EvaluateFold, "sim/evaluate")
-            print(f"[sim_fold] starting the graph ({', '.join(n.name for n in graph.nodes)}); log: {out / 'graph.log'}")
+            print(
+                f"[sim_fold] starting the graph ({', '.join(n.name for n in graph.nodes)}) on ROS domain {domain}; "
+                f"log: {out / 'graph.log'}"
+            )
             deadline = time.monotonic() + args.startup_timeout
             while not (fold.server_is_ready() and step.service_is_ready()):
                 if (exited := runner.exited_required()) is not None:
@@ -238,8 +281,8 @@ def run_fold(args: argparse.Namespace) -> dict:
             handle = _wait(fold.send_goal_async(goal, feedback_callback=feedback), 60, "execute_fold goal")
             if not handle.accepted:
                 raise SimFoldError("the policy server rejected the fold goal")
-            fold_result = _wait(handle.get_result_async(), args.fold_timeout, "execute_fold result").result
-            outcome = {0: "completed", 1: "step_limit", 2: "canceled", 3: "aborted"}.get(fold_result.outcome, "?")
+            answer = _wait(handle.get_result_async(), args.fold_timeout, "execute_fold result")
+            fold_result, outcome = answer.result, fold_outcome(answer.status, answer.result.outcome)
             print(f"[sim_fold] fold {outcome}: {fold_result.message} ({fold_result.steps} queries)")
             sim_metrics: dict = {}
             if args.evaluate:
@@ -270,6 +313,7 @@ def run_fold(args: argparse.Namespace) -> dict:
         "graph_ready_s": ready_s,
         "wall_s": time.monotonic() - started,
         "graph_exit_code": code,
+        "ros_domain_id": domain,
         "demonstration": str(demo),
         "policy": options.checkpoint or str(models_dir() / "policy"),
         "tokenizer": options.tokenizer or str(models_dir() / "encoder"),
@@ -279,8 +323,30 @@ def run_fold(args: argparse.Namespace) -> dict:
     return metrics
 
 
+@contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop the run as Ctrl-C does (KeyboardInterrupt: the graph is shut down
+    on the way out); before, SIGTERM during a fold was swallowed. Handlers are restored after."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m instant_fold.sim_fold", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m instant_fold.sim_fold",
+        description=__doc__.splitlines()[0],
+        epilog=f"Exit status: 0 the fold completed or reached the step limit; 1 the graph failed; "
+        f"{EXIT_FOLD_FAILED} the fold was aborted or canceled (metrics.json says why); 130 stopped by "
+        "Ctrl-C, SIGTERM or SIGHUP.",
+    )
     parser.add_argument("--demo", default=str(models_dir() / DEFAULT_DEMO), help="demonstration file")
     parser.add_argument("--garment", default="proc:1", help="simulated garment (proc:<seed>, newton_tshirt, OBJ)")
     parser.add_argument("--seed", type=int, default=1469361038825727794, help="episode seed of the start state")
@@ -300,14 +366,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fold-timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
     try:
-        metrics = run_fold(args)
+        with _stop_signals_interrupt():
+            metrics = run_fold(args)
     except SimFoldError as exc:
         print(f"[sim_fold] error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("[sim_fold] interrupted: the graph was stopped", file=sys.stderr)
+        return 130
+    fold = metrics["fold"]
+    code = EXIT_FOLD_FAILED if fold["outcome"] in ("aborted", "canceled") else 0
+    if code:
+        print(f"[sim_fold] error: fold {fold['outcome']}: {fold['message']}", file=sys.stderr)
     s = metrics["sim"]
     if not s:
-        print(f"[sim_fold] {metrics['fold']['outcome']} after {metrics['fold']['policy_queries']} queries")
-        return 0
+        print(f"[sim_fold] {fold['outcome']} after {fold['policy_queries']} queries")
+        return code
     print(
         f"[sim_fold] {metrics['fold']['outcome']} after {metrics['fold']['policy_queries']} queries; keypoint error "
         f"vs oracle max {s['keypoint_error_max']:.3f} mean {s['keypoint_error_mean']:.3f} (start "
@@ -323,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             f"fold rate {same['fold_rate']:.2f}, C-SR@95 {'success' if same['csr95_success'] else 'failure'}"
         )
     print(f"[sim_fold] wrote {Path(args.out) / 'metrics.json'}, {s['video']}, {metrics['outputs']['strip']}")
-    return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -106,11 +106,13 @@ class DualArmController:
             self.safety.event("refused_malformed", "chunk refused: no arm state measured yet")
             return False
         assert self._commanded is not None
-        if observation_time is not None and now - observation_time > self.robot.safety.max_chunk_age:
+        # A stamp as far in the future as max_chunk_age is no observation of this clock either.
+        if observation_time is not None and abs(now - observation_time) > self.robot.safety.max_chunk_age:
+            age = now - observation_time
+            when = f"{age:.3f} s old" if age > 0 else f"stamped {-age:.3f} s in the future"
             self.safety.event(
                 "refused_stale",
-                f"chunk refused: its observation is {now - observation_time:.3f} s old "
-                f"(> max_chunk_age {self.robot.safety.max_chunk_age} s)",
+                f"chunk refused: its observation is {when} (> max_chunk_age {self.robot.safety.max_chunk_age} s)",
             )
             return False
         reference = self._state_at(observation_time)[:, :3]

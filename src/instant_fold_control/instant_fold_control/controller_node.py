@@ -98,8 +98,9 @@ class ControllerNode(Node):
             name = "refused_nonfinite" if "NaN" in str(exc) else "refused_malformed"
             self.controller.safety.event(name, f"chunk refused: {exc}", "error")
             return
-        stamp = Time.from_msg(msg.header.stamp).nanoseconds * 1e-9
-        observation = None if stamp == 0 else stamp - self._clock_offset
+        # Stamp 0 is a time like any other: under a simulator the first frame's, in real time 1970's
+        # (refused as stale). Read as "no stamp", it skipped the staleness check.
+        observation = Time.from_msg(msg.header.stamp).nanoseconds * 1e-9 - self._clock_offset
         chunk = Chunk(
             arrays.positions, arrays.openness, arrays.representation, arrays.steps_to_execute, arrays.step_duration
         )

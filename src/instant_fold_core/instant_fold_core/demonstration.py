@@ -123,6 +123,11 @@ def load_demonstration(path: str | Path) -> Demonstration:
         header = json.loads(metadata["instant_fold_demonstration"])
     except (SafetensorError, OSError, KeyError, json.JSONDecodeError) as exc:
         raise DemonstrationError(f"demonstration file {path} is not a valid demonstration ({exc})") from exc
+    if not isinstance(header, dict):
+        raise DemonstrationError(f"demonstration file {path}: metadata is {type(header).__name__}, not a JSON object")
+    for key, kind in (("name", str), ("mode", str), ("description", str), ("meta", dict)):
+        if not isinstance(header.get(key, kind()), kind):
+            raise DemonstrationError(f"demonstration file {path}: metadata {key!r} is not a {kind.__name__}")
     missing = [name for name in _ARRAYS if name not in arrays]
     if missing:
         raise DemonstrationError(f"demonstration file {path}: missing arrays {missing}")

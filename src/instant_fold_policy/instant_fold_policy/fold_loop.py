@@ -98,8 +98,10 @@ class FoldLoop(Generic[Tokens]):
         self, config: FoldLoopConfig, home: np.ndarray, expected_events: int | None = None, now_s: float = 0.0
     ) -> None:
         """`home`: [2, 3] home positions (camera frame); `expected_events`: events the demonstration
-        performs (the loop requires min(config.min_events, expected_events) of them); `now_s`: the
-        host's clock at the start (the observation timeout counts from there)."""
+        performs (the loop requires min(config.min_events, expected_events) of them; a
+        demonstration with none folds nothing, so the loop aborts at once instead of "completing"
+        where it starts); `now_s`: the host's clock at the start (the observation timeout counts
+        from there)."""
         home = np.asarray(home, dtype=np.float64)
         if home.shape != (2, 3) or not np.isfinite(home).all():
             raise ValueError(f"home: expected finite [2, 3] positions, got {home.shape}")
@@ -116,6 +118,8 @@ class FoldLoop(Generic[Tokens]):
         self._tokens_ns = -1
         self._state: np.ndarray | None = None
         self._state_ns = -1
+        if expected_events == 0:
+            self._finish(Outcome.ABORTED, "the demonstration performs no grasp or release: nothing to fold", False)
 
     # -- inputs ---------------------------------------------------------------------------------
 

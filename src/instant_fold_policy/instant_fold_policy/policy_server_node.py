@@ -202,8 +202,14 @@ class PolicyServerNode(Node):
         return result
 
     def _execute(self, goal_handle):
+        """Run one goal. An unexpected error aborts it with its message: left to rclpy, the goal
+        would end with a default result, whose outcome 0 reads as "completed"."""
         try:
             return self._execute_goal(goal_handle)
+        except Exception as exc:  # reported to the client as the abort reason, never swallowed
+            self.get_logger().error(f"fold aborted by an internal error: {exc!r}")
+            goal_handle.abort()
+            return ExecuteFold.Result(outcome=int(Outcome.ABORTED), message=f"internal error: {exc!r}")
         finally:
             with self._observed:
                 self._loop, self._busy = None, False

@@ -1,4 +1,5 @@
-"""Test support: an isolated ROS domain per test so parallel test runs never cross-talk.
+"""Test support: an isolated ROS domain per test so parallel test runs never cross-talk (the main
+job, `instant_fold.sim_fold`, reserves its domain the same way, so it never meets them either).
 
 `isolated_ros_env()` reserves a ROS_DOMAIN_ID that no other process on this machine holds (an
 exclusive lock file per id) and returns an environment for child processes that uses it with

@@ -113,20 +113,25 @@ class SimNode(Node):
     def _on_evaluate(self, request: EvaluateFold.Request, response: EvaluateFold.Response) -> EvaluateFold.Response:
         from .viewer import keyframe_strip, video
 
+        out = Path(request.output_dir) if request.output_dir else None
         try:
+            if out is not None:  # before the oracle run: a folder that cannot be written is told at once
+                out.mkdir(parents=True, exist_ok=True)
             metrics = self.world.evaluate(self.mode, self.variant)
             # What the paper's metrics need (instant_fold_sim.oracle_bank.Family.score).
             metrics["record"] = self.world.record().to_json()
+            if out is not None:
+                episode = self.world.episode(f"policy rollout ({self.mode})", self.variant)
+                metrics["video"] = str(video(episode, out / "rollout.mp4"))
+                metrics["rollout_keyframes"] = str(keyframe_strip(episode, out / "rollout_keyframes.png"))
+                (out / "sim_metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+        except OSError as exc:  # an unwritable folder is the caller's mistake, not the simulator's end
+            response.success, response.message = False, f"output_dir {out}: {exc}"
+            self.get_logger().error(f"evaluation not written: {response.message}")
+            return response
         except (SimWorldError, KeyError) as exc:
             response.success, response.message = False, str(exc)
             return response
-        if request.output_dir:
-            out = Path(request.output_dir)
-            out.mkdir(parents=True, exist_ok=True)
-            episode = self.world.episode(f"policy rollout ({self.mode})", self.variant)
-            metrics["video"] = str(video(episode, out / "rollout.mp4"))
-            metrics["rollout_keyframes"] = str(keyframe_strip(episode, out / "rollout_keyframes.png"))
-            (out / "sim_metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
         response.success, response.metrics_json = True, json.dumps(metrics, sort_keys=True)
         response.message = (
             f"keypoint error max {metrics['keypoint_error_max']:.3f} (start {metrics['start_error_max']:.3f}), "

@@ -29,6 +29,13 @@ from .rollout import FoldingRollout, GenerationConfig, _to_episode, preset, run_
 #: Largest normalised keypoint error (same-init, vs the oracle's final state) counted as a success;
 #: the same tolerance as the oracle check of the scripted programs.
 SUCCESS_TOLERANCE = 0.10
+#: Most simulated time one `step` may advance (s). The controller advances a frame per call; a
+#: longer request is no command but a mistake, and an unbounded one would never return.
+MAX_STEP_S = 1.0
+#: Farthest one `step` may move a gripper (m, real scale). The controller's safety layer keeps
+#: every command within `max_speed` per tick; whoever calls the simulator without it (a script,
+#: a mistyped service call) must not teleport the grippers metres away.
+MAX_STEP_MOVE_M = 1.0
 
 
 class SimWorldError(ValueError):
@@ -118,7 +125,8 @@ class SimWorld:
 
         The gripper commands apply first (closing grasps where the gripper is, opening
         releases), then the grippers move linearly to the target over the frames stepped.
-        `until` at or before now steps nothing. Returns the number of frames simulated.
+        `until` at or before now steps nothing; more than `MAX_STEP_S` ahead, or a target more
+        than `MAX_STEP_MOVE_M` from a gripper, is refused. Returns the number of frames simulated.
         """
         target = np.asarray(target, dtype=np.float64)
         openness = np.asarray(openness, dtype=np.float64)
@@ -128,9 +136,18 @@ class SimWorld:
             raise SimWorldError(f"openness: expected 2 finite values, got {openness.tolist()}")
         if not np.isfinite(until):
             raise SimWorldError(f"until: expected a finite time, got {until}")
+        if until - self.sim_time > MAX_STEP_S:
+            raise SimWorldError(
+                f"until: {until:g} s is {until - self.sim_time:g} s ahead; one step advances at most {MAX_STEP_S:g} s"
+            )
         n = int(np.floor((until - self.sim_time) * self.fps + 1e-6))
         if n <= 0:
             return 0
+        move = np.linalg.norm(target - self.gripper_state()[:, :3], axis=1)
+        if (move > MAX_STEP_MOVE_M).any():
+            raise SimWorldError(
+                f"target: {move.max():.2f} m from the gripper; one step moves a gripper at most {MAX_STEP_MOVE_M:g} m"
+            )
         goal = self.world_from_camera(target)
         start = self.scene.gripper_states()[:, :3]
         for k in range(1, n + 1):

@@ -8,8 +8,8 @@ writes a JSON report (action times, service answers, states with receive times) 
 
 Usage: python -m instant_fold_control.testing.command_probe SCRIPT.json REPORT.json [--ros-args ...]
 where SCRIPT.json is a list of actions, each {"delay_s": s, "chunk": {positions [H][2][3],
-openness [H][2], representation, steps_to_execute, step_duration}} or {"delay_s": s, "call":
-service name}. Times are time.monotonic() (system-wide on Linux, comparable across processes).
+openness [H][2], representation, steps_to_execute, step_duration}} (with "unstamped": true, its
+header stamp is 0) or {"delay_s": s, "call": service name}. Times are time.monotonic() (system-wide on Linux, comparable across processes).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import rclpy
 from rclpy.client import Client
 from rclpy.node import Node
 from rclpy.task import Future
+from rclpy.time import Time
 from std_srvs.srv import Trigger
 
 from instant_fold_interfaces.msg import ActionChunk, DualArmState
@@ -97,7 +98,8 @@ class CommandProbe(Node):
             return
         self._last_action = now
         if "chunk" in action:
-            header = make_header(self.frame_id, self.get_clock().now().to_msg())
+            stamp = Time() if action.get("unstamped") else self.get_clock().now()
+            header = make_header(self.frame_id, stamp.to_msg())
             self._pub.publish(chunk_message(action["chunk"], header))
             self.done.append({"t": now, "chunk": True})
         else:

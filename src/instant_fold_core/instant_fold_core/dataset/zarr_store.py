@@ -50,6 +50,8 @@ ARRAY_FIELDS = (
 )
 #: Fields with a leading time axis: chunked one frame per chunk for cheap random frame access.
 PER_FRAME = {"rgb", "depth", "mask", "gripper_state", "action", "particles", "particle_visible", "keypoints"}
+#: Episode attribute: every chunk file was written (zeros too), so a missing one is a loss.
+ALL_CHUNKS = "all_chunks_written"
 
 
 class StoreError(RuntimeError):
@@ -145,9 +147,19 @@ class EpisodeStore:
                 arr = np.ascontiguousarray(getattr(episode, field))
                 chunks = (1, *arr.shape[1:]) if field in PER_FRAME and arr.shape[0] > 0 else arr.shape
                 chunks = tuple(max(1, c) for c in chunks)
-                z = group.create_array(field, shape=arr.shape, dtype=arr.dtype, chunks=chunks, compressors=[compressor])
+                # Every chunk is written, zeros too: a chunk file missing on read is then a loss.
+                z = group.create_array(
+                    field,
+                    shape=arr.shape,
+                    dtype=arr.dtype,
+                    chunks=chunks,
+                    compressors=[compressor],
+                    config={"write_empty_chunks": True},
+                )
                 z[...] = arr
-            group.attrs.update({"meta": _jsonable(episode.meta), "num_frames": episode.num_frames, "complete": True})
+            group.attrs.update(
+                {"meta": _jsonable(episode.meta), "num_frames": episode.num_frames, "complete": True, ALL_CHUNKS: True}
+            )
             os.replace(tmp, final)
         finally:
             if tmp.exists():
@@ -168,6 +180,19 @@ class EpisodeStore:
             raise StoreError(f"{self.path}: no complete episode {name!r}")
         return zarr.open_group(str(self.path / "episodes" / name), mode="r")
 
+    def _array(self, group: zarr.Group, name: str, field: str) -> zarr.Array:
+        """`field` of episode `name`, refused if a chunk file is missing: zarr would read it back as
+        zeros (a lost action chunk became a [0, 0, 0, 0] label). Stores written before every chunk
+        was kept (no `ALL_CHUNKS` attribute) may lack all-zero chunks legitimately; not checked."""
+        arr = group[field]
+        assert isinstance(arr, zarr.Array)
+        if group.attrs.get(ALL_CHUNKS) and arr.nchunks_initialized != arr.nchunks:
+            raise StoreError(
+                f"{self.path}: episode {name!r} is corrupt: {field} misses "
+                f"{arr.nchunks - arr.nchunks_initialized} of {arr.nchunks} chunk files"
+            )
+        return arr
+
     def meta(self, name: str) -> dict[str, Any]:
         return dict(self._group(name).attrs["meta"])
 
@@ -176,7 +201,7 @@ class EpisodeStore:
         if field not in ARRAY_FIELDS:
             raise ValueError(f"field: expected one of {ARRAY_FIELDS}, got {field!r}")
         try:
-            return self._group(name)[field][...]
+            return self._array(self._group(name), name, field)[...]
         except StoreError:
             raise
         except Exception as exc:
@@ -188,12 +213,14 @@ class EpisodeStore:
         data: dict[str, np.ndarray] = {}
         try:
             for field in ARRAY_FIELDS:
-                arr = group[field]
+                arr = self._array(group, name, field)
                 data[field] = (
                     arr[...]
                     if frames is None or field not in PER_FRAME
                     else arr.get_orthogonal_selection((np.asarray(frames),) + (slice(None),) * (arr.ndim - 1))
                 )
+        except StoreError:
+            raise
         except Exception as exc:  # zarr raises several types for damaged chunks
             raise StoreError(f"{self.path}: episode {name!r} is corrupt ({exc})") from exc
         if frames is not None:

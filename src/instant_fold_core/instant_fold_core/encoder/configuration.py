@@ -90,6 +90,10 @@ class EncoderConfig:
         unknown = set(data) - known
         if unknown:
             raise ConfigError(f"encoder config: unknown field(s) {sorted(unknown)}")
+        defaults = cls()
+        for key, value in data.items():
+            if not _same_kind(value, getattr(defaults, key)):
+                raise ConfigError(f"encoder config: {key}: expected {_kind(getattr(defaults, key))}, got {value!r}")
         return cls(**data)
 
     @classmethod
@@ -118,3 +122,27 @@ def preset(name: str) -> EncoderConfig:
             head_dim=64,
         )
     raise ConfigError(f"preset: unknown encoder preset {name!r} (expected 'paper' or 'cpu-small')")
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    """Whether a config value (from JSON or YAML) is of the kind of the field's default: a string
+    where a number belongs would otherwise fail deep inside the model, or compare as text."""
+    if default is None:  # optional paths
+        return value is None or isinstance(value, str)
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, int):
+        return isinstance(value, int)
+    if isinstance(default, float):
+        return isinstance(value, int | float)
+    if isinstance(default, tuple):
+        return isinstance(value, list | tuple) and all(_same_kind(v, default[0]) for v in value)
+    return isinstance(value, type(default))
+
+
+def _kind(default: Any) -> str:
+    if default is None:
+        return "a path or null"
+    if isinstance(default, tuple):
+        return f"a list of {_kind(default[0])}"
+    return {bool: "true/false", int: "an integer", float: "a number"}.get(type(default), f"a {type(default).__name__}")

@@ -25,7 +25,7 @@ from ..geometry import (
     sample_features,
 )
 from .backbone import MultiLayerBackbone
-from .configuration import EncoderConfig
+from .configuration import ConfigError, EncoderConfig
 
 TOKENIZER_KIND = "cloth_tokenizer"
 
@@ -169,9 +169,14 @@ class ClothTokenizer(nn.Module):
     def from_pretrained(cls, directory: str | Path, device: str | torch.device = "cpu") -> ClothTokenizer:
         """Rebuild a tokenizer from `save_pretrained` output (or a pretraining checkpoint)."""
         tensors, config = load_checkpoint(directory, device)
-        if config.get("kind") not in (TOKENIZER_KIND, "encoder_pretraining") or "encoder" not in config:
+        if config.get("kind") not in (TOKENIZER_KIND, "encoder_pretraining") or not isinstance(
+            config.get("encoder"), dict
+        ):
             raise CheckpointError(f"checkpoint {directory}: config.json does not describe a cloth tokenizer")
-        model = cls(EncoderConfig.from_dict({**config["encoder"], "backbone_checkpoint": None}))
+        try:
+            model = cls(EncoderConfig.from_dict({**config["encoder"], "backbone_checkpoint": None}))
+        except ConfigError as exc:
+            raise CheckpointError(f"checkpoint {directory}: invalid config.json ({exc})") from exc
         prefix = "tokenizer."
         if any(k.startswith(prefix) for k in tensors):
             tensors = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}

@@ -87,9 +87,10 @@ class PolicyConfig:
             "num_inference_steps",
             "execute_steps",
             "num_modes",
+            "alibi_length_scale_m",  # divides distances: 0 makes every prediction NaN
         )
         for name in positive:
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:  # NaN too
                 raise ConfigError(f"model.{name}: must be positive, got {getattr(self, name)}")
         if self.width % self.num_heads:
             raise ConfigError(f"model.width: {self.width} is not divisible by num_heads={self.num_heads}")

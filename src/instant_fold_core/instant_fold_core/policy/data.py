@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,7 +183,7 @@ class TokenizedEpisode:
         try:
             with np.load(path, allow_pickle=False) as f:
                 arrays = {k: f[k] for k in f.files}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:  # truncated or corrupt
             raise PolicyDataError(f"{path}: not a readable tokenised episode ({exc})") from exc
         missing = {
             "cloth_positions",
@@ -194,7 +196,12 @@ class TokenizedEpisode:
         } - set(arrays)
         if missing:
             raise PolicyDataError(f"{path}: missing arrays {sorted(missing)}")
-        meta = json.loads(str(arrays.pop("meta_json")))
+        try:
+            meta = json.loads(str(arrays.pop("meta_json")))
+        except json.JSONDecodeError as exc:
+            raise PolicyDataError(f"{path}: meta_json is not valid JSON ({exc})") from exc
+        if not isinstance(meta, dict):
+            raise PolicyDataError(f"{path}: meta_json must hold a JSON object")
         return cls(**arrays, meta=meta).validate()
 
 

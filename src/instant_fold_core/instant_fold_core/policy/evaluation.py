@@ -169,6 +169,8 @@ def evaluate(
     from instant_fold_core.policy.modeling import InstantFoldPolicy
     from instant_fold_core.policy.training import action_error, load_episodes
 
+    if samples < 1:  # an action error over no frame is no number (it divided by zero)
+        raise PolicyDataError(f"--samples: must be at least 1, got {samples}")
     policy, cfg = InstantFoldPolicy.from_pretrained(checkpoint)
     train_eps = load_episodes(str(train_dir), None, cfg)
     held = load_episodes(str(heldout_dir), None, cfg) if heldout_dir else []
@@ -182,6 +184,8 @@ def evaluate(
         ids = {id(e) for e in episodes}
         frames = [i for i, (e, _) in enumerate(dataset.index) if id(dataset.episodes[e]) in ids]
         pick = sorted(rng.choice(frames, min(samples, len(frames)), replace=False).tolist())
+        if not pick:
+            raise PolicyDataError(f"{split}: no frame to evaluate ({len(frames)} frames, samples={samples})")
         # Held-out samples take their context demonstration among the other episodes of the same
         # garment and mode, i.e. from training episodes (other start states).
         errors = [action_error(policy, dataset, pick[i : i + 64], seed) for i in range(0, len(pick), 64)]
@@ -225,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
             )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    nonfinite = [s for s in ("train", "heldout") if s in result and not np.isfinite(result[s]["action_error_cm"])]
+    if nonfinite:
+        print(f"evaluate_policy: the policy's predictions are not finite ({', '.join(nonfinite)})", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -50,6 +50,8 @@ class MinMaxNormalizer(nn.Module):
         high = torch.as_tensor(high, dtype=torch.float32)
         if low.shape != (self.dim,) or high.shape != (self.dim,):
             raise NormalizerError(f"range: expected shape ({self.dim},), got {tuple(low.shape)}, {tuple(high.shape)}")
+        if not (torch.isfinite(low).all() and torch.isfinite(high).all()):  # else every prediction is NaN
+            raise NormalizerError(f"range: low and high must be finite, got {low.tolist()}, {high.tolist()}")
         if not (high > low).all():
             raise NormalizerError("range: every high must exceed its low")
         self.low.copy_(low.to(self.low.device))
