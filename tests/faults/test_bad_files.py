@@ -10,6 +10,7 @@ or the field, and the CLIs exit 2.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from instant_fold_core.policy import evaluation
 from instant_fold_core.policy import training as policy_training
 from instant_fold_core.policy.configuration import preset
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
+from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_core.policy.synthetic import synthetic_episodes
 from instant_fold_core.testing import untrained_checkpoints
 
@@ -71,3 +73,13 @@ def test_evaluate_policy_with_no_frame_to_sample_says_so(episodes_dir: Path, tmp
     args = ["--checkpoint", str(checkpoint), "--data", str(episodes_dir), "--samples", "0"]
     assert evaluation.main(args) == 2
     assert "--samples: must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("modes", ['{"sleeves_down__bottom_up": "two"}', "[2, 16]", '{"a": null}'])
+def test_a_policy_modes_file_edited_into_nonsense_is_named(tmp_path, modes):
+    """modes.json (mode name -> id) that is not such a mapping: a checkpoint error naming it, not a traceback."""
+    ckpt = tmp_path / "policy"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "models" / "policy", ckpt)
+    (ckpt / "modes.json").write_text(modes)
+    with pytest.raises(CheckpointError, match="modes.json"):
+        InstantFoldPolicy.from_pretrained(ckpt)

@@ -308,7 +308,13 @@ class InstantFoldPolicy(nn.Module):
         except NormalizerError as exc:
             raise CheckpointError(f"checkpoint {directory}: {exc}") from exc
         if (Path(directory) / f"{MODES_FILE}.json").is_file():
-            policy.mode_ids = {str(k): int(v) for k, v in read_json(directory, MODES_FILE).items()}
+            modes = read_json(directory, MODES_FILE)
+            try:
+                policy.mode_ids = {str(k): int(v) for k, v in modes.items()}
+            except (AttributeError, TypeError, ValueError) as exc:
+                raise CheckpointError(
+                    f"checkpoint {directory}: {MODES_FILE}.json must map mode names to ids ({exc})"
+                ) from exc
         return policy, config
 
 
