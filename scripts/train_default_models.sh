@@ -16,7 +16,9 @@
 # --paper: the paper's scale for a GPU machine (paper simulator, encoder and policy presets, batched
 # worlds, the paper's step counts); the default is cpu-small, sized for a 2-core CPU (~2.5 h).
 # Environment overrides: EPISODES_PER, ENCODER_STEPS, POLICY_STEPS, WORKERS, WORLDS, DEVICE,
-# OMP_NUM_THREADS (1 by default: much faster than 2 on a shared 2-core machine).
+# OMP_NUM_THREADS (1 by default: much faster than 2 on a shared 2-core machine), TOKENIZER (an
+# existing tokenizer directory, e.g. models/encoder: stage 2 is skipped and the policy is trained
+# on that tokenizer's tokens).
 set -euo pipefail
 
 scale=cpu-small
@@ -31,12 +33,14 @@ if [[ $scale == paper ]]; then
   episodes_per=${EPISODES_PER:-50} encoder_steps=${ENCODER_STEPS:-20000} policy_steps=${POLICY_STEPS:-225000}
   workers=${WORKERS:-1} worlds=${WORLDS:-16} device=${DEVICE:-cuda}
   policy_train="batch_size: 64, noise_samples: 1, frame_stride: 1, demos_per_batch: 0"
+  policy_model="{}"
 else
   sim=cpu-small encoder=cpu-small policy=cpu-small
   episodes_per=${EPISODES_PER:-8} encoder_steps=${ENCODER_STEPS:-600} policy_steps=${POLICY_STEPS:-5000}
   workers=${WORKERS:-2} worlds=${WORLDS:-1} device=${DEVICE:-cpu}
   # docs/policy.md "Default models": why these (throughput: benchmarks/bench_policy_train.py).
-  policy_train="batch_size: 32, noise_samples: 8, frame_stride: 2, demos_per_batch: 4, ema_decay: 0.995"
+  policy_train="batch_size: 32, noise_samples: 8, frame_stride: 2, demos_per_batch: 4, ema_decay: 0.995, decision_weight: 3.0"
+  policy_model="{demo_alignment: centroid}"
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export PYTHONPATH="$root/src/instant_fold_core:$root/src/instant_fold_sim:$root/src/instant_fold_training${PYTHONPATH:+:$PYTHONPATH}"
@@ -58,13 +62,19 @@ stage "1/5 generating $episodes_per start states x 7 garments x 3 modes ($sim) i
 "$py" -m instant_fold_sim.generate --out "$store" --preset "$sim" --garments proc:0:8 --split train \
   --modes "$modes" --episodes-per "$episodes_per" --seed 0 --workers "$workers" --worlds "$worlds"
 
-stage "2/5 encoder pretraining ($encoder_steps steps)"
-"$py" -m instant_fold_training.pretrain_encoder --config "$encoder" --data "$store" --split train \
-  --steps "$encoder_steps" --device "$device" --output "$work/encoder" --resume auto --no-progress
+if [[ -n "${TOKENIZER:-}" ]]; then
+  tokenizer=$TOKENIZER
+  stage "2/5 encoder: using $tokenizer (TOKENIZER), not pretrained here"
+else
+  tokenizer=$work/encoder/tokenizer
+  stage "2/5 encoder pretraining ($encoder_steps steps)"
+  "$py" -m instant_fold_training.pretrain_encoder --config "$encoder" --data "$store" --split train \
+    --steps "$encoder_steps" --device "$device" --output "$work/encoder" --resume auto --no-progress
+fi
 
 stage "3/5 tokenising"
 benchmark_starts='*__e00[345]'  # config/benchmarks/cpu.yaml start_ks
-tok=(--store "$store" --tokenizer "$work/encoder/tokenizer" --max-oracle-error 0.15 --policy-config "$policy"
+tok=(--store "$store" --tokenizer "$tokenizer" --max-oracle-error 0.15 --policy-config "$policy"
   --device "$device" --no-progress)
 "$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_train" --exclude "$benchmark_starts"
 "$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_heldout" --match "$benchmark_starts"
@@ -72,6 +82,7 @@ tok=(--store "$store" --tokenizer "$work/encoder/tokenizer" --max-oracle-error 0
 stage "4/5 policy training ($policy_steps steps)"
 cat > "$work/policy.yaml" <<EOF
 preset: $policy
+model: $policy_model
 train: {steps: $policy_steps, $policy_train, frames: all, se2_prob: 0.5, log_every: 50, checkpoint_every: 500}
 EOF
 "$py" -m instant_fold_training.train_policy --config "$work/policy.yaml" --data "$work/tokens_train" \
@@ -82,8 +93,9 @@ stage "5/5 offline evaluation"
   --heldout "$work/tokens_heldout" --out "$work/policy_eval.json"
 
 # Replace the checkpoint files, keep the model cards (README.md).
-for pair in "encoder/tokenizer:encoder" "policy/checkpoint:policy"; do
-  src="$work/${pair%%:*}" dst="$root/models/${pair##*:}"
+for pair in "$tokenizer:encoder" "$work/policy/checkpoint:policy"; do
+  src="${pair%%:*}" dst="$root/models/${pair##*:}"
+  [[ "$(cd "$src" && pwd)" == "$(cd "$dst" 2>/dev/null && pwd)" ]] && continue  # TOKENIZER=models/encoder
   mkdir -p "$dst"
   find "$dst" -maxdepth 1 -type f ! -name README.md -delete
   cp "$src"/* "$dst/"
@@ -103,13 +115,14 @@ for s in stages:  # a resumed run appends again; the first start of every stage 
 keys = list(first)
 minutes = {k: round((first[b] - first[k]).total_seconds() / 60, 1) for k, b in zip(keys, keys[1:])}
 log = [json.loads(line) for line in (work / "policy" / "log.jsonl").read_text().splitlines()]
-encoder = [json.loads(line) for line in (work / "encoder" / "metrics.jsonl").read_text().splitlines()]
+encoder_log = work / "encoder" / "metrics.jsonl"
+encoder = [json.loads(line) for line in encoder_log.read_text().splitlines()] if encoder_log.is_file() else []
 evaluation = json.loads((work / "policy_eval.json").read_text())
 summary = {
     "stage_minutes": minutes,
     "total_minutes": round((first[keys[-1]] - first[keys[0]]).total_seconds() / 60, 1),
     "episodes": {d: len(list((work / d).glob("*.npz"))) for d in ("tokens_train", "tokens_heldout")},
-    "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]},
+    "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]} if encoder else "not pretrained (TOKENIZER)",
     "policy_start": next(r for r in log if r["event"] == "start"),
     "policy_end": [r for r in log if r["event"] == "end"][-1],
     "offline": {k: {x: v for x, v in evaluation[k].items() if x != "first_grasp_episodes"} for k in ("train", "heldout")},
