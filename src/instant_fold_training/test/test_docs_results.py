@@ -93,3 +93,13 @@ def test_the_experiment_rows_of_the_policy_card_are_the_measured_ones() -> None:
         row = f"| {v['change']} | {v['samples_per_s']:.1f} |"
         assert row in card, row
         assert f"{g['mean_error_cm']:.1f} cm, {g['within_10cm']:.0%}".replace("%", " %") in card, v["change"]
+
+
+def test_the_rounded_benchmark_quotes_are_the_measured_ones() -> None:
+    """README, models/README.md and docs/policy.md round the policy's seen-fold Ctx. Acc. and C-SR@95."""
+    seen = json.loads((RESULTS / "eval_cpu_default.json").read_text())["rows"]["policy"]["seen"]
+    ctx, csr = f"{seen['ctx_acc']['mean']:.0f} %", f"{seen['csr95']['mean']:.0f} %"
+    for doc in ("README.md", "models/README.md", "docs/policy.md"):
+        text = " ".join((REPO / doc).read_text().split())
+        assert f"in {ctx} of the" in text, doc
+        assert f"succeed in {csr}" in text or f"succeeds in {csr}" in text, doc
