@@ -142,26 +142,28 @@ class PolicyServerNode(Node):
         response.message = f"demonstration '{self.server.demonstration.name}' loaded"
         return response
 
-    def _predict_msg(self, tokens_msg: ClothTokens, state: np.ndarray, steps: int) -> tuple[ActionChunk, Prediction]:
+    def _predict(self, tokens_msg: ClothTokens, state: np.ndarray, steps: int) -> Prediction:
         tokens: TokenArrays = tokens_from_msg(tokens_msg)
-        prediction = self.server.predict(tokens, state, steps, tokens_msg.encoder_id)
-        header = make_header(self.frame_id, tokens_msg.header.stamp)
-        chunk = action_chunk_to_msg(
-            prediction.targets[:, :, :3].copy(),
-            prediction.targets[:, :, 3].copy(),
+        return self.server.predict(tokens, state, steps, tokens_msg.encoder_id)
+
+    def _chunk_msg(self, targets: np.ndarray, steps: int, keypose: np.ndarray | None, stamp) -> ActionChunk:
+        """Absolute targets [n, 2, 4] as a command message stamped with its observation's time."""
+        return action_chunk_to_msg(
+            targets[:, :, :3].copy(),
+            targets[:, :, 3].copy(),
             representation=ActionChunk.ABSOLUTE,
-            steps_to_execute=prediction.steps_to_execute,
+            steps_to_execute=steps,
             step_duration=self.step_duration,
-            keypose=prediction.keypose,
-            header=header,
+            keypose=keypose,
+            header=make_header(self.frame_id, stamp),
         )
-        return chunk, prediction
 
     def _on_predict(self, request: PredictActionChunk.Request, response: PredictActionChunk.Response):
         try:
             state = dual_arm_state_from_msg(request.state)
-            response.chunk, prediction = self._predict_msg(
-                request.tokens, state, request.steps_to_execute or self.steps_to_execute
+            prediction = self._predict(request.tokens, state, request.steps_to_execute or self.steps_to_execute)
+            response.chunk = self._chunk_msg(
+                prediction.targets, prediction.steps_to_execute, prediction.keypose, request.tokens.header.stamp
             )
         except REQUEST_ERRORS as exc:
             response.success, response.message = False, str(exc)
@@ -261,19 +263,25 @@ class PolicyServerNode(Node):
                 return self._finish(goal_handle, decision.outcome, decision.message, loop, started)
             tokens, state = decision.tokens, decision.state
             try:
-                chunk, prediction = self._predict_msg(tokens, state, self.steps_to_execute)
+                prediction = self._predict(tokens, state, self.steps_to_execute)
             except REQUEST_ERRORS as exc:
                 with self._observed:
                     loop.fail(f"prediction failed: {exc}")
                 continue
-            self._command.publish(chunk)
+            with self._observed:
+                steer = loop.steer(
+                    prediction.targets, prediction.steps_to_execute, prediction.keypose, self.step_duration
+                )
+            self._command.publish(
+                self._chunk_msg(steer.targets, steer.steps_to_execute, prediction.keypose, tokens.header.stamp)
+            )
             # The chunk starts executing now, and never before its observation (under a simulator's
             # /clock both are the same instant: simulated time waits for the policy).
             sent = max(self.get_clock().now().nanoseconds, decision.tokens_ns)
             with self._observed:
-                loop.chunk_sent(sent, prediction.steps_to_execute, self.step_duration, time.monotonic())
+                loop.chunk_sent(sent, steer.steps_to_execute, self.step_duration, time.monotonic())
                 events = loop.events_executed
-            feedback.step, feedback.phase = loop.step - 1, int(loop.phase_after(prediction.keypose))
+            feedback.step, feedback.phase = loop.step - 1, int(steer.phase)
             feedback.state = dual_arm_state_to_msg(state.astype(np.float32), tokens.header)
             feedback.events_executed = events
             goal_handle.publish_feedback(feedback)

@@ -366,13 +366,60 @@ def test_a_host_loop_that_never_returns_home_hits_the_step_limit() -> None:
 # -- feedback and configuration -----------------------------------------------------------------
 
 
-def test_phase_is_returning_home_when_the_next_keypose_is_home() -> None:
-    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=0), HOME)
-    assert loop.phase_after(None) is Phase.EXECUTING
-    assert loop.phase_after(state()) is Phase.RETURNING_HOME
-    assert loop.phase_after(state(left=AWAY)) is Phase.EXECUTING
-    waiting: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=2), HOME)
-    assert waiting.phase_after(state()) is Phase.EXECUTING  # home, but the events are not done
+def after_events(events: int, expected: int, at=(AWAY, AWAY)) -> FoldLoop[str]:
+    """A loop whose left arm has opened and closed `events` times (a demonstration with `expected`
+    events), now at `at`: open after an even number of events, holding cloth after an odd one."""
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=2), HOME, expected_events=expected)
+    for i in range(events + 1):
+        loop.on_state(state(open_left=float(i % 2 == 0)), i)
+    loop.on_state(state(*at, open_left=float(events % 2 == 0)), events + 1)
+    assert loop.events_executed == events
+    return loop
+
+
+NEAR_HOME = state(left=(-0.3, 0.25, 0.9), right=(0.35, 0.0, 0.95))  # 15 and 11 cm off
+
+
+def test_the_policy_returns_home_only_after_all_demonstrated_events_with_open_grippers() -> None:
+    assert after_events(4, expected=4).phase_after(NEAR_HOME) is Phase.RETURNING_HOME
+    assert after_events(4, expected=4).phase_after(None) is Phase.EXECUTING
+    # Two events are enough to complete at home (min_events), not to be sent home mid-fold.
+    assert after_events(2, expected=4).phase_after(NEAR_HOME) is Phase.EXECUTING
+    assert after_events(4, expected=4).phase_after(state(left=AWAY)) is Phase.EXECUTING  # 40 cm off
+    assert after_events(4, expected=4).phase_after(state(open_right=0.0)) is Phase.EXECUTING  # will grasp
+    assert after_events(5, expected=4).phase_after(NEAR_HOME) is Phase.EXECUTING  # holds cloth
+
+
+def test_steer_passes_the_policy_chunk_through_while_folding() -> None:
+    loop = after_events(2, expected=4)
+    targets = np.zeros((4, 2, 4), np.float32)
+    steer = loop.steer(targets, 2, NEAR_HOME, 0.05)
+    assert steer.targets is targets and steer.steps_to_execute == 2 and steer.phase is Phase.EXECUTING
+
+
+def test_steer_moves_home_in_a_straight_line_at_the_configured_speed() -> None:
+    start = np.array([(-0.3, 0.1, 1.3), (0.3, -0.1, 0.9)])  # 40 and 20 cm from home: 16 steps
+    loop = after_events(4, expected=4, at=start)
+    path = [start]
+    for k in range(8):  # chunks of the policy's horizon (4), first 2 executed, 0.05 s per step
+        steer = loop.steer(np.zeros((4, 2, 4), np.float32), 2, None if k else NEAR_HOME, 0.05)
+        assert steer.phase is Phase.RETURNING_HOME and steer.targets.shape == (4, 2, 4)
+        assert steer.steps_to_execute == 2 and (steer.targets[:, :, 3] == 1.0).all()
+        path += list(steer.targets[:2, :, :3])
+        ns = (k + 1) * 2 * FRAME_NS
+        loop.chunk_sent(ns - 2 * FRAME_NS, 2, 0.1, 0.0)
+        observe(loop, np.concatenate([steer.targets[1, :, :3], np.ones((2, 1))], axis=1), ns)
+    speeds = np.linalg.norm(np.diff(np.array(path), axis=0), axis=2) / 0.05
+    assert speeds.max() <= 0.5 + 1e-5
+    np.testing.assert_allclose(speeds, np.broadcast_to(speeds[:1], speeds.shape), rtol=1e-4)  # straight, steady
+    np.testing.assert_allclose(path[-1], HOME, atol=1e-6)
+    assert loop.next(0.0) == Finish(Outcome.COMPLETED, "4 gripper events", hold=False)
+
+
+def test_the_last_home_chunk_ends_at_home() -> None:
+    loop = after_events(4, expected=4, at=((-0.3, 0.1, 0.93), (0.3, 0.1, 0.9)))  # 3 cm: 2 steps
+    steer = loop.steer(np.zeros((4, 2, 4), np.float32), 2, NEAR_HOME, 0.05)
+    np.testing.assert_allclose(steer.targets[1:, :, :3], np.broadcast_to(HOME, (3, 2, 3)), atol=1e-6)
 
 
 def test_bad_home_is_refused() -> None:

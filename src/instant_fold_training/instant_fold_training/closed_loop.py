@@ -119,18 +119,11 @@ def run_rollout(
             finish = loop.fail(f"policy query failed: {exc}")
             break
         policy_s += time.perf_counter() - t0
-        chunk = Chunk(
-            prediction.targets[:, :, :3],
-            prediction.targets[:, :, 3],
-            ABSOLUTE,
-            prediction.steps_to_execute,
-            step_duration,
-        )
+        steer = loop.steer(prediction.targets, prediction.steps_to_execute, prediction.keypose, step_duration)
+        chunk = Chunk(steer.targets[:, :, :3], steer.targets[:, :, 3], ABSOLUTE, steer.steps_to_execute, step_duration)
         now = link.now()
         controller.submit_chunk(chunk, now, decision.tokens_ns / NANOSECONDS)  # refusals are counted
-        loop.chunk_sent(
-            max(round(now * NANOSECONDS), decision.tokens_ns), prediction.steps_to_execute, step_duration, 0.0
-        )
+        loop.chunk_sent(max(round(now * NANOSECONDS), decision.tokens_ns), steer.steps_to_execute, step_duration, 0.0)
         while not controller.plan_finished(link.now()):
             control.tick()
             measure()
