@@ -1,7 +1,9 @@
 """Policy server node: the in-context policy behind ROS.
 
 - `policy/load_demonstration` (LoadDemonstration): a demonstration file path or inline keyframes;
-  tokenized and encoded once, then cached.
+  tokenized and encoded once, then cached. A path (here or in an ExecuteFold goal) must lie under
+  the `file_roots` parameter's folders (default: the working directory); the `demonstration`
+  parameter, set by the operator, is not restricted.
 - `policy/predict_action_chunk` (PredictActionChunk): tokens + arm state -> action chunk.
 - `policy/execute_fold` (ExecuteFold action): the closed loop — fresh `cloth/tokens` + `arms/state`
   -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms
@@ -22,6 +24,7 @@ from rclpy.node import Node
 from rclpy.time import Time
 
 from instant_fold_core.demonstration import DemonstrationError, load_demonstration
+from instant_fold_core.paths import resolve_under
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_core.validation import ValidationError
 from instant_fold_interfaces.action import ExecuteFold
@@ -39,7 +42,7 @@ from instant_fold_ros.conversions import (
     tokens_from_msg,
 )
 from instant_fold_ros.node_main import run_node
-from instant_fold_ros.params import declare_config
+from instant_fold_ros.params import declare_config, declare_file_roots
 from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
 
 #: Longest wait between checks for a cancel request while no observation arrives (s).
@@ -63,6 +66,7 @@ class PolicyServerNode(Node):
         self.fold_config = FoldLoopConfig(**declare_config(self, "fold", FoldLoopConfig()))
         home_parameter: list[float] = list(p("home", [0.0] * 6).value)
         self.home_override = [float(v) for v in home_parameter]
+        self.file_roots = declare_file_roots(self, ["."])
         self.add_on_set_parameters_callback(self._on_parameters)
         # Guards the running fold loop; observations notify the fold's thread through it.
         self._observed = threading.Condition()
@@ -128,7 +132,11 @@ class PolicyServerNode(Node):
     # -- services ---------------------------------------------------------------------------
 
     def _load(self, path: str, inline) -> float:
-        demo = load_demonstration(path) if path else demonstration_from_msg(inline)
+        demo = (
+            load_demonstration(resolve_under(path, self.file_roots, "demonstration"))
+            if path
+            else demonstration_from_msg(inline)
+        )
         return self.server.load_demonstration(demo)
 
     def _on_load(self, request: LoadDemonstration.Request, response: LoadDemonstration.Response):
