@@ -18,7 +18,8 @@ finish with `hold=True`: the host commands the arms to stay where they are.
 
 Time: observation stamps are nanoseconds on the observations' clock (simulated time under a
 simulator); `now_s` passed to `next()` is any monotonic clock of the host, used only for the
-observation timeout.
+observation timeout (the policy server passes simulated time under a simulator: wall time would
+abort a lock-stepped fold whenever the machine is slow).
 """
 
 from __future__ import annotations

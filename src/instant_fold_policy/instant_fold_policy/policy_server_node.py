@@ -9,6 +9,11 @@
   -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms
   are back home with open grippers after the demonstration's events, or the step limit; feedback
   per query; cancel makes the arms hold where they are.
+
+A fold samples from a generator of its own, seeded when it starts, so predict-service calls made
+meanwhile never change it. Its observation timeout counts on the node's clock: simulated time
+under `use_sim_time` (a lock-stepped simulator stops its clock while the graph catches up, so a
+loaded machine never aborts a fold), the monotonic clock otherwise.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import threading
 import time
 
 import numpy as np
+import torch
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -150,9 +156,11 @@ class PolicyServerNode(Node):
         response.message = f"demonstration '{self.server.demonstration.name}' loaded"
         return response
 
-    def _predict_msg(self, tokens_msg: ClothTokens, state: np.ndarray, steps: int) -> tuple[ActionChunk, Prediction]:
+    def _predict_msg(
+        self, tokens_msg: ClothTokens, state: np.ndarray, steps: int, generator: torch.Generator | None = None
+    ) -> tuple[ActionChunk, Prediction]:
         tokens: TokenArrays = tokens_from_msg(tokens_msg)
-        prediction = self.server.predict(tokens, state, steps, tokens_msg.encoder_id)
+        prediction = self.server.predict(tokens, state, steps, tokens_msg.encoder_id, generator)
         header = make_header(self.frame_id, tokens_msg.header.stamp)
         chunk = action_chunk_to_msg(
             prediction.targets[:, :, :3].copy(),
@@ -178,6 +186,12 @@ class PolicyServerNode(Node):
         return response
 
     # -- execute-fold action ----------------------------------------------------------------
+
+    def _fold_clock(self) -> float:
+        """Seconds on the clock fold timeouts count on: simulated under `use_sim_time`, else monotonic."""
+        if self.get_parameter("use_sim_time").value:
+            return self.get_clock().now().nanoseconds / 1e9
+        return time.monotonic()
 
     def _accept_goal(self, _goal) -> GoalResponse:
         with self._observed:
@@ -242,7 +256,7 @@ class PolicyServerNode(Node):
             FoldLoopConfig(**{**vars(self.fold_config), "max_steps": goal.max_steps or self.fold_config.max_steps}),
             home,
             self.server.expected_events,
-            time.monotonic(),
+            self._fold_clock(),
         )
         with self._observed:
             # The latest observations seed the loop (a fold may start while nothing new arrives).
@@ -251,13 +265,20 @@ class PolicyServerNode(Node):
             if self._state is not None:
                 loop.on_state(self._state, self._state_ns)
             self._loop = loop
-        return self._run(goal_handle, loop, feedback, started)
+        return self._run(goal_handle, loop, feedback, started, self.server.fold_generator())
 
-    def _run(self, goal_handle, loop: FoldLoop[ClothTokens], feedback: ExecuteFold.Feedback, started: float):
+    def _run(
+        self,
+        goal_handle,
+        loop: FoldLoop[ClothTokens],
+        feedback: ExecuteFold.Feedback,
+        started: float,
+        generator: torch.Generator,
+    ):
         """Drive the fold loop: wait (woken by every observation) until it asks for a query or ends."""
         while True:
             with self._observed:
-                decision = loop.next(time.monotonic(), goal_handle.is_cancel_requested)
+                decision = loop.next(self._fold_clock(), goal_handle.is_cancel_requested)
                 if isinstance(decision, Wait):
                     feedback.phase = int(Phase.WAITING_FOR_OBSERVATION)
                     # Woken by observations; the bound only re-checks cancellation and the timeout.
@@ -269,7 +290,7 @@ class PolicyServerNode(Node):
                 return self._finish(goal_handle, decision.outcome, decision.message, loop, started)
             tokens, state = decision.tokens, decision.state
             try:
-                chunk, prediction = self._predict_msg(tokens, state, self.steps_to_execute)
+                chunk, prediction = self._predict_msg(tokens, state, self.steps_to_execute, generator)
             except REQUEST_ERRORS as exc:
                 with self._observed:
                     loop.fail(f"prediction failed: {exc}")
@@ -279,7 +300,7 @@ class PolicyServerNode(Node):
             # /clock both are the same instant: simulated time waits for the policy).
             sent = max(self.get_clock().now().nanoseconds, decision.tokens_ns)
             with self._observed:
-                loop.chunk_sent(sent, prediction.steps_to_execute, self.step_duration, time.monotonic())
+                loop.chunk_sent(sent, prediction.steps_to_execute, self.step_duration, self._fold_clock())
                 events = loop.events_executed
             feedback.step, feedback.phase = loop.step - 1, int(loop.phase_after(prediction.keypose))
             feedback.state = dual_arm_state_to_msg(state.astype(np.float32), tokens.header)
