@@ -89,6 +89,7 @@ def test_policy_server_answers_bad_demonstrations_and_aborts_their_folds(tmp_pat
     params.write_text(
         "policy_server:\n  ros__parameters:\n"
         f"    policy_checkpoint: '{policy_dir}'\n    tokenizer_checkpoint: '{tokenizer_dir}'\n    device: cpu\n"
+        f"    file_roots: ['{tmp_path}', '{DEMO.parent}']\n"
     )
     bad, no_events = _with_metadata(tmp_path, "[1, 2]"), _without_events(tmp_path)
     graph = GraphSpec(

@@ -104,44 +104,10 @@ def test_evaluate_policy_fails_on_nan_predictions(tmp_path: Path, capsys) -> Non
 @pytest.mark.ros
 def test_an_unstamped_chunk_over_dds_is_refused(tmp_path: Path, ros_env: dict[str, str]) -> None:
     """The controller node, driving two loopback Dobot controllers, refuses a chunk stamped 0 (1970)."""
-    import io
-    import subprocess
-    import sys
+    from loopback_controller import run_script
 
-    import yaml
-
-    from instant_fold.graph import GraphSpec, NodeSpec
-    from instant_fold.runner import ProcessRunner
-    from instant_fold_control.testing.dobot_server import LoopbackDobotServer
-
-    robot = yaml.safe_load((Path(__file__).parents[2] / "config" / "robots" / "dobot.yaml").read_text())
     here = [[-0.2, 0.0, 0.8], [0.2, 0.0, 0.8]]
     chunk = {"positions": [here], "openness": [[1, 1]], "representation": 0, "steps_to_execute": 1}
-    script = [{"delay_s": 0.3, "chunk": {**chunk, "step_duration": 0.1}, "unstamped": True}]
-    (tmp_path / "script.json").write_text(json.dumps(script))
-    pose = [400.0, 0.0, 150.0, 180.0, 0.0, 0.0]
-    with LoopbackDobotServer(initial_pose=pose) as left, LoopbackDobotServer(initial_pose=pose) as right:
-        for arm, server in (("left", left), ("right", right)):
-            robot["arms"][arm]["driver"] = server.driver_params() | {"connect_timeout_s": 1.0}
-        (tmp_path / "robot.yaml").write_text(yaml.safe_dump(robot))
-        params = tmp_path / "control.yaml"
-        params.write_text(
-            yaml.safe_dump({"controller_node": {"ros__parameters": {"robot_config": str(tmp_path / "robot.yaml")}}})
-        )
-        node = NodeSpec("controller_node", "instant_fold_control", "controller_node", parameters=(params,))
-        log = io.StringIO()
-        runner = ProcessRunner(GraphSpec("control", (node,)), env=ros_env, output=log)
-        runner.start()
-        try:
-            files = [str(tmp_path / "script.json"), str(tmp_path / "report.json")]
-            probe = subprocess.run(
-                [sys.executable, "-m", "instant_fold_control.testing.command_probe", *files],
-                env=ros_env,
-                capture_output=True,
-                text=True,
-                timeout=90,
-            )
-        finally:
-            code = runner.shutdown()
-    assert probe.returncode == 0 and code == 0, probe.stdout + probe.stderr + log.getvalue()
-    assert "safety:refused_stale" in log.getvalue() and "s old" in log.getvalue(), log.getvalue()
+    run = run_script(tmp_path, ros_env, [{"delay_s": 0.3, "chunk": {**chunk, "step_duration": 0.1}, "unstamped": True}])
+    assert run.probe_code == 0 and run.node_code == 0, run.describe()
+    assert "safety:refused_stale" in run.log and "s old" in run.log, run.log

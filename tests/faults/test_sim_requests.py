@@ -42,17 +42,21 @@ def test_step_to_a_target_metres_away_is_refused(world: SimWorld) -> None:
 
 @pytest.mark.ros
 def test_sim_node_survives_bad_requests(tmp_path: Path, ros_env) -> None:
-    """Over DDS: a huge step and an unwritable evaluation folder get answers, and the node lives on."""
+    """Over DDS: a huge step, an unwritable evaluation folder and one outside the node's `file_roots`
+    get answers, and the node lives on."""
     from instant_fold.graph import GraphSpec, NodeSpec
     from instant_fold.runner import ProcessRunner
     from instant_fold_interfaces.srv import EvaluateFold, SimStep
     from instant_fold_ros.testing import TopicProbe
 
     params = tmp_path / "sim.yaml"
-    params.write_text("sim:\n  ros__parameters:\n    garment: 'proc:1'\n    seed: 11\n")
+    params.write_text(
+        f"sim:\n  ros__parameters:\n    garment: 'proc:1'\n    seed: 11\n    file_roots: ['{tmp_path}']\n"
+    )
     graph = GraphSpec("sim", (NodeSpec("sim", "instant_fold_sim", "sim_node", parameters=(params,)),))
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
+    elsewhere = tmp_path.parent / f"{tmp_path.name}_elsewhere"
     observed: dict = {}
     log = io.StringIO()
     with TopicProbe(ros_env) as probe:
@@ -65,6 +69,9 @@ def test_sim_node_survives_bad_requests(tmp_path: Path, ros_env) -> None:
             observed["huge"] = probe.call(SimStep, "sim/step", request, 60.0)
             request = EvaluateFold.Request(output_dir=str(blocker / "out"))
             observed["evaluate"] = probe.call(EvaluateFold, "sim/evaluate", request, 300.0)
+            # item 9: a folder outside the node's file_roots is refused before anything is created
+            request = EvaluateFold.Request(output_dir=str(elsewhere / "out"))
+            observed["outside"] = probe.call(EvaluateFold, "sim/evaluate", request, 60.0)
             observed["after"] = probe.call(SimStep, "sim/step", SimStep.Request(until=-1.0), 30.0)
         finally:
             code = runner.shutdown()
@@ -73,4 +80,6 @@ def test_sim_node_survives_bad_requests(tmp_path: Path, ros_env) -> None:
     assert observed["huge"].sim_time == now.sim_time
     assert observed["evaluate"] is not None, log.getvalue()
     assert not observed["evaluate"].success and str(blocker) in observed["evaluate"].message
+    assert observed["outside"] is not None and not observed["outside"].success
+    assert "not under the allowed folders" in observed["outside"].message and not elsewhere.exists()
     assert observed["after"] is not None and observed["after"].success

@@ -223,6 +223,9 @@ def run_fold(args: argparse.Namespace) -> dict:
         if not (Path(directory) / "config.json").is_file():
             raise SimFoldError(f"{what} checkpoint {directory} not found (no config.json)")
     graph, params = build_fold_graph(options)
+    # The only paths this run's requests name: the demonstration (goal) and the output folder.
+    params["policy_server"]["file_roots"] = [str(demo.parent)]
+    params["sim"]["file_roots"] = [str(out)]
     params_file = out / "fold_params.yaml"
     params_file.write_text(parameters_yaml(params))
     started = time.monotonic()

@@ -21,6 +21,10 @@ from instant_fold_control.transforms import Extrinsics, TransformError
 
 #: Arm order everywhere (messages, arrays): index 0 = left, 1 = right.
 ARMS: tuple[str, str] = ("left", "right")
+#: Default `safety.max_chunk_steps`: eight times the longest horizon a policy sends (8 steps on
+#: the real robot, 4 in simulation), and small enough that validating, clamping and checking one
+#: chunk takes milliseconds, so a chunk can never hold the controller's thread.
+DEFAULT_MAX_CHUNK_STEPS = 64
 
 
 class ConfigError(ValueError):
@@ -37,6 +41,7 @@ class SafetyConfig:
     min_gripper_distance: float  # m, between the two commanded gripper positions
     watchdog_timeout: float  # s without a new chunk before the arms hold
     max_chunk_age: float  # s between the observation a chunk answers and its arrival
+    max_chunk_steps: int = DEFAULT_MAX_CHUNK_STEPS  # steps (horizon) a chunk may carry; longer ones are refused
 
     def __post_init__(self) -> None:
         if np.any(self.workspace_min >= self.workspace_max):
@@ -48,6 +53,8 @@ class SafetyConfig:
                 raise ConfigError(f"safety.{name}: must be positive, got {getattr(self, name)}")
         if self.min_gripper_distance < 0:
             raise ConfigError(f"safety.min_gripper_distance: must be >= 0, got {self.min_gripper_distance}")
+        if self.max_chunk_steps < 1:
+            raise ConfigError(f"safety.max_chunk_steps: must be >= 1, got {self.max_chunk_steps}")
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,7 @@ def parse_robot_config(data: Any, name: str = "robot", source: Path | None = Non
         "safety",
         data["safety"],
         {"workspace_min", "workspace_max", "max_speed", "min_gripper_distance", "watchdog_timeout", "max_chunk_age"},
+        {"max_chunk_steps"},
     )
     arms = _mapping("arms", data["arms"], set(ARMS))
     return RobotConfig(
@@ -134,6 +142,7 @@ def parse_robot_config(data: Any, name: str = "robot", source: Path | None = Non
             min_gripper_distance=_number("safety.min_gripper_distance", safety["min_gripper_distance"]),
             watchdog_timeout=_number("safety.watchdog_timeout", safety["watchdog_timeout"]),
             max_chunk_age=_number("safety.max_chunk_age", safety["max_chunk_age"]),
+            max_chunk_steps=_integer("safety.max_chunk_steps", safety.get("max_chunk_steps", DEFAULT_MAX_CHUNK_STEPS)),
         ),
         arms=(_arm("left", arms["left"]), _arm("right", arms["right"])),
         source=source,
@@ -175,6 +184,12 @@ def _number(where: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
         raise ConfigError(f"{where}: expected a finite number, got {value!r}")
     return float(value)
+
+
+def _integer(where: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    return value
 
 
 def _vector(where: str, value: Any) -> np.ndarray:

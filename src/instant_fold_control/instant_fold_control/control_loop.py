@@ -9,16 +9,23 @@ Under lockstep a tick commands where the arms must be at its *end* (`now + perio
 asks the simulator to get there; between chunks (`plan_finished`) it does nothing, so simulated
 time stands still while the policy thinks and a slow CPU never changes the outcome.
 A driver failure latches the e-stop and stops both arms.
+
+Threads: `tick`, `submit` and `reset` take turns (one lock); `estop` may come from another thread
+at any time and waits for none of them: it latches the controller's e-stop, then stops the
+drivers as soon as no driver command is being sent (a second, short lock; a tick that has not
+sent its commands yet sees the latch and sends none).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
 import numpy as np
 
-from instant_fold_control.controller import DualArmController, Mode, stderr_log
+from instant_fold_control.chunk import Chunk
+from instant_fold_control.controller import ControlOutput, DualArmController, Mode, stderr_log
 from instant_fold_control.drivers.base import DriverError, RobotDrivers
 
 
@@ -41,6 +48,8 @@ class ControlLoop:
         self.measured_at = 0.0  # controller time of the latest measurement
         self._last_mode = Mode.WAITING
         self._gripper_sent: list[float | None] = [None, None]
+        self._lock = threading.Lock()  # ticks, chunks and resets
+        self._command_lock = threading.Lock()  # driver commands and stops
 
     @property
     def lockstep(self):
@@ -67,6 +76,29 @@ class ControlLoop:
 
     def tick(self) -> None:
         """One control period (under lockstep: simulated time advances by one period unless the plan is done)."""
+        with self._lock:
+            self._tick()
+
+    def submit(self, chunk: Chunk, observation_time: float | None) -> bool:
+        """Hand a chunk to the controller now (between ticks); False when it is refused."""
+        with self._lock:
+            return self.controller.submit_chunk(chunk, self.now(), observation_time)
+
+    def reset(self) -> bool:
+        """Release the e-stop at the measured position; False (still latched) when the drivers
+        report no state."""
+        with self._lock:
+            if not self.read():
+                return False
+            self.controller.reset()
+            return True
+
+    def estop(self, reason: str) -> None:
+        """Latch the e-stop and stop both arms, from any thread, without waiting for a tick."""
+        self.controller.estop(reason)
+        self.stop()
+
+    def _tick(self) -> None:
         now = self.now()
         if not self.read():
             return
@@ -79,17 +111,11 @@ class ControlLoop:
             return
         entering_hold = out.mode == Mode.HOLD and self._last_mode != Mode.HOLD
         self._last_mode = out.mode
-        if out.mode == Mode.ESTOP:
-            return
         try:
-            for i, driver in enumerate(self.drivers.arms):
-                if out.mode == Mode.TRACKING:
-                    driver.command_cartesian(out.base_positions[i])
-                if self._gripper_sent[i] != out.openness[i]:
-                    driver.set_gripper(float(out.openness[i]))
-                    self._gripper_sent[i] = float(out.openness[i])
-                if entering_hold:
-                    driver.hold()
+            with self._command_lock:
+                if self.controller.estopped:  # latched now, or by the e-stop service meanwhile
+                    return
+                self._command(out, entering_hold)
             if self.lockstep is None:
                 return
             self.lockstep.advance(now)
@@ -98,15 +124,26 @@ class ControlLoop:
             return
         self.read()  # the state of the new simulated instant, before anyone reads it
 
+    def _command(self, out: ControlOutput, entering_hold: bool) -> None:
+        for i, driver in enumerate(self.drivers.arms):
+            if out.mode == Mode.TRACKING:
+                driver.command_cartesian(out.base_positions[i])
+            if self._gripper_sent[i] != out.openness[i]:
+                driver.set_gripper(float(out.openness[i]))
+                self._gripper_sent[i] = float(out.openness[i])
+            if entering_hold:
+                driver.hold()
+
     def driver_failed(self, exc: DriverError) -> None:
         """Latch the e-stop and stop both arms (once)."""
         if not self.controller.estopped:
-            self.controller.estop(f"driver failure: {exc}")
-            self.stop()
+            self.estop(f"driver failure: {exc}")
 
     def stop(self) -> None:
-        for driver in self.drivers.arms:
-            try:
-                driver.stop()
-            except DriverError as exc:
-                self._log("error", f"{driver.arm} arm: stop failed: {exc}")
+        """Stop both arms (never while a tick is sending commands)."""
+        with self._command_lock:
+            for driver in self.drivers.arms:
+                try:
+                    driver.stop()
+                except DriverError as exc:
+                    self._log("error", f"{driver.arm} arm: stop failed: {exc}")

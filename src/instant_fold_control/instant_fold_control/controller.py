@@ -7,6 +7,11 @@ simulated time and CPU slowness never changes the outcome.
 
 Modes: WAITING (no measurement yet), HOLD (no plan, or the watchdog fired: the arms keep the
 last commanded position), TRACKING (following a chunk), ESTOP (latched until `reset`).
+
+Threads: `estop` may be called from another thread while a chunk or a step is being processed
+(the node serves the e-stop on its own thread so that nothing queued can delay it). It sets the
+latch first, and `step` and `submit_chunk` read the latch before they act, so nothing in progress
+can undo it. Everything else is called from one thread at a time.
 """
 
 from __future__ import annotations
@@ -96,6 +101,14 @@ class DualArmController:
         if self._estopped:
             self.safety.event("refused_estop", "chunk refused: e-stop is latched (call reset)")
             return False
+        steps = np.shape(chunk.positions)[0] if np.ndim(chunk.positions) else 0
+        if steps > self.robot.safety.max_chunk_steps:
+            self.safety.event(
+                "refused_long",
+                f"chunk refused: {steps} steps, more than safety.max_chunk_steps ({self.robot.safety.max_chunk_steps})",
+                "error",
+            )
+            return False
         try:
             chunk.validate()
         except ChunkError as exc:
@@ -127,16 +140,19 @@ class DualArmController:
                 f"chunk refused: grippers would come {gap:.3f} m close (< {self.robot.safety.min_gripper_distance} m)",
             )
             return False
+        if self._estopped:  # latched from another thread while this chunk was being checked
+            self.safety.event("refused_estop", "chunk refused: e-stop is latched (call reset)")
+            return False
         self._trajectory = trajectory
         self._last_chunk_time = now
         return True
 
     def estop(self, reason: str = "e-stop requested") -> None:
-        """Latch the e-stop: the arms hold and chunks are refused until `reset`."""
-        if not self._estopped:
-            self.safety.event("estop", reason, "error")
-        self._estopped = True
+        """Latch the e-stop: the arms hold and chunks are refused until `reset` (any thread)."""
+        latched_before, self._estopped = self._estopped, True
         self._trajectory = None
+        if not latched_before:
+            self.safety.event("estop", reason, "error")
 
     def reset(self) -> None:
         """Release the e-stop; the arms hold at their measured position until the next chunk."""
@@ -182,17 +198,18 @@ class DualArmController:
         assert self._commanded is not None
         dt = 0.0 if self._last_step_time is None else max(0.0, now - self._last_step_time)
         self._last_step_time = now
-        if self._trajectory is not None and now - self._last_chunk_time > self.robot.safety.watchdog_timeout:
+        trajectory = self._trajectory  # read once: an e-stop from another thread may drop it meanwhile
+        if trajectory is not None and now - self._last_chunk_time > self.robot.safety.watchdog_timeout:
             self.safety.event(
                 "watchdog_hold",
                 f"no chunk for {now - self._last_chunk_time:.3f} s (> watchdog_timeout "
                 f"{self.robot.safety.watchdog_timeout} s): holding",
             )
-            self._trajectory = None
-        if self._trajectory is not None and not self._estopped:
-            desired, reached = self._trajectory.sample(now)
+            self._trajectory = trajectory = None
+        if trajectory is not None and not self._estopped:
+            desired, reached = trajectory.sample(now)
             if reached:
-                self._openness = self._trajectory.openness[reached - 1].copy()
+                self._openness = trajectory.openness[reached - 1].copy()
             self._commanded = self.safety.filter_output(self._commanded, desired, dt)
         return self._output()
 

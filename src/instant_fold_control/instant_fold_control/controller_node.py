@@ -8,6 +8,10 @@ driver), `robot_config` (explicit path, overrides `robot`), `control_rate_hz`, `
 
 A driver failure during operation latches the e-stop (arms stopped, logged); a robot that
 cannot be reached at start-up ends the process with a clear error and exit code 1.
+
+The e-stop and reset services have a callback group of their own, served by a second executor
+thread: however many chunks, ticks and state messages are queued, an e-stop is answered at once
+(it latches and stops the drivers without waiting for the control thread; see `ControlLoop`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.time import Time
 from std_srvs.srv import Trigger
@@ -25,6 +30,7 @@ from instant_fold_control.control_loop import ControlLoop
 from instant_fold_control.controller import DualArmController
 from instant_fold_control.drivers import make_robot_drivers
 from instant_fold_control.drivers.base import DriverError, RobotDrivers
+from instant_fold_control.safety import LOG_PERIOD_S
 from instant_fold_interfaces.msg import ActionChunk, DualArmState
 from instant_fold_ros.conversions import (
     MessageConversionError,
@@ -39,8 +45,6 @@ COMMAND_TOPIC = "arms/command"
 STATE_TOPIC = "arms/state"
 ESTOP_SERVICE = "control/estop"
 RESET_SERVICE = "control/reset"
-#: Counters are summarised in the log this often (s).
-SUMMARY_PERIOD_S = 10.0
 
 
 class ControllerNode(Node):
@@ -75,11 +79,12 @@ class ControllerNode(Node):
         self.loop.read()
         self._state_pub = self.create_publisher(DualArmState, STATE_TOPIC, OBSERVATION_QOS)
         self.create_subscription(ActionChunk, COMMAND_TOPIC, self._on_chunk, COMMAND_QOS)
-        self.create_service(Trigger, ESTOP_SERVICE, self._on_estop)
-        self.create_service(Trigger, RESET_SERVICE, self._on_reset)
+        safety_group = MutuallyExclusiveCallbackGroup()
+        self.create_service(Trigger, ESTOP_SERVICE, self._on_estop, callback_group=safety_group)
+        self.create_service(Trigger, RESET_SERVICE, self._on_reset, callback_group=safety_group)
         self.create_timer(1.0 / control_rate, self.loop.tick)
         self.create_timer(1.0 / state_rate, self._publish_state)
-        self.create_timer(SUMMARY_PERIOD_S, self._summary)
+        self.create_timer(LOG_PERIOD_S, self._summary)
         self._publish_static_transforms()
         self.get_logger().info(f"ready: control {control_rate:.0f} Hz, state {state_rate:.0f} Hz")
 
@@ -91,7 +96,6 @@ class ControllerNode(Node):
     # --- callbacks ----------------------------------------------------------------------------
 
     def _on_chunk(self, msg: ActionChunk) -> None:
-        now = self.loop.now()
         try:
             arrays = action_chunk_from_msg(msg)
         except MessageConversionError as exc:
@@ -104,7 +108,7 @@ class ControllerNode(Node):
         chunk = Chunk(
             arrays.positions, arrays.openness, arrays.representation, arrays.steps_to_execute, arrays.step_duration
         )
-        self.controller.submit_chunk(chunk, now, observation)
+        self.loop.submit(chunk, observation)
 
     def _publish_state(self) -> None:
         state = self.controller.state()
@@ -119,14 +123,12 @@ class ControllerNode(Node):
         self._state_pub.publish(dual_arm_state_to_msg(state.astype(np.float32), header))
 
     def _on_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        self.controller.estop("e-stop service called")
-        self.loop.stop()
+        self.loop.estop("e-stop service called")
         response.success, response.message = True, "e-stop latched; call control/reset to resume"
         return response
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        if self.loop.read():
-            self.controller.reset()
+        if self.loop.reset():
             response.success, response.message = True, "e-stop released; holding position"
         else:
             response.success, response.message = False, "drivers are not reporting state; e-stop stays latched"
@@ -134,7 +136,9 @@ class ControllerNode(Node):
 
     def _summary(self) -> None:
         counts = {k: v for k, v in self.controller.safety.counts.items() if v}
-        self.get_logger().info(f"mode {self.controller.mode.value}; safety events {counts or 'none'}")
+        suppressed = self.controller.safety.take_suppressed()
+        unlogged = f"; lines not logged (limit per {LOG_PERIOD_S:g} s) {suppressed}" if suppressed else ""
+        self.get_logger().info(f"mode {self.controller.mode.value}; safety events {counts or 'none'}{unlogged}")
 
     def _log(self, level: str, text: str) -> None:
         # One call site per severity: rclpy refuses different severities from the same line.
@@ -175,7 +179,8 @@ class ControllerNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     try:
-        return run_node(ControllerNode, args)
+        # Two threads: the control callbacks on one, the e-stop and reset services on the other.
+        return run_node(ControllerNode, args, threads=2)
     except (DriverError, ConfigError) as exc:
         print(f"controller_node: {exc}", file=sys.stderr)
         return 1

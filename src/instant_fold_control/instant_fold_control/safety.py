@@ -10,13 +10,20 @@ the limits are enforced in exactly one place:
 - maximum Cartesian speed per arm: the commanded target moves at most `max_speed * dt` per tick;
 - minimum distance between the grippers: a chunk whose path brings them closer is refused, and
   an output that would bring them closer (and closer than before) holds both arms;
-- stale chunks (observation older than `max_chunk_age`) and chunks during an e-stop are refused.
+- stale chunks (observation older than `max_chunk_age`), chunks longer than `max_chunk_steps`
+  and chunks during an e-stop are refused.
 
-Each event is logged and counted in `counts` (the node reports them; tests read them).
+Each event is counted in `counts` (the node summarises them; tests read them) and logged, at most
+`LOG_BURST` lines per kind of event every `LOG_PERIOD_S`: a faulty policy can send bad chunks as
+fast as it likes, and one log line per clamped step once made a single chunk cost a minute of the
+control thread. Lines not logged are counted in `suppressed` until the next summary takes them.
 """
 
 from __future__ import annotations
 
+import math
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -32,37 +39,86 @@ EVENTS = (
     "refused_malformed",
     "refused_stale",
     "refused_distance",
+    "refused_long",
     "refused_estop",
     "held_distance",
     "held_nonfinite",
     "watchdog_hold",
     "estop",
 )
+#: Log lines each kind of event may write per `LOG_PERIOD_S` (the rest are counted).
+LOG_BURST = 5
+#: Window of the log limit, and how often the controller node summarises the counts (s).
+LOG_PERIOD_S = 10.0
+
+
+class LogLimiter:
+    """At most `burst` lines per kind of event in each `period_s` window of `clock` (wall time:
+    what is limited is the log's volume, whatever clock the controller runs on)."""
+
+    def __init__(
+        self, burst: int = LOG_BURST, period_s: float = LOG_PERIOD_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.burst, self.period_s, self._clock = burst, period_s, clock
+        self._windows: dict[str, tuple[float, int]] = {}  # kind -> (window start, lines logged in it)
+        self.suppressed: Counter[str] = Counter()
+
+    def allow(self, name: str) -> bool:
+        """Whether a line of this kind may be logged now; counts it in `suppressed` if not."""
+        now = self._clock()
+        start, used = self._windows.get(name, (-math.inf, 0))
+        if now - start >= self.period_s:
+            start, used = now, 0
+        allowed = used < self.burst
+        self._windows[name] = (start, used + allowed)
+        if not allowed:
+            self.suppressed[name] += 1
+        return allowed
 
 
 class SafetyLayer:
-    """Applies the limits of a `SafetyConfig`; `log(level, text)` receives every event."""
+    """Applies the limits of a `SafetyConfig`; `log(level, text)` receives the events (rate-limited)."""
 
-    def __init__(self, config: SafetyConfig, log: Callable[[str, str], None]) -> None:
+    def __init__(
+        self, config: SafetyConfig, log: Callable[[str, str], None], limiter: LogLimiter | None = None
+    ) -> None:
         self.config = config
         self.counts: Counter[str] = Counter({name: 0 for name in EVENTS})
         self._log = log
+        self._limiter = limiter or LogLimiter()
+        # Events come from the control thread and from the e-stop service's thread.
+        self._lock = threading.Lock()
         self._output_clamping = False
 
-    def event(self, name: str, text: str, level: str = "warn") -> None:
-        self.counts[name] += 1
-        self._log(level, f"[safety:{name} #{self.counts[name]}] {text}")
+    def event(self, name: str, text: str, level: str = "warn", count: int = 1) -> None:
+        """Count `count` events of a kind and log one line for them (unless the limit is reached)."""
+        with self._lock:
+            self.counts[name] += count
+            total, allowed = self.counts[name], self._limiter.allow(name)
+        if allowed:
+            self._log(level, f"[safety:{name} #{total}] {text}")
+
+    def take_suppressed(self) -> dict[str, int]:
+        """Lines not logged since the last call, per kind (for the periodic summary)."""
+        with self._lock:
+            taken = {name: n for name, n in self._limiter.suppressed.items() if n}
+            self._limiter.suppressed.clear()
+        return taken
 
     def clamp_waypoints(self, positions: np.ndarray) -> np.ndarray:
-        """Clamp [k, 2, 3] camera-frame waypoints into the workspace box, logging each clamp."""
+        """Clamp [k, 2, 3] camera-frame waypoints into the workspace box: each clamped step of
+        each arm is counted, one line per chunk names how many and the first."""
         lo, hi = self.config.workspace_min, self.config.workspace_max
         clamped = np.clip(positions, lo, hi)
-        moved = np.any(clamped != positions, axis=-1)
-        for step, arm in np.argwhere(moved):
+        moved = np.argwhere(np.any(clamped != positions, axis=-1))
+        if len(moved):
+            step, arm = moved[0]
             self.event(
                 "clamped",
-                f"{ARMS[arm]} arm step {step}: {np.round(positions[step, arm], 4).tolist()} outside workspace "
-                f"[{lo.tolist()}, {hi.tolist()}] -> {np.round(clamped[step, arm], 4).tolist()}",
+                f"{len(moved)} waypoint(s) outside workspace [{lo.tolist()}, {hi.tolist()}] clamped onto it; "
+                f"first: {ARMS[arm]} arm step {step}: {np.round(positions[step, arm], 4).tolist()} -> "
+                f"{np.round(clamped[step, arm], 4).tolist()}",
+                count=len(moved),
             )
         return clamped
 

@@ -26,7 +26,8 @@ centimetres off (measured: 3-9 cm, against a 3 cm tolerance). The robot knows it
 
 Time: observation stamps are nanoseconds on the observations' clock (simulated time under a
 simulator); `now_s` passed to `next()` is any monotonic clock of the host, used only for the
-observation timeout.
+observation timeout (the policy server passes simulated time under a simulator: wall time would
+abort a lock-stepped fold whenever the machine is slow).
 """
 
 from __future__ import annotations

@@ -1,12 +1,19 @@
 """Policy server node: the in-context policy behind ROS.
 
 - `policy/load_demonstration` (LoadDemonstration): a demonstration file path or inline keyframes;
-  tokenized and encoded once, then cached.
+  tokenized and encoded once, then cached. A path (here or in an ExecuteFold goal) must lie under
+  the `file_roots` parameter's folders (default: the working directory); the `demonstration`
+  parameter, set by the operator, is not restricted.
 - `policy/predict_action_chunk` (PredictActionChunk): tokens + arm state -> action chunk.
 - `policy/execute_fold` (ExecuteFold action): the closed loop — fresh `cloth/tokens` + `arms/state`
   -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms
   are back home with open grippers after the demonstration's events, or the step limit; feedback
   per query; cancel makes the arms hold where they are.
+
+A fold samples from a generator of its own, seeded when it starts, so predict-service calls made
+meanwhile never change it. Its observation timeout counts on the node's clock: simulated time
+under `use_sim_time` (a lock-stepped simulator stops its clock while the graph catches up, so a
+loaded machine never aborts a fold), the monotonic clock otherwise.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import threading
 import time
 
 import numpy as np
+import torch
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -22,6 +30,7 @@ from rclpy.node import Node
 from rclpy.time import Time
 
 from instant_fold_core.demonstration import DemonstrationError, load_demonstration
+from instant_fold_core.paths import resolve_under
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_core.validation import ValidationError
 from instant_fold_interfaces.action import ExecuteFold
@@ -39,7 +48,7 @@ from instant_fold_ros.conversions import (
     tokens_from_msg,
 )
 from instant_fold_ros.node_main import run_node
-from instant_fold_ros.params import declare_config
+from instant_fold_ros.params import declare_config, declare_file_roots
 from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
 
 #: Longest wait between checks for a cancel request while no observation arrives (s).
@@ -63,6 +72,7 @@ class PolicyServerNode(Node):
         self.fold_config = FoldLoopConfig(**declare_config(self, "fold", FoldLoopConfig()))
         home_parameter: list[float] = list(p("home", [0.0] * 6).value)
         self.home_override = [float(v) for v in home_parameter]
+        self.file_roots = declare_file_roots(self, ["."])
         self.add_on_set_parameters_callback(self._on_parameters)
         # Guards the running fold loop; observations notify the fold's thread through it.
         self._observed = threading.Condition()
@@ -128,7 +138,11 @@ class PolicyServerNode(Node):
     # -- services ---------------------------------------------------------------------------
 
     def _load(self, path: str, inline) -> float:
-        demo = load_demonstration(path) if path else demonstration_from_msg(inline)
+        demo = (
+            load_demonstration(resolve_under(path, self.file_roots, "demonstration"))
+            if path
+            else demonstration_from_msg(inline)
+        )
         return self.server.load_demonstration(demo)
 
     def _on_load(self, request: LoadDemonstration.Request, response: LoadDemonstration.Response):
@@ -142,9 +156,11 @@ class PolicyServerNode(Node):
         response.message = f"demonstration '{self.server.demonstration.name}' loaded"
         return response
 
-    def _predict(self, tokens_msg: ClothTokens, state: np.ndarray, steps: int) -> Prediction:
+    def _predict(
+        self, tokens_msg: ClothTokens, state: np.ndarray, steps: int, generator: torch.Generator | None = None
+    ) -> Prediction:
         tokens: TokenArrays = tokens_from_msg(tokens_msg)
-        return self.server.predict(tokens, state, steps, tokens_msg.encoder_id)
+        return self.server.predict(tokens, state, steps, tokens_msg.encoder_id, generator)
 
     def _chunk_msg(self, targets: np.ndarray, steps: int, keypose: np.ndarray | None, stamp) -> ActionChunk:
         """Absolute targets [n, 2, 4] as a command message stamped with its observation's time."""
@@ -172,6 +188,12 @@ class PolicyServerNode(Node):
         return response
 
     # -- execute-fold action ----------------------------------------------------------------
+
+    def _fold_clock(self) -> float:
+        """Seconds on the clock fold timeouts count on: simulated under `use_sim_time`, else monotonic."""
+        if self.get_parameter("use_sim_time").value:
+            return self.get_clock().now().nanoseconds / 1e9
+        return time.monotonic()
 
     def _accept_goal(self, _goal) -> GoalResponse:
         with self._observed:
@@ -236,7 +258,7 @@ class PolicyServerNode(Node):
             FoldLoopConfig(**{**vars(self.fold_config), "max_steps": goal.max_steps or self.fold_config.max_steps}),
             home,
             self.server.expected_events,
-            time.monotonic(),
+            self._fold_clock(),
         )
         with self._observed:
             # The latest observations seed the loop (a fold may start while nothing new arrives).
@@ -245,13 +267,20 @@ class PolicyServerNode(Node):
             if self._state is not None:
                 loop.on_state(self._state, self._state_ns)
             self._loop = loop
-        return self._run(goal_handle, loop, feedback, started)
+        return self._run(goal_handle, loop, feedback, started, self.server.fold_generator())
 
-    def _run(self, goal_handle, loop: FoldLoop[ClothTokens], feedback: ExecuteFold.Feedback, started: float):
+    def _run(
+        self,
+        goal_handle,
+        loop: FoldLoop[ClothTokens],
+        feedback: ExecuteFold.Feedback,
+        started: float,
+        generator: torch.Generator,
+    ):
         """Drive the fold loop: wait (woken by every observation) until it asks for a query or ends."""
         while True:
             with self._observed:
-                decision = loop.next(time.monotonic(), goal_handle.is_cancel_requested)
+                decision = loop.next(self._fold_clock(), goal_handle.is_cancel_requested)
                 if isinstance(decision, Wait):
                     feedback.phase = int(Phase.WAITING_FOR_OBSERVATION)
                     # Woken by observations; the bound only re-checks cancellation and the timeout.
@@ -263,7 +292,7 @@ class PolicyServerNode(Node):
                 return self._finish(goal_handle, decision.outcome, decision.message, loop, started)
             tokens, state = decision.tokens, decision.state
             try:
-                prediction = self._predict(tokens, state, self.steps_to_execute)
+                prediction = self._predict(tokens, state, self.steps_to_execute, generator)
             except REQUEST_ERRORS as exc:
                 with self._observed:
                     loop.fail(f"prediction failed: {exc}")
@@ -279,7 +308,7 @@ class PolicyServerNode(Node):
             # /clock both are the same instant: simulated time waits for the policy).
             sent = max(self.get_clock().now().nanoseconds, decision.tokens_ns)
             with self._observed:
-                loop.chunk_sent(sent, steer.steps_to_execute, self.step_duration, time.monotonic())
+                loop.chunk_sent(sent, steer.steps_to_execute, self.step_duration, self._fold_clock())
                 events = loop.events_executed
             feedback.step, feedback.phase = loop.step - 1, int(steer.phase)
             feedback.state = dual_arm_state_to_msg(state.astype(np.float32), tokens.header)

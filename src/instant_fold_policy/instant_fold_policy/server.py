@@ -48,8 +48,10 @@ class PolicyServer:
         self.tokenize = tokenize
         self.encoder_id = encoder_id
         self.demonstration: Demonstration | None = None
-        # The flow sampler's noise comes from this generator, reseeded with every demonstration:
-        # a fold is repeatable (torch's global generator is seeded at random in each process).
+        # The flow sampler's noise comes from a generator seeded with `seed` (torch's global one is
+        # seeded at random in each process): ad-hoc predictions draw from this one, reseeded with
+        # every demonstration; a fold draws from one of its own (`fold_generator`), so no other
+        # caller's predictions can change what the fold does.
         self.seed = seed
         self.generator = torch.Generator().manual_seed(seed)
 
@@ -97,6 +99,11 @@ class PolicyServer:
         self.demonstration = None
         self.generator.manual_seed(self.seed)
 
+    def fold_generator(self) -> torch.Generator:
+        """The sampler's noise for one fold, seeded as a demonstration load seeds `generator`: a
+        fold run alone draws exactly what `predict` without a generator drew before."""
+        return torch.Generator().manual_seed(self.seed)
+
     @property
     def conditioning(self) -> str:
         """ "demo" or "language": what the policy is conditioned on."""
@@ -116,15 +123,22 @@ class PolicyServer:
         return None if self.demonstration is None else self.demonstration.keypose[-1, :, :3].astype(np.float64)
 
     def predict(
-        self, tokens: TokenArrays, state: np.ndarray, steps_to_execute: int = 0, encoder_id: str = ""
+        self,
+        tokens: TokenArrays,
+        state: np.ndarray,
+        steps_to_execute: int = 0,
+        encoder_id: str = "",
+        generator: torch.Generator | None = None,
     ) -> Prediction:
-        """One query; `steps_to_execute` 0 = the policy's configured receding horizon."""
+        """One query; `steps_to_execute` 0 = the policy's configured receding horizon; the noise
+        comes from `generator` (a fold's) or else from the server's own."""
         if self.demonstration is None and not self.runner.has_demonstration:
             raise PolicyServerError("no demonstration loaded: call load_demonstration first")
         if encoder_id and self.encoder_id and encoder_id != self.encoder_id:
             raise PolicyServerError(f"tokens come from encoder {encoder_id}, the server uses {self.encoder_id}")
         start = time.perf_counter()
-        chunk = self.runner.predict(tokens.positions, tokens.features, state, tokens.valid, self.generator)
+        noise = self.generator if generator is None else generator
+        chunk = self.runner.predict(tokens.positions, tokens.features, state, tokens.valid, noise)
         steps = steps_to_execute or chunk.execute_steps
         if not 1 <= steps <= chunk.targets.shape[0]:
             raise PolicyServerError(f"steps_to_execute must be in [1, {chunk.targets.shape[0]}], got {steps}")

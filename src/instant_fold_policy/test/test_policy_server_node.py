@@ -33,12 +33,18 @@ def setup(tmp_path_factory) -> dict:
     params.write_text(
         "policy_server:\n  ros__parameters:\n"
         f"    policy_checkpoint: '{policy_dir}'\n    tokenizer_checkpoint: '{tokenizer_dir}'\n"
-        f"    demonstration: '{demo_path}'\n    device: cpu\n    step_duration: 0.02\n"
+        f"    demonstration: '{demo_path}'\n    device: cpu\n    step_duration: 0.02\n    file_roots: ['{root}']\n"
         "    fold:\n      observation_timeout_s: 30.0\n"
     )
     tokenizer = ClothTokenizer.from_pretrained(tokenizer_dir)
     tokens = tokenize_frame(tokenizer, *cloth_frame())
-    return {"params": params, "tokens": tokens, "encoder_id": checkpoint_id(tokenizer_dir), "demo": demo_path}
+    return {
+        "params": params,
+        "tokens": tokens,
+        "encoder_id": checkpoint_id(tokenizer_dir),
+        "demo": demo_path,
+        "missing": root / "missing.safetensors",
+    }
 
 
 def _observation_publisher(probe: TopicProbe, setup: dict):
@@ -112,7 +118,7 @@ def test_services_and_a_fold_to_the_step_limit(setup: dict, ros_env: dict[str, s
         bad.features[0] = float("nan")
         observed["bad_predict"] = probe.call(PredictActionChunk, "policy/predict_action_chunk", request)
         observed["bad_load"] = probe.call(
-            LoadDemonstration, "policy/load_demonstration", LoadDemonstration.Request(path="/nonexistent.safetensors")
+            LoadDemonstration, "policy/load_demonstration", LoadDemonstration.Request(path=str(setup["missing"]))
         )
         observed["load"] = probe.call(
             LoadDemonstration, "policy/load_demonstration", LoadDemonstration.Request(path=str(setup["demo"]))

@@ -8,8 +8,8 @@ variants (so episodes are evenly split across them) unless the mode is written `
 (--seed, garment id, k), so any episode can be regenerated alone and episode k of every mode on a
 garment starts from the same cloth state (the in-context pairs and same-start evaluation need that). Finished
 episodes are skipped, which makes every run resumable. With --workers > 1 the jobs run on
-Ray (a local cluster by default, --address to join an existing one; the store must then be on
-a filesystem all nodes share). With --worlds N each process simulates N garments at once in one
+Ray (a local cluster bound to 127.0.0.1 by default, --address to join an existing one; the store
+must then be on a filesystem all nodes share). With --worlds N each process simulates N garments at once in one
 Newton model (`ClothBatch`): the way to fill a GPU.
 """
 
@@ -240,7 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
         "first and the held-out ones in a later run; seeds and names are those of the full run",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=1, help="parallel processes (Ray when > 1)")
+    p.add_argument(
+        "--workers", type=int, default=1, help="parallel processes (a local Ray cluster on 127.0.0.1 when > 1)"
+    )
     p.add_argument(
         "--worlds",
         type=int,

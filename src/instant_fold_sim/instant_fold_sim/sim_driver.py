@@ -6,11 +6,16 @@ controller loads it like the Dobot or Franka drivers. The arms and the lockstep 
 ROS: `SimLink` is a small client of the sim node's `sim/step` service, with its own node and
 executor thread inside the controller process. A step call returns once the simulator has
 stepped, so simulated time never runs ahead of control.
+
+A step takes as long as the simulator needs on this machine: the link waits for the answer while
+the sim node's service is on the graph, and fails only once it has been gone for `timeout_s`
+(a wall-clock bound on the answer would abort a lock-stepped fold whenever the CPU is busy).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -21,12 +26,14 @@ from rclpy.node import Node
 from instant_fold_control.config import RobotConfig
 from instant_fold_control.drivers.base import DriverConnectionError, DriverError, RobotDrivers
 from instant_fold_interfaces.srv import SimStep
-from instant_fold_ros.node_main import spin_until_shutdown, wait_for_future
+from instant_fold_ros.node_main import spin_until_shutdown
 
 from .sim_arms import SimLinkBase, sim_robot
 
 DEFAULT_SERVICE = "sim/step"
-DEFAULT_TIMEOUT_S = 60.0  # one step may simulate several frames on a slow CPU
+DEFAULT_TIMEOUT_S = 10.0  # s the simulator may be gone from the graph during a step
+#: How often a waiting step checks that the simulator is still on the graph (s).
+LIVENESS_CHECK_S = 0.5
 
 
 class SimLink(SimLinkBase):
@@ -69,12 +76,30 @@ class SimLink(SimLinkBase):
         )
         with self._lock:
             future = self._client.call_async(request)
-            if not wait_for_future(future, self.timeout_s):
-                raise DriverConnectionError(f"sim driver: '{self.service}' did not answer within {self.timeout_s:g} s")
+            self._wait_while_alive(future)
         response = future.result()
         if response is None or not response.success:
             raise DriverError(f"sim driver: step refused: {getattr(response, 'message', 'no response')}")
         return np.asarray(response.state, dtype=np.float64), float(response.sim_time)
+
+    def _wait_while_alive(self, future) -> None:
+        """Wait for a step's answer as long as the simulator is on the graph; DriverConnectionError
+        (the request cancelled) once it has been gone for `timeout_s`."""
+        answered = threading.Event()
+        future.add_done_callback(lambda _: answered.set())
+        gone_since: float | None = None
+        while not answered.wait(LIVENESS_CHECK_S):
+            if self._client.service_is_ready():
+                gone_since = None
+                continue
+            now = time.monotonic()
+            gone_since = now if gone_since is None else gone_since
+            if now - gone_since >= self.timeout_s:
+                future.cancel()
+                raise DriverConnectionError(
+                    f"sim driver: the simulator ('{self.service}') left the graph during a step "
+                    f"(gone for {self.timeout_s:g} s)"
+                )
 
     def _close(self) -> None:
         """Stop the executor thread, then destroy the node."""
@@ -89,7 +114,7 @@ class SimLink(SimLinkBase):
 
 def make_robot(config: RobotConfig) -> RobotDrivers:
     """Entry point `sim`: two arms on one lock-stepped link (options under `arms.<arm>.driver`
-    of the left arm: `service`, `timeout_s`)."""
+    of the left arm: `service`, `timeout_s`: how long the simulator may be gone from the graph)."""
     options = dict(config.arms[0].driver)
     link = SimLink(str(options.get("service", DEFAULT_SERVICE)), float(options.get("timeout_s", DEFAULT_TIMEOUT_S)))
     return sim_robot(config, link)

@@ -11,14 +11,15 @@ publishes the new frame stamped with its simulated time and answers the measured
 Between steps the latest frame is re-published every `republish_period_s` of wall time (same
 stamp), so late subscribers get it; a slow CPU only slows the whole loop down, it never changes
 what happens. `sim/evaluate` (EvaluateFold) scores the cloth against the oracle program run from
-the same start (same-init) and optionally writes the rollout video, keyframe strip and metrics.
+the same start (same-init) and optionally writes the rollout video, keyframe strip and metrics
+into `output_dir`, which must lie under the `file_roots` parameter's folders (default `outputs`
+in the working directory).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 from rclpy.node import Node
@@ -27,10 +28,12 @@ from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image
 
+from instant_fold_core.paths import PathNotAllowed, resolve_under
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_interfaces.srv import EvaluateFold, SimStep
 from instant_fold_ros.conversions import image_to_msg, make_header, rgbd_to_msgs
 from instant_fold_ros.node_main import run_node
+from instant_fold_ros.params import declare_file_roots
 from instant_fold_ros.qos import OBSERVATION_QOS
 
 from .garments import GarmentError
@@ -57,6 +60,7 @@ class SimNode(Node):
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
         publish_mask = bool(p("publish_mask", True).value)
         republish = float(p("republish_period_s", 0.5).value)
+        self.file_roots = declare_file_roots(self, ["outputs"])
         self.world = SimWorld(garment, seed, preset_name)
         self._color = self.create_publisher(Image, "camera/color", OBSERVATION_QOS)
         self._depth = self.create_publisher(Image, "camera/depth", OBSERVATION_QOS)
@@ -113,7 +117,11 @@ class SimNode(Node):
     def _on_evaluate(self, request: EvaluateFold.Request, response: EvaluateFold.Response) -> EvaluateFold.Response:
         from .viewer import keyframe_strip, video
 
-        out = Path(request.output_dir) if request.output_dir else None
+        try:
+            out = resolve_under(request.output_dir, self.file_roots, "output_dir") if request.output_dir else None
+        except PathNotAllowed as exc:
+            response.success, response.message = False, str(exc)
+            return response
         try:
             if out is not None:  # before the oracle run: a folder that cannot be written is told at once
                 out.mkdir(parents=True, exist_ok=True)

@@ -61,6 +61,7 @@ def test_sim_graph_folds_holds_when_the_policy_dies_and_resumes(tmp_path: Path, 
             robot="sim", checkpoint=str(policy_dir), tokenizer=str(tokenizer_dir), garment=GARMENT, seed=str(SEED)
         )
     )
+    params["policy_server"]["file_roots"] = [str(tmp_path)]
     params_file = tmp_path / "params.yaml"
     params_file.write_text(parameters_yaml(params))
     log = io.StringIO()

@@ -98,6 +98,7 @@ def run_rollout(
     expected = server.expected_events if server.conditioning == "demo" else None
     config = FoldLoopConfig(**{**vars(fold or FoldLoopConfig()), "max_steps": max_steps})
     loop: FoldLoop = FoldLoop(config, world.home(), expected)
+    noise = server.fold_generator()
 
     def measure() -> None:
         control.read()
@@ -114,7 +115,7 @@ def run_rollout(
             finish = decision
             break
         try:
-            prediction = server.predict(decision.tokens, decision.state, steps_to_execute)
+            prediction = server.predict(decision.tokens, decision.state, steps_to_execute, generator=noise)
         except POLICY_ERRORS as exc:
             finish = loop.fail(f"policy query failed: {exc}")
             break

@@ -4,7 +4,8 @@ It builds `ActionChunk` messages field by field (not through the validating conv
 it can send exactly what a faulty policy would: NaN steps, targets outside the workspace. It
 waits for the first `arms/state`, runs each action after its delay (a chunk on `arms/command`,
 or a std_srvs/Trigger call such as `control/estop`), keeps listening for `listen_s`, then
-writes a JSON report (action times, service answers, states with receive times) and exits 0.
+writes a JSON report (action times, service answers and when they came, states with receive
+times) and exits 0.
 
 Usage: python -m instant_fold_control.testing.command_probe SCRIPT.json REPORT.json [--ros-args ...]
 where SCRIPT.json is a list of actions, each {"delay_s": s, "chunk": {positions [H][2][3],
@@ -108,12 +109,14 @@ class CommandProbe(Node):
             future.add_done_callback(functools.partial(self._answered, t=now, name=action["call"]))
 
     def _answered(self, future: Future, *, t: float, name: str) -> None:
-        response = future.result()
+        response, answered = future.result(), time.monotonic()
         if response is None:
-            self.done.append({"t": t, "call": name, "success": False, "message": "no answer"})
+            self.done.append({"t": t, "call": name, "success": False, "message": "no answer", "answered_t": answered})
         else:
-            self.done.append({"t": t, "call": name, "success": response.success, "message": response.message})
-        self._last_action = time.monotonic()
+            self.done.append(
+                {"t": t, "call": name, "success": response.success, "message": response.message, "answered_t": answered}
+            )
+        self._last_action = answered
         self._in_flight = False
 
     def _finish(self, failure: str | None) -> None:

@@ -13,6 +13,11 @@ from typing import Any
 
 import yaml
 
+#: The only `backbone_kwargs` passed on to timm: the ViT's size, as numbers. timm's
+#: `create_model` also takes `checkpoint_path`, `pretrained_cfg_overlay` and the like, which read
+#: files or fetch from the network; a config (a checkpoint's config.json from anywhere) must not
+#: reach them.
+BACKBONE_KWARGS = ("embed_dim", "depth", "num_heads", "patch_size", "mlp_ratio", "img_size", "drop_path_rate")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -26,8 +31,10 @@ class EncoderConfig:
     """Everything that defines the cloth tokenizer (backbone, adapters, projection, geometry).
 
     Attributes:
-        backbone: timm model name (DINOv3 family, built with separate q/k/v projections).
-        backbone_kwargs: overrides passed to timm (the cpu-small variant shrinks the ViT here).
+        backbone: timm model name (DINOv3 family, built with separate q/k/v projections); a
+            plain registered name, never a `hf-hub:` or `local-dir:` source.
+        backbone_kwargs: size overrides passed to timm (the cpu-small variant shrinks the ViT
+            here): numbers, for the keys in BACKBONE_KWARGS only.
         backbone_checkpoint: optional local path of an official DINOv3 checkpoint (.pth or
             .safetensors) loaded before the adapters are added; None = random init.
         image_size: side of the square network input after centre crop + resize.
@@ -80,6 +87,17 @@ class EncoderConfig:
             raise ConfigError(f"near/far: need 0 < near < far, got {self.near}, {self.far}")
         if self.lora_rank < 0:
             raise ConfigError(f"lora_rank: must be >= 0, got {self.lora_rank}")
+        self._check_backbone()
+
+    def _check_backbone(self) -> None:
+        if not isinstance(self.backbone, str) or ":" in self.backbone or "/" in self.backbone:
+            raise ConfigError(f"backbone: expected a timm model name (no source prefix or path), got {self.backbone!r}")
+        unknown = sorted(set(self.backbone_kwargs) - set(BACKBONE_KWARGS))
+        if unknown:
+            raise ConfigError(f"backbone_kwargs: {unknown} not allowed (allowed: {', '.join(BACKBONE_KWARGS)})")
+        for key, value in self.backbone_kwargs.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"backbone_kwargs.{key}: expected a number, got {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
