@@ -14,7 +14,12 @@ RESULTS = REPO / "docs" / "results"
 
 
 def test_the_evaluation_tables_in_the_docs_are_the_measured_ones() -> None:
-    for name in ("eval_cpu_default.json", "eval_cpu_default_v2.json", "eval_cpu_previous_default.json"):
+    for name in (
+        "eval_cpu_default.json",
+        "eval_cpu_garments_default.json",
+        "eval_cpu_default_v2.json",
+        "eval_cpu_previous_default.json",
+    ):
         summary = json.loads((RESULTS / name).read_text())
         assert table(row_labels(summary)) in (REPO / "docs" / "evaluation.md").read_text(), name
     current = table(row_labels(json.loads((RESULTS / "eval_cpu_default.json").read_text())))
@@ -103,3 +108,19 @@ def test_the_rounded_benchmark_quotes_are_the_measured_ones() -> None:
         text = " ".join((REPO / doc).read_text().split())
         assert f"in {ctx} of the" in text, doc
         assert f"succeed in {csr}" in text or f"succeeds in {csr}" in text, doc
+
+
+def test_every_shipped_oracle_bank_covers_its_benchmark() -> None:
+    """A spec edited without rebuilding its shipped bank would otherwise rebuild it silently (hours)
+    or, worse, score against executions of another preset: each shipped bank holds every (start,
+    context) of its spec, with the spec's preset and number of executions."""
+    from instant_fold_sim.oracle_bank import OracleBank
+    from instant_fold_training.benchmark import BenchmarkSpec
+
+    shipped = sorted(p for p in (REPO / "models" / "oracle_banks").iterdir() if p.is_dir())
+    assert {p.name for p in shipped} >= {"cpu", "cpu_garments"}
+    for root in shipped:
+        spec, bank = BenchmarkSpec.load(root.name), OracleBank.open(root)
+        assert (bank.preset_name, bank.runs) == (spec.preset, spec.oracle_runs), root.name
+        missing = [k for k in spec.bank_keys() if bank.load(k) is None]
+        assert not missing, f"{root.name}: {len(missing)} of {len(spec.bank_keys())} contexts missing"
