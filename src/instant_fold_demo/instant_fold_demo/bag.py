@@ -313,4 +313,3 @@ def write_messages(path: str | Path, topics: Mapping[str, str], messages: Iterab
     finally:
         bag.close()
     return bag.path
-
