@@ -170,18 +170,30 @@ def hand_state(detection: HandDetection, depth: np.ndarray, k: np.ndarray, windo
     return HandState(lm, detection.score, grasp.astype(np.float32), point, pinch)
 
 
-def assign_arms(hands: list[HandDetection], image_width: int, mirror: bool = False) -> list[HandDetection | None]:
+def assign_arms(
+    hands: list[HandDetection],
+    image_width: int,
+    mirror: bool = False,
+    previous: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
+) -> list[HandDetection | None]:
     """[arm 0, arm 1] by image position: with two hands the one further left (mean landmark u)
-    is arm 0; a single hand goes to the arm of its image half. Extra detections (> 2) keep the two
-    most confident. `mirror` swaps the arms."""
+    is arm 0. A single hand keeps the arm whose last known landmarks (`previous`, per arm) are
+    nearest, so a hand crossing the image centre does not change arms; with no history it goes to
+    the arm of its image half. Extra detections (> 2) keep the two most confident. `mirror`
+    swaps the arms (two hands, or a single hand without history)."""
     hands = sorted(hands, key=lambda d: -d.score)[:2]
     arms: list[HandDetection | None] = [None, None]
     if len(hands) == 2:
         a, b = sorted(hands, key=lambda d: float(d.landmarks[:, 0].mean()))
-        arms = [a, b]
-    elif len(hands) == 1:
-        arms[int(float(hands[0].landmarks[:, 0].mean()) >= image_width / 2)] = hands[0]
-    return arms[::-1] if mirror else arms
+        return [b, a] if mirror else [a, b]
+    if len(hands) == 1:
+        centre = hands[0].landmarks.mean(axis=0)
+        known = [(float(np.linalg.norm(p.mean(axis=0) - centre)), a) for a, p in enumerate(previous) if p is not None]
+        if known:
+            arms[min(known)[1]] = hands[0]
+        else:
+            arms[int(float(centre[0]) >= image_width / 2) ^ int(mirror)] = hands[0]
+    return arms
 
 
 def model_provenance(path: Path | None = None) -> dict:

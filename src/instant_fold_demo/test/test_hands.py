@@ -71,6 +71,9 @@ def test_arms_are_assigned_by_image_position_not_label() -> None:
     weak = hand((60, 40), 5, score=0.1)
     assert assign_arms([weak, right, left], 128) == [left, right]
     assert assign_arms([], 128) == [None, None]
+    crossed = hand((70, 40), 5)  # the left hand, past the image centre
+    assert assign_arms([crossed], 128, previous=(left.landmarks, None)) == [crossed, None]
+    assert assign_arms([crossed], 128, previous=(left.landmarks, right.landmarks)) == [None, crossed]
 
 
 def test_mediapipe_bundle_loads_and_runs_offline() -> None:
