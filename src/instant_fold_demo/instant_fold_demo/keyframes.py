@@ -10,7 +10,9 @@ Two passes over the recording, so a long bag never sits in memory:
 2. `extract`: per arm a closed/open state with hysteresis (close: pinch ratio below
    `close_pinch` while in contact; open: above `open_pinch`; a change must hold `min_frames`
    frames), giving grasp and release events. Each grasp's hand position is projected onto the
-   preceding clean frame: the cloth point under the grasp pixel there (median depth over the
+   preceding clean frame (after the previous event of either arm, since the cloth may have
+   changed before it; if the hands covered the cloth all that time, the least covered frame):
+   the cloth point under the grasp pixel there (median depth over the
    mask, snapped to the nearest cloth pixel when the pixel is just off it) is the grasp keypose,
    and that frame's image is the keyframe's observation (the cloth the policy will see, not the
    hand). A release's keypose is the hand's own 3D grasp point, and its observation the next
@@ -71,6 +73,7 @@ class FrameObservation:
     hands: list[HandState | None]
     contact: list[bool]
     clean: bool
+    covered: int  # cloth pixels the hands may hide (0 when clean)
     packed_mask: np.ndarray
     shape: tuple[int, int]
 
@@ -93,12 +96,13 @@ class Event:
     evidence: dict = field(default_factory=dict)
 
 
-def _hand_box_touches(mask: np.ndarray, hand: HandState, margin: int) -> bool:
+def _covered(mask: np.ndarray, hand: HandState, margin: int) -> int:
+    """Cloth pixels inside the hand's landmark box grown by `margin` (what the hand may hide)."""
     h, w = mask.shape
     u0, v0 = np.floor(hand.landmarks.min(axis=0)).astype(int) - margin
     u1, v1 = np.ceil(hand.landmarks.max(axis=0)).astype(int) + margin
     u0, v0, u1, v1 = max(u0, 0), max(v0, 0), min(u1 + 1, w), min(v1 + 1, h)
-    return u0 < u1 and v0 < v1 and bool(mask[v0:v1, u0:u1].any())
+    return int(mask[v0:v1, u0:u1].sum()) if u0 < u1 and v0 < v1 else 0
 
 
 def observe(
@@ -129,9 +133,8 @@ def observe(
             hands[0].landmarks if hands[0] is not None else last_seen[0],
             hands[1].landmarks if hands[1] is not None else last_seen[1],
         )
-        clean = bool(mask.any()) and not any(
-            h is not None and _hand_box_touches(mask, h, config.clean_margin_px) for h in hands
-        )
+        covered = sum(_covered(mask, h, config.clean_margin_px) for h in hands if h is not None)
+        clean = bool(mask.any()) and covered == 0
         if clean or clean_mask is None:
             clean_mask, clean_depth = mask, frame.depth
         contact = [False, False]
@@ -147,7 +150,9 @@ def observe(
             tip = float(hand.grasp_point[2])
             contact[a] = bool(np.isfinite(surface) and np.isfinite(tip) and surface - tip <= config.contact_height)
         out.append(
-            FrameObservation(frame.frame_number, frame.stamp_ns, hands, contact, clean, np.packbits(mask), shape)
+            FrameObservation(
+                frame.frame_number, frame.stamp_ns, hands, contact, clean, covered, np.packbits(mask), shape
+            )
         )
     if not out:
         raise ExtractionError("the recording holds no frames")
@@ -182,12 +187,17 @@ def _state_changes(obs: list[FrameObservation], arm: int, config: ExtractionConf
     return changes
 
 
-def _clean_before(obs: list[FrameObservation], i: int) -> int:
-    return next((j for j in range(i, -1, -1) if obs[j].clean), 0)
+def _clean_before(obs: list[FrameObservation], i: int, since: int) -> int:
+    """The latest clean frame in (since, i]; if the hands covered the cloth all that time (the
+    cloth may have changed before `since`, the previous event), the least covered, latest one."""
+    window = range(i, since, -1)
+    return next((j for j in window if obs[j].clean), min(window, key=lambda j: obs[j].covered))
 
 
-def _clean_after(obs: list[FrameObservation], i: int) -> int:
-    return next((j for j in range(i, len(obs)) if obs[j].clean), len(obs) - 1)
+def _clean_after(obs: list[FrameObservation], i: int, until: int) -> int:
+    """The first clean frame in [i, until); else the least covered, earliest one."""
+    window = range(i, max(until, i + 1))
+    return next((j for j in window if obs[j].clean), min(window, key=lambda j: obs[j].covered))
 
 
 def _project_grasp(
@@ -216,33 +226,30 @@ def extract_events(
     if not any(h is not None for o in obs for h in o.hands):
         raise ExtractionError("no hand was detected in any frame: is the demonstrator in view of the camera?")
     events: list[Event] = []
-    for arm in (0, 1):
-        for kind, i in _state_changes(obs, arm, config):
-            hand = obs[i].hands[arm]
-            assert hand is not None
-            evidence: dict[str, object] = {
-                "pinch": round(hand.pinch, 4),
-                "contact": obs[i].contact[arm],
-                "score": round(hand.score, 4),
-            }
-            if kind == "grasp":
-                j = _clean_before(obs, i)
+    changes = sorted((i, arm, kind) for arm in (0, 1) for kind, i in _state_changes(obs, arm, config))
+    frames = [i for i, _, _ in changes]
+    for i, arm, kind in changes:
+        hand = obs[i].hands[arm]
+        assert hand is not None
+        evidence: dict[str, object] = {
+            "pinch": round(hand.pinch, 4),
+            "contact": obs[i].contact[arm],
+            "score": round(hand.score, 4),
+        }
+        if kind == "grasp":
+            j = _clean_before(obs, i, max((f for f in frames if f < i), default=-1))
+            frame = read_frame(j)
+            px, pos, how = _project_grasp(obs[j], frame.depth, frame.intrinsics, hand.grasp_px, config.depth_window)
+        else:
+            j = _clean_after(obs, i, min((f for f in frames if f > i), default=len(obs)))
+            px, pos, how = hand.grasp_px, hand.grasp_point, "the hand's grasp point (depth at the fingertips)"
+            if not np.isfinite(pos).all():
                 frame = read_frame(j)
                 px, pos, how = _project_grasp(obs[j], frame.depth, frame.intrinsics, hand.grasp_px, config.depth_window)
-            else:
-                j = _clean_after(obs, i)
-                px, pos, how = hand.grasp_px, hand.grasp_point, "the hand's grasp point (depth at the fingertips)"
-                if not np.isfinite(pos).all():
-                    frame = read_frame(j)
-                    px, pos, how = _project_grasp(
-                        obs[j], frame.depth, frame.intrinsics, hand.grasp_px, config.depth_window
-                    )
-                    how = "no fingertip depth: " + how + " in the next clean frame"
-            evidence["position_from"] = how
-            pixel = [round(float(c), 2) for c in px]
-            events.append(
-                Event(arm, kind, obs[i].index, obs[j].index, pixel, [round(float(c), 5) for c in pos], evidence)
-            )
+                how = "no fingertip depth: " + how + " in the next clean frame"
+        evidence["position_from"] = how
+        pixel = [round(float(c), 2) for c in px]
+        events.append(Event(arm, kind, obs[i].index, obs[j].index, pixel, [round(float(c), 5) for c in pos], evidence))
     if not events:
         raise ExtractionError(
             "hands were seen but never grasped the cloth (no pinch below close_pinch while touching it)"
@@ -329,6 +336,7 @@ def events_json(events: list[Event], obs: list[FrameObservation], config: Extrac
         "format": "instant_fold_demo.events/1",
         "frames": len(obs),
         "clean_frames": sum(o.clean for o in obs),
+        "covered_pixels": [o.covered for o in obs],
         "hand_frames": {ARMS[a]: seen[a] for a in (0, 1)},
         "warnings": warnings,
         "config": asdict(config),
