@@ -49,6 +49,17 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# Debian's Chromium: Playwright drives it in the correction page's browser test (no browser download).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing chromium (browser tests)"
+    apt-get install -y -qq chromium >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; }
+  else
+    log "note: no chromium; the correction page's browser test is skipped (sudo apt-get install chromium)"
+  fi
+fi
+
 # 1. Virtual environment (system site-packages only when ROS 2 comes from apt, for its rclpy).
 if [[ ! -x "$VENV/bin/python" ]]; then
   py="$(pick_python)"
