@@ -27,7 +27,8 @@ from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterEr
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
-#: rosbag2 metadata version written (Jazzy and later read 9; Humble reads up to 9 as well).
+#: rosbag2 metadata version written: what ROS 2 Kilted writes (rosbags writes 8 or 9 only; not verified
+#: here with a `ros2 bag` of any distribution, none is installed).
 ROSBAG2_VERSION: Literal[9] = 9
 #: Default bound on queued, not yet written message bytes (about 9 s of 640x480 RGB-D at 30 Hz).
 DEFAULT_MAX_QUEUED_BYTES = 512 * 1024 * 1024

@@ -9,6 +9,9 @@ the first frame is stamped "now": frames stay paired by identical stamps and con
 freshness accept them. With `wait_for_subscribers` (default) playback starts once every played
 topic has a subscriber, so nothing is published before the graph listens.
 
+Publishers are reliable, keep-last 10 (they match the graph's keep-last-2 observation
+subscribers); at `rate` 0 a burst can still outrun such a subscriber, which then keeps the newest.
+
 Parameters: `bag` (required), `topics` (empty: all), `rate`, `loop`, `restamp`,
 `wait_for_subscribers`.
 """
@@ -25,7 +28,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from instant_fold_demo.bag import BagError, BagMessage, bag_topics, read_messages
 from instant_fold_demo.recorder_node import message_class
 from instant_fold_ros.node_main import run_node
-from instant_fold_ros.qos import OBSERVATION_QOS
+from instant_fold_ros.qos import COMMAND_QOS
 
 
 class BagPlayerNode(Node):
@@ -51,8 +54,7 @@ class BagPlayerNode(Node):
                 raise BagError(f"bag {self.bag} has no topics {unknown} (it holds: {sorted(present)})")
             self.topics = {t: present[t][0] for t in (wanted or present)}
             self._outputs: dict[str, Any] = {
-                t: self.create_publisher(message_class(msgtype), t, OBSERVATION_QOS)
-                for t, msgtype in self.topics.items()
+                t: self.create_publisher(message_class(msgtype), t, COMMAND_QOS) for t, msgtype in self.topics.items()
             }
         except (BagError, ImportError, AttributeError) as exc:
             self.get_logger().error(str(exc))

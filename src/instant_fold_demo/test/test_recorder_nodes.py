@@ -29,7 +29,7 @@ from instant_fold_ros.conversions import (
     make_header,
     tokens_to_msg,
 )
-from instant_fold_ros.qos import LATCHED_QOS, OBSERVATION_QOS
+from instant_fold_ros.qos import COMMAND_QOS, LATCHED_QOS, OBSERVATION_QOS
 from instant_fold_ros.testing import TopicProbe
 
 pytestmark = pytest.mark.ros
@@ -118,13 +118,13 @@ def test_recorded_bag_plays_back_into_the_graph(tmp_path: Path, ros_env: dict[st
     original = frames(6)
     bag = write_rgbd_bag(tmp_path / "bag", original)
     params = tmp_path / "player.yaml"
-    params.write_text(f"bag_player:\n  ros__parameters:\n    bag: '{bag}'\n    rate: 0.0\n")
+    params.write_text(f"bag_player:\n  ros__parameters:\n    bag: '{bag}'\n    rate: 1.0\n")
     graph = GraphSpec("play", (NodeSpec("bag_player", "instant_fold_demo", "bag_player", parameters=(params,)),))
     out = io.StringIO()
     with TopicProbe(ros_env) as probe:
-        colors = probe.subscribe(Image, "/camera/color", OBSERVATION_QOS)
-        depths = probe.subscribe(Image, "/camera/depth", OBSERVATION_QOS)
-        infos = probe.subscribe(CameraInfo, "/camera/camera_info", OBSERVATION_QOS)
+        colors = probe.subscribe(Image, "/camera/color", COMMAND_QOS)  # deep enough to keep all 6
+        depths = probe.subscribe(Image, "/camera/depth", COMMAND_QOS)
+        infos = probe.subscribe(CameraInfo, "/camera/camera_info", COMMAND_QOS)
         runner = ProcessRunner(graph, env=ros_env, output=out)
         runner.start()
         started = time.time_ns()
