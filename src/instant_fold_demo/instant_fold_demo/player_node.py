@@ -7,13 +7,15 @@ and the tokenizer like a live camera. Messages keep their recorded spacing (scal
 0 = as fast as possible). With `restamp` (default) every header stamp is shifted by one offset so
 the first frame is stamped "now": frames stay paired by identical stamps and consumers that test
 freshness accept them. With `wait_for_subscribers` (default) playback starts once every played
-topic has a subscriber, so nothing is published before the graph listens.
+topic has a subscriber, plus `settle_s` (the subscriber's side of a DDS match can complete after
+the publisher's), so nothing is published before the graph listens; at the end it waits until
+reliable subscribers acknowledged everything before exiting.
 
 Publishers are reliable, keep-last 10 (they match the graph's keep-last-2 observation
 subscribers); at `rate` 0 a burst can still outrun such a subscriber, which then keeps the newest.
 
 Parameters: `bag` (required), `topics` (empty: all), `rate`, `loop`, `restamp`,
-`wait_for_subscribers`.
+`wait_for_subscribers`, `settle_s`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message, serialize_message
 
@@ -41,6 +44,8 @@ class BagPlayerNode(Node):
         self.loop = bool(p("loop", False).value)
         self.restamp = bool(p("restamp", True).value)
         self.wait_for_subscribers = bool(p("wait_for_subscribers", True).value)
+        self.settle_s = float(p("settle_s", 0.5).value)
+        self._matched_at: float | None = None
         self._started = False
         self.finished = False
         self.exit_code = 0
@@ -94,8 +99,12 @@ class BagPlayerNode(Node):
         if self.finished:
             return
         if not self._started:
-            if self.wait_for_subscribers and any(pub.get_subscription_count() == 0 for pub in self._outputs.values()):
-                return
+            if self.wait_for_subscribers:
+                if any(pub.get_subscription_count() == 0 for pub in self._outputs.values()):
+                    return
+                self._matched_at = self._matched_at or time.monotonic()
+                if time.monotonic() - self._matched_at < self.settle_s:
+                    return
             self.get_logger().info(f"playing {self.bag} ({', '.join(self.topics)})")
             self._start()
         try:
@@ -112,6 +121,8 @@ class BagPlayerNode(Node):
             if self.loop:
                 self._start()
             else:
+                for pub in self._outputs.values():
+                    pub.wait_for_all_acked(Duration(seconds=5.0))
                 self.finished = True
 
 

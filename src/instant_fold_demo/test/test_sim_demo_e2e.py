@@ -22,7 +22,9 @@ GARMENT, MODE, VARIANT, SEED = "proc:1", "sleeves_down__bottom_up", "S", 7760499
 FRAME_TOLERANCE, POSITION_TOLERANCE_M = 1, 0.02
 
 
-def test_simulated_demonstration_is_recovered_from_its_bag(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory):
+    """The simulated episode and the demonstration extracted from its bag (simulated once)."""
     from instant_fold_sim.garments import resolve_garment
     from instant_fold_sim.programs import resolve_mode
     from instant_fold_sim.rollout import preset, run_episode
@@ -31,10 +33,15 @@ def test_simulated_demonstration_is_recovered_from_its_bag(tmp_path: Path) -> No
     garment = resolve_garment(GARMENT, spacing=cfg.garment_spacing, max_particles=cfg.max_particles)
     episode = run_episode(garment, resolve_mode(MODE), VARIANT, SEED, cfg)
     fps = float(episode.meta["fps"])
-    bag = episode_bag(tmp_path / "demo_bag", episode.rgb, episode.depth, episode.intrinsics, fps)
+    bag = episode_bag(tmp_path_factory.mktemp("sim") / "demo_bag", episode.rgb, episode.depth, episode.intrinsics, fps)
     demo, report = demonstration_from_bag(
         bag, gripper_hands(episode.gripper_state, episode.intrinsics, fps), SimMasks(episode.mask)
     )
+    return episode, demo, report
+
+
+def test_simulated_demonstration_is_recovered_from_its_bag(simulated, tmp_path: Path) -> None:
+    episode, demo, report = simulated
     truth = true_events(episode.gripper_state)
     found = [
         (("left", "right").index(e["arm"]), e["kind"], e["frame"], np.array(e["position"])) for e in report["events"]
@@ -49,3 +56,33 @@ def test_simulated_demonstration_is_recovered_from_its_bag(tmp_path: Path) -> No
     out = tmp_path / "human.safetensors"
     save(demo, report, out)
     assert load_demonstration(out).num_keyframes == demo.num_keyframes
+
+
+#: The main job's start state (models/demos/README.md: another start than the demonstration's).
+FOLD_SEED, MAX_STEPS = 1469361038825727794, 150
+
+
+def _predicted_context(demo) -> str:
+    """Fold the main job's start with the default policy conditioned on `demo`; the context the
+    oracle bank's classifier assigns to the rollout (docs/evaluation.md)."""
+    from instant_fold_policy.server import PolicyServer
+    from instant_fold_sim.oracle_bank import OracleBank
+    from instant_fold_sim.sim_world import SimWorld
+    from instant_fold_training.closed_loop import load_condition, run_rollout
+
+    models = Path(__file__).resolve().parents[3] / "models"
+    server = PolicyServer.from_checkpoints(str(models / "policy"), str(models / "encoder"), "cpu", 0)
+    world = SimWorld(GARMENT, FOLD_SEED, "cpu-small", record=False)
+    load_condition(server, demo, MODE)
+    result = run_rollout(world, server, MAX_STEPS)
+    family = OracleBank.open(models / "oracle_banks" / "cpu").family(GARMENT, FOLD_SEED)
+    return family.score(world.garment.garment_id, f"{MODE}/{VARIANT}", result.record).predicted
+
+
+def test_extracted_demonstration_makes_the_policy_fold_as_the_simulators_own(simulated) -> None:
+    """Item 5 of the issue: the policy conditioned on the extracted demonstration chooses the same
+    mode as conditioned on the simulator's own keyframes of that episode."""
+    from instant_fold_core.demonstration import from_episode
+
+    episode, demo, _ = simulated
+    assert _predicted_context(demo) == _predicted_context(from_episode(episode))
