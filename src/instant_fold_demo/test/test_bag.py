@@ -92,7 +92,7 @@ def test_queue_is_bounded_and_counts_drops(tmp_path: Path) -> None:
     assert (stats.messages, stats.dropped) == (0, 1)
 
 
-def test_full_disk_gives_a_clear_error_and_a_closed_prefix(tmp_path: Path) -> None:
+def test_full_disk_gives_a_clear_error(tmp_path: Path) -> None:
     """A real OS refusal: the writer runs under a 2 MB file-size limit (RLIMIT_FSIZE, EFBIG), as a
     full disk refuses writes (ENOSPC); both map to the same message."""
     script = textwrap.dedent(
