@@ -4,6 +4,7 @@
 #   2. pinned dependencies from requirements/*.lock (real rclpy and the ROS build tooling from
 #      the Python registry, torch, ...), installed with uv,
 #   3. the ROS wheels' exported CMake files pointed at this environment's Python and numpy,
+#      and the hand tracker's model bundle packed from mediapipe==0.10.21 (scripts/hand_model.py),
 #   4. the colcon workspace built into install/.
 # A second run only re-installs when a lock file changed and only rebuilds what colcon finds
 # changed. Where ROS 2 is installed from apt (ROS_DISTRO set), steps 2-3 skip the ROS wheels.
@@ -45,6 +46,17 @@ if ((${#missing[@]})); then
   else
     echo "error: missing system libraries; run: sudo apt-get install ${missing[*]}" >&2
     exit 1
+  fi
+fi
+
+# Debian's Chromium: Playwright drives it in the correction page's browser test (no browser download).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing chromium (browser tests)"
+    apt-get install -y -qq chromium >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; }
+  else
+    log "note: no chromium; the correction page's browser test is skipped (sudo apt-get install chromium)"
   fi
 fi
 
@@ -94,6 +106,11 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
 else
   log "dependencies up to date"
 fi
+
+# 3b. The hand tracker's model bundle (instant_fold_demo), packed once from the registry package
+#     mediapipe==0.10.21 into the environment; never downloaded at run time (scripts/hand_model.py).
+"$PY" "$ROOT/scripts/hand_model.py" "$VENV/share/instant_fold_demo" >"$VENV/hand_model.log" 2>&1 ||
+  { cat "$VENV/hand_model.log"; echo "error: building the hand model bundle failed (scripts/hand_model.py)" >&2; exit 1; }
 
 # 4. Build the colcon workspace, unless nothing under src/, launch/ or config/ (files or folders,
 #    so additions and deletions count) changed since the last successful build. Python sources

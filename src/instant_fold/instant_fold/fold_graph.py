@@ -5,8 +5,10 @@ accepted by the process runner as `name:=value`), so `ros2 launch` and the runne
 the same nodes with the same parameter files. Choices:
 
 - `robot:=sim|dobot|franka` (any `config/robots/<name>.yaml`); `sim` are the simulator's grippers.
-- `camera:=realsense|playback|sim` (`playback_file:=` for playback); `sim` is the sim node, which
-  is camera and robot at once, so `camera:=sim` and `robot:=sim` go together.
+- `camera:=realsense|playback|bag|sim` (`playback_file:=` names the recording: a RealSense
+  recording for `playback`, a rosbag2 bag from `record_demo` for `bag`, which the bag player of
+  `instant_fold_demo` publishes); `sim` is the sim node, which is camera and robot at once, so
+  `camera:=sim` and `robot:=sim` go together.
 - `segmentation:=sam2|plane|sim` (default `sim` with the simulator, `plane` otherwise).
 - `demo:=` demonstration file, `checkpoint:=` policy directory, `tokenizer:=` encoder directory
   (defaults: the models in `models/`).
@@ -28,7 +30,7 @@ import yaml
 from instant_fold.graph import GraphError, GraphSpec, NodeSpec, config_dirs
 
 ROBOTS_WITH_CAMERA = {"sim"}
-CAMERAS = ("realsense", "playback", "sim")
+CAMERAS = ("realsense", "playback", "bag", "sim")
 SEGMENTATIONS = ("sam2", "plane", "sim")
 #: Steps of the simulator's actions: one 20 fps frame (the demonstrations' frame period).
 SIM_STEP_DURATION = 0.05
@@ -81,8 +83,8 @@ class FoldOptions:
             )
         if segmentation == "sim" and camera != "sim":
             raise GraphError("segmentation:=sim needs camera:=sim (the mask comes from the simulator)")
-        if camera == "playback" and not self.playback_file:
-            raise GraphError("camera:=playback needs playback_file:=<recording>")
+        if camera in ("playback", "bag") and not self.playback_file:
+            raise GraphError(f"camera:={camera} needs playback_file:=<recording>")
         if camera != "sim" and any((self.garment, self.seed, self.mode, self.variant)):
             raise GraphError("garment/seed/mode/variant choose the simulated start state: they need camera:=sim")
         models = models_dir()
@@ -128,6 +130,9 @@ def build_fold_graph(options: FoldOptions) -> tuple[GraphSpec, dict[str, dict[st
         if o.seed:
             sim_params["seed"] = int(o.seed)
         params["sim"] = sim_params
+    elif o.camera == "bag":
+        nodes.append(_node("bag_player", "instant_fold_demo", "bag_player", "demo.yaml"))
+        params["bag_player"] = {"bag": o.playback_file}
     else:
         nodes.append(_node("camera", "instant_fold_perception", "camera_node", "perception.yaml"))
         if o.camera == "playback":

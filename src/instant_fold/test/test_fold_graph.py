@@ -40,6 +40,9 @@ def test_real_robots_get_camera_and_segmentation_nodes() -> None:
     _, params = build_fold_graph(FoldOptions(robot="franka", segmentation="sam2", camera="playback", playback_file="x"))
     assert params["segmentation"] == {"backend": "sam2"} and params["camera"] == {"playback_file": "x"}
     assert params["controller_node"] == {"robot": "franka"}
+    # a recorded rosbag2 bag replaces the camera
+    graph, params = build_fold_graph(FoldOptions(robot="dobot", camera="bag", playback_file="rec"))
+    assert graph.nodes[0].executable == "bag_player" and params["bag_player"] == {"bag": "rec"}
     # the simulator rendered images can also be segmented by a real backend
     _, params = build_fold_graph(FoldOptions(robot="sim", segmentation="plane"))
     assert params["sim"]["publish_mask"] is False and params["segmentation"]["backend"] == "plane"
@@ -60,6 +63,7 @@ def test_models_default_to_the_models_folder_and_demo_is_passed() -> None:
         (FoldOptions(robot="sim", camera="realsense"), "camera and robot at once"),
         (FoldOptions(robot="dobot", segmentation="sim"), "needs camera:=sim"),
         (FoldOptions(robot="dobot", camera="playback"), "playback_file"),
+        (FoldOptions(robot="dobot", camera="bag"), "camera:=bag needs playback_file"),
         (FoldOptions(robot="dobot", camera="webcam"), "camera:=webcam"),
         (FoldOptions(robot="sim", segmentation="magic"), "segmentation:=magic"),
         (FoldOptions(robot="dobot", seed="3"), "need camera:=sim"),

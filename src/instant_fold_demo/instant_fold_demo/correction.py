@@ -1,0 +1,243 @@
+"""The keyframe correction page: a small local web app (FastAPI + one canvas page) where a person
+inspects the extracted keyframes and fixes wrong or missing interaction points (paper, appendix
+E: "we manually inspect and correct any incorrect or missing interaction points by clicking on
+cloth keypoints in the keyframes").
+
+The page shows every keyframe's image with both arms' points; a point can be dragged, an arm's
+event changed, a keyframe duplicated (to add an event), deleted or moved. On save the server
+(`apply_edits`, plain Python) snaps each moved point onto the nearest cloth pixel of its
+keyframe, lifts it to 3D with that keyframe's depth, validates the whole sequence (per arm,
+grasps and releases alternate starting with a grasp; the last keyframe is TERMINAL; positions
+finite; grasps on the cloth) and only then writes: the previous file is kept as
+`<name>.v<N>.safetensors`, so every save is a new version. Serves on 127.0.0.1 by default.
+
+    python -m instant_fold_demo.correction demo.safetensors [--port 8765]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import FileResponse, Response
+from pydantic import BaseModel
+
+from instant_fold_core.demonstration import Demonstration, DemonstrationError, KeyframeEvent, load_demonstration
+from instant_fold_demo.hands import backproject, depth_at, project
+
+STATIC = Path(__file__).parent / "static"
+EVENT_NAMES = [e.name.lower() for e in KeyframeEvent]
+
+
+class KeyframeEdit(BaseModel):
+    """One keyframe as the page sends it back: which original keyframe it shows, per-arm pixel and event."""
+
+    source: int  # index of the original keyframe whose image/depth/mask it shows
+    pixels: list[list[float]]  # [2][2] (u, v) per arm
+    events: list[str]  # [2] event names
+    moved: list[bool]  # [2] whether the page moved the arm's point (else the keypose is kept)
+
+
+class Edits(BaseModel):
+    keyframes: list[KeyframeEdit]
+
+
+def keyframes_json(demo: Demonstration) -> dict:
+    """What the page draws: per keyframe, arm pixels (keyposes projected), events, openness."""
+    k = demo.intrinsics
+    return {
+        "name": demo.name,
+        "width": int(demo.color.shape[2]),
+        "height": int(demo.color.shape[1]),
+        "event_names": EVENT_NAMES,
+        "keyframes": [
+            {
+                "source": i,
+                "frame_index": int(demo.frame_index[i]),
+                "events": [EVENT_NAMES[int(e)] for e in demo.events[i]],
+                "pixels": [[round(float(c), 2) for c in project(demo.keypose[i, a, :3], k)] for a in (0, 1)],
+                "openness": [float(demo.keypose[i, a, 3]) for a in (0, 1)],
+                "moved": [False, False],
+            }
+            for i in range(demo.num_keyframes)
+        ],
+    }
+
+
+def snap_to_cloth(mask: np.ndarray, depth: np.ndarray, u: float, v: float) -> tuple[float, float]:
+    """The nearest cloth pixel with valid depth to (u, v) (itself when it is one)."""
+    ys, xs = np.nonzero(mask & (depth > 0))
+    if xs.size == 0:
+        raise DemonstrationError("keyframe has no cloth pixel with valid depth")
+    j = int(np.argmin((xs - u) ** 2 + (ys - v) ** 2))
+    return float(xs[j]), float(ys[j])
+
+
+def validate_events(events: np.ndarray) -> None:
+    """Per arm: grasps and releases alternate, starting with a grasp and ending released; the last
+    keyframe (and only it) is TERMINAL."""
+    if events.shape[0] < 2:
+        raise DemonstrationError("a demonstration needs at least a start and a terminal keyframe")
+    for arm, name in enumerate(("left", "right")):
+        closed = False
+        for i, e in enumerate(events[:, arm]):
+            if e == KeyframeEvent.GRASP:
+                if closed:
+                    raise DemonstrationError(f"keyframe {i}: {name} arm grasps again without releasing first")
+                closed = True
+            elif e == KeyframeEvent.RELEASE:
+                if not closed:
+                    raise DemonstrationError(f"keyframe {i}: {name} arm releases without a grasp before it")
+                closed = False
+            elif e == KeyframeEvent.TERMINAL and i != len(events) - 1:
+                raise DemonstrationError(f"keyframe {i}: TERMINAL is only for the last keyframe")
+        if closed:
+            raise DemonstrationError(f"{name} arm never releases its last grasp")
+        if events[-1, arm] != KeyframeEvent.TERMINAL:
+            raise DemonstrationError(f"the last keyframe must be TERMINAL for the {name} arm")
+
+
+def apply_edits(demo: Demonstration, edits: Edits) -> Demonstration:
+    """The corrected demonstration (validated), or a `DemonstrationError` saying what is wrong."""
+    if not edits.keyframes:
+        raise DemonstrationError("no keyframes left")
+    sources = [e.source for e in edits.keyframes]
+    if any(not 0 <= s < demo.num_keyframes for s in sources):
+        raise DemonstrationError(f"unknown source keyframe in {sources}")
+    keypose = demo.keypose[sources].copy()
+    events = np.zeros((len(sources), 2), np.uint8)
+    for i, edit in enumerate(edits.keyframes):
+        if len(edit.pixels) != 2 or len(edit.events) != 2 or len(edit.moved) != 2:
+            raise DemonstrationError(f"keyframe {i}: expected two arms")
+        for arm in (0, 1):
+            if edit.events[arm] not in EVENT_NAMES:
+                raise DemonstrationError(f"keyframe {i}: unknown event {edit.events[arm]!r}")
+            events[i, arm] = EVENT_NAMES.index(edit.events[arm])
+            if not edit.moved[arm]:
+                continue
+            u, v = edit.pixels[arm]
+            if not (np.isfinite(u) and np.isfinite(v)):
+                raise DemonstrationError(f"keyframe {i}: point of arm {arm} is not finite")
+            mask, depth = demo.mask[edit.source], demo.depth[edit.source]
+            u, v = snap_to_cloth(mask, depth, u, v)
+            z = depth_at(depth, u, v, 5, mask)
+            keypose[i, arm, :3] = backproject(u, v, z, demo.intrinsics)
+    # openness follows the events: closed after a grasp until the release
+    for arm in (0, 1):
+        closed = False
+        for i in range(len(sources)):
+            closed = {KeyframeEvent.GRASP: True, KeyframeEvent.RELEASE: False}.get(
+                KeyframeEvent(events[i, arm]), closed
+            )
+            keypose[i, arm, 3] = 0.0 if closed else 1.0
+    validate_events(events)
+    if not np.isfinite(keypose).all():
+        raise DemonstrationError("a keypose is not finite")
+    for i, edit in enumerate(edits.keyframes):
+        for arm in (0, 1):
+            if events[i, arm] == KeyframeEvent.GRASP:
+                u, v = project(keypose[i, arm, :3], demo.intrinsics)
+                x, y = round(float(u)), round(float(v))
+                h, w = demo.mask.shape[1:]
+                if not (
+                    0 <= y < h
+                    and 0 <= x < w
+                    and demo.mask[edit.source][max(0, y - 2) : y + 3, max(0, x - 2) : x + 3].any()
+                ):
+                    raise DemonstrationError(
+                        f"keyframe {i}: the {('left', 'right')[arm]} arm's grasp is not on the cloth"
+                    )
+    return replace(
+        demo,
+        color=demo.color[sources],
+        depth=demo.depth[sources],
+        mask=demo.mask[sources],
+        keypose=keypose.astype(np.float32),
+        events=events,
+        frame_index=demo.frame_index[sources],
+        meta={**demo.meta, "corrected": True},
+    ).validate()
+
+
+def save_versioned(demo: Demonstration, path: Path) -> Path | None:
+    """Write `demo` to `path`, first keeping the existing file as the next `<stem>.v<N>.safetensors`."""
+    if not path.exists():
+        demo.save(path)
+        return None
+    stem = path.name.removesuffix(".safetensors")
+    n = 1
+    while (kept := path.with_name(f"{stem}.v{n}.safetensors")).exists():
+        n += 1
+    path.replace(kept)
+    demo.save(path)
+    return kept
+
+
+def create_app(path: str | Path) -> FastAPI:
+    """The correction app for one demonstration file (loaded now: a broken file fails here)."""
+    path = Path(path)
+    state = {"demo": load_demonstration(path)}
+    app = FastAPI(title="Instant-Fold keyframe correction")
+
+    @app.get("/")
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "correction.html")
+
+    @app.get("/api/demo")
+    def demo_json() -> dict:
+        return keyframes_json(state["demo"])
+
+    @app.get("/api/image/{index}.png")
+    def image(index: int) -> Response:
+        from PIL import Image
+
+        demo = state["demo"]
+        if not 0 <= index < demo.num_keyframes:
+            raise HTTPException(404, f"no keyframe {index}")
+        rgb = demo.color[index].astype(np.float32)
+        rgb[demo.mask[index]] = 0.75 * rgb[demo.mask[index]] + 0.25 * np.array([0, 255, 0])  # cloth tinted
+        buffer = io.BytesIO()
+        Image.fromarray(rgb.astype(np.uint8)).save(buffer, format="PNG")
+        return Response(buffer.getvalue(), media_type="image/png")
+
+    @app.post("/api/save")
+    def save(edits: Edits) -> dict:
+        try:
+            corrected = apply_edits(state["demo"], edits)
+        except DemonstrationError as exc:
+            raise HTTPException(422, str(exc)) from exc
+        kept = save_versioned(corrected, path)
+        state["demo"] = corrected
+        return {"saved": str(path), "previous": str(kept) if kept else None, "keyframes": corrected.num_keyframes}
+
+    return app
+
+
+def serve(path: str | Path, host: str = "127.0.0.1", port: int = 8765) -> None:
+    import uvicorn
+
+    print(f"correction page for {path}: http://{host}:{port}/ (Ctrl-C to stop)")
+    uvicorn.run(create_app(path), host=host, port=port, log_level="warning")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m instant_fold_demo.correction", description=__doc__.splitlines()[0])
+    p.add_argument("demo", type=Path)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    args = p.parse_args(argv)
+    try:
+        serve(args.demo, args.host, args.port)
+    except DemonstrationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
