@@ -13,6 +13,7 @@ the simulator is on the graph.
 from __future__ import annotations
 
 import io
+import math
 import signal
 import subprocess
 import sys
@@ -35,33 +36,43 @@ TICK_S = 0.05
 
 
 class StandInSimulator:
-    """A probe playing the simulator's part for the policy server: `/clock`, cloth tokens and arm
-    state, all stamped with a simulated time that advances TICK_S per tick, except while stalled
-    (time stands still and nothing is published, as while a lock-stepped graph catches up)."""
+    """A probe playing a lock-stepped simulator's part for the policy server: `/clock`, cloth tokens
+    and arm state, stamped with a simulated time that advances TICK_S per tick only while commanded
+    steps are left to execute (each chunk's executed steps, at least one tick), as the sim driver
+    advances it. Otherwise, and while stalled, time stands still: the latest observation is
+    published again unchanged, or nothing at all while stalled (as while a lock-stepped graph
+    catches up). So how fast the policy server answers never changes what it observes."""
 
     def __init__(self, probe, tokens, encoder_id: str) -> None:
         from builtin_interfaces.msg import Time
         from rosgraph_msgs.msg import Clock
 
-        from instant_fold_interfaces.msg import ClothTokens, DualArmState
+        from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
         from instant_fold_ros.conversions import dual_arm_state_to_msg, make_header, tokens_to_msg
 
         self.sim_ns = 1_000_000_000
         self.stall_until = 0.0
+        self.ticks_left = 1  # the first observation
         clock_pub = probe.node.create_publisher(Clock, "/clock", 10)
         tokens_pub = probe.node.create_publisher(ClothTokens, "cloth/tokens", 10)
         state_pub = probe.node.create_publisher(DualArmState, "arms/state", 10)
 
+        def on_command(chunk: ActionChunk) -> None:
+            self.ticks_left += max(1, math.ceil(chunk.steps_to_execute * chunk.step_duration / TICK_S - 1e-9))
+
         def tick() -> None:
             if time.monotonic() < self.stall_until:
                 return
-            self.sim_ns += round(TICK_S * 1e9)
+            if self.ticks_left > 0:
+                self.sim_ns += round(TICK_S * 1e9)
+                self.ticks_left -= 1
             stamp = Time(sec=self.sim_ns // 1_000_000_000, nanosec=self.sim_ns % 1_000_000_000)
             clock_pub.publish(Clock(clock=stamp))
             header = make_header("camera_color_optical_frame", stamp)
             tokens_pub.publish(tokens_to_msg(*tokens, header=header, encoder_id=encoder_id))
             state_pub.publish(dual_arm_state_to_msg(HOME, header))
 
+        probe.node.create_subscription(ActionChunk, "arms/command", on_command, 10)
         probe.node.create_timer(TICK_S, tick)
 
 
