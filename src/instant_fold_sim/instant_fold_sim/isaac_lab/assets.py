@@ -1,0 +1,1 @@
+import sys; print("assets: not yet written", file=sys.stderr)
