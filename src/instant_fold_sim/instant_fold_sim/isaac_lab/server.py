@@ -30,6 +30,7 @@ import os
 import socket
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,7 +171,8 @@ class Session:
                 return
             try:
                 reply, out = self.handle(header, arrays)
-            except (BackendError, ProtocolError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001  any simulator failure goes back to the caller, named
+                traceback.print_exc(file=sys.stderr)
                 protocol.send(conn, {"type": "error", "message": f"{type(exc).__name__}: {exc}"})
                 if isinstance(exc, ProtocolError):
                     return
