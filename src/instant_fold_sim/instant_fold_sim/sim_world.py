@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -78,19 +78,23 @@ class SimWorld:
         camera frames then come from that simulator, and the same-init score compares its final
         keypoints with the Newton oracle run from the same start."""
         # The stand-in steps with the named preset's physics; a custom config has no name to send.
-        preset_name = config if isinstance(config, str) else next((k for k, v in PRESETS.items() if v is config), "custom")
+        preset_name = (
+            config if isinstance(config, str) else next((k for k, v in PRESETS.items() if v is config), "custom")
+        )
         self.config = preset(config) if isinstance(config, str) else config
         self.garment_spec, self.seed = garment, int(seed)
         self.garment = resolve_garment(
             garment, spacing=self.config.garment_spacing, max_particles=self.config.max_particles
         )
         self.start = start_state(self.garment, self.seed, self.config)
-        self.scene: ClothScene | RemoteScene = self.start.scene
+        self.scene: ClothScene = self.start.scene
         self.bridge = bridge
         if bridge is not None:
             from .isaac_lab.client import RemoteScene
 
-            self.scene = RemoteScene(bridge, self.start, self.config, preset_name)
+            # RemoteScene has the part of ClothScene's interface that SimWorld, the rollout
+            # bookkeeping and record_fold use (test_isaac_bridge runs them all on it).
+            self.scene = cast("ClothScene", RemoteScene(bridge, self.start, self.config, preset_name))
         self.camera = self.start.dr.camera
         self.scale = self.config.obs_scale
         self.fps = self.scene.config.fps
@@ -137,7 +141,7 @@ class SimWorld:
         from .render import render
 
         if self.bridge is not None:  # the other simulator's own camera (already real metres)
-            rgb, depth, mask = self.scene.observe()  # type: ignore[union-attr]
+            rgb, depth, mask = cast("RemoteScene", self.scene).observe()
             return SimObservation(rgb, depth.astype(np.float32), mask, self.camera.intrinsics, self.frames)
         frame = render(self.camera, self.start.dr.appearance, self.scene.positions(), self.garment.faces)
         return SimObservation(

@@ -235,10 +235,10 @@ def test_sim_world_over_the_bridge_follows_the_embedded_newton_scene(stand_in: B
     assert np.array_equal(remote.gripper_state(), local.gripper_state())
     kp = local.camera_from_world(local.keypoints_world()[:1])[0]
     plan = [  # reach above the left sleeve tip, close, lift (lockstep: time advances by `until`)
-        (np.stack([kp + [0, 0, -0.05], local.home()[1]]), np.ones(2), 0.5),
+        (np.stack([kp + np.array([0, 0, -0.05]), local.home()[1]]), np.ones(2), 0.5),
         (np.stack([kp, local.home()[1]]), np.ones(2), 0.8),
         (np.stack([kp, local.home()[1]]), np.array([0.0, 1.0]), 0.85),
-        (np.stack([kp + [0.1, 0, -0.1], local.home()[1]]), np.array([0.0, 1.0]), 1.3),
+        (np.stack([kp + np.array([0.1, 0, -0.1]), local.home()[1]]), np.array([0.0, 1.0]), 1.3),
     ]
     for target, openness, until in plan:
         assert remote.step(target, openness, until) == local.step(target, openness, until)

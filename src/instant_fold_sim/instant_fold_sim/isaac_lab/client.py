@@ -193,7 +193,7 @@ def scene_spec(start: StartState, config: GenerationConfig, physics_preset: str)
     """The bridge's description of a project start state (bridge frame: sim space x `obs_scale`)."""
     scene, camera = start.scene, start.dr.camera
     s = config.obs_scale
-    q, qd = scene.batch.snapshot()
+    _, qd = scene.batch.snapshot()
     t = camera.T_world_camera.copy()
     t[:3, 3] *= s
     return SceneSpec(
@@ -272,7 +272,9 @@ class RemoteScene:
         self._openness[arm] = float(openness)
 
     def step_frame(self, targets: np.ndarray | list[np.ndarray] | None = None) -> None:
-        goal = self.gripper_states()[:, :3] if targets is None else np.array([np.asarray(t, np.float64) for t in targets])
+        goal = (
+            self.gripper_states()[:, :3] if targets is None else np.array([np.asarray(t, np.float64) for t in targets])
+        )
         if goal.shape != (2, 3) or not np.isfinite(goal).all():
             raise ValueError(f"targets: expected finite [2, 3] gripper positions, got {goal.shape}")
         reply, out = self.client.request(

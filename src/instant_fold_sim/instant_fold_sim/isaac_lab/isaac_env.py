@@ -93,7 +93,9 @@ def scene_cfg(spec: SceneSpec, garment_path: str, robot_path: str) -> Any:
     cfg = FoldSceneCfg(num_envs=1, env_spacing=0.0, replicate_physics=True)
     a = spec.appearance
     table_rgb = tuple(float(c) for c in a.get("table_rgb", (0.55, 0.45, 0.35)))
-    cloth_rgb = colorsys.hsv_to_rgb(float(a.get("hue", 0.6)), float(a.get("saturation", 0.5)), float(a.get("value", 0.6)))
+    cloth_rgb = colorsys.hsv_to_rgb(
+        float(a.get("hue", 0.6)), float(a.get("saturation", 0.5)), float(a.get("value", 0.6))
+    )
     cfg.table = AssetBaseCfg(
         prim_path="{ENV_REGEX_NS}/Table",
         init_state=AssetBaseCfg.InitialStateCfg(pos=(0.0, 0.0, -0.025)),
@@ -144,7 +146,10 @@ def scene_cfg(spec: SceneSpec, garment_path: str, robot_path: str) -> Any:
                         joint_names_expr=["panda_joint[1-7]"], stiffness=600.0, damping=50.0, effort_limit_sim=87.0
                     ),
                     "hand": ImplicitActuatorCfg(
-                        joint_names_expr=["panda_finger_joint.*"], stiffness=2000.0, damping=100.0, effort_limit_sim=500.0
+                        joint_names_expr=["panda_finger_joint.*"],
+                        stiffness=2000.0,
+                        damping=100.0,
+                        effort_limit_sim=500.0,
                     ),
                 },
             ),
@@ -237,7 +242,9 @@ class _Arm:
         self.jacobi_body = self.body - 1 if robot.is_fixed_base else self.body
         self.jacobi_joints = [j + robot.num_base_dofs for j in self.joint_ids]
         self.ik = DifferentialIKController(
-            DifferentialIKControllerCfg(command_type="pose", use_relative_mode=False, ik_method="dls", ik_params={"lambda_val": 0.1}),
+            DifferentialIKControllerCfg(
+                command_type="pose", use_relative_mode=False, ik_method="dls", ik_params={"lambda_val": 0.1}
+            ),
             num_envs=1,
             device=device,
         )
@@ -253,8 +260,10 @@ class _Arm:
         quat = d.body_quat_w.torch[:, self.body]
         return (pos + m.quat_apply(quat, self.offset))[0].cpu().numpy().astype(np.float64)
 
-    def command(self, target_world: np.ndarray, openness: float) -> None:
-        """Joint targets for the TCP at `target_world` (pose held down) and the fingers."""
+    def solve(self, target_world: np.ndarray) -> Any:
+        """One damped-least-squares IK update: joint positions [1, 7] moving the TCP towards
+        `target_world` at the fixed downward orientation (Isaac Lab's DifferentialIKController,
+        with the TCP offset folded into the hand Jacobian as its IK action term does)."""
         import isaaclab.utils.math as m
 
         torch = self.torch
@@ -272,15 +281,24 @@ class _Arm:
         jac[:, 3:] = torch.bmm(rot, jac[:, 3:])
         lever = m.quat_apply(ee_quat_b, self.offset)
         jac[:, :3] += torch.linalg.cross(jac[:, 3:], lever[:, :, None].expand_as(jac[:, 3:]), dim=1)
-        joint_pos = d.joint_pos.torch[:, self.joint_ids]
-        self.robot.set_joint_position_target_index(
-            target=self.ik.compute(ee_pos_b, ee_quat_b, jac, joint_pos), joint_ids=self.joint_ids
-        )
+        return self.ik.compute(ee_pos_b, ee_quat_b, jac, d.joint_pos.torch[:, self.joint_ids])
+
+    def command(self, target_world: np.ndarray, openness: float) -> None:
+        """Joint position targets for the TCP at `target_world` and the fingers (physics tracks them)."""
+        self.robot.set_joint_position_target_index(target=self.solve(target_world), joint_ids=self.joint_ids)
         self.openness = float(openness)
         fingers = layout.FINGER_OPEN if openness >= 0.5 else layout.FINGER_CLOSED
         self.robot.set_joint_position_target_index(
-            target=torch.full((1, len(self.finger_ids)), fingers, device=root_pos.device), joint_ids=self.finger_ids
+            target=self.torch.full((1, len(self.finger_ids)), fingers, device=self.offset.device),
+            joint_ids=self.finger_ids,
         )
+
+    def place(self, target_world: np.ndarray) -> None:
+        """Teleport the joints one IK update towards `target_world` (kinematics only, no physics),
+        and make that the position target: how the arms start at the episode's gripper poses."""
+        q = self.solve(target_world)
+        self.robot.write_joint_position_to_sim_index(position=q, joint_ids=self.joint_ids)
+        self.robot.set_joint_position_target_index(target=q, joint_ids=self.joint_ids)
 
 
 class IsaacLabBackend(Backend):
@@ -296,7 +314,10 @@ class IsaacLabBackend(Backend):
         self.spec: SceneSpec | None = None
         self._reset_started = False
         self._tmp = tempfile.TemporaryDirectory(prefix="instant_fold_isaac_")
-        self.timings: dict[str, float] = {}
+        self.timings_: dict[str, float] = {}
+
+    def timings(self) -> dict[str, float]:
+        return dict(self.timings_)
 
     def detail(self) -> dict[str, Any]:
         return {"simulator": "Isaac Lab 3 (kit-less, Newton backend)", **_versions(), "device": self.device}
@@ -308,8 +329,8 @@ class IsaacLabBackend(Backend):
             # Isaac Lab's SimulationContext is a process-wide singleton bound to one stage: a new
             # garment mesh needs a new process (the sim node starts one per start state).
             raise BackendError("isaac_lab: one start state per process; start a new bridge for another")
-        import torch
         import isaaclab.sim as sim_utils
+        import torch
         from isaaclab.utils import instantiate
 
         self._reset_started = True
@@ -329,9 +350,9 @@ class IsaacLabBackend(Backend):
         n = self.cloth.data.nodal_pos_w.torch.shape[1]
         if n != len(spec.positions):
             raise BackendError(f"isaac_lab: the garment spawned with {n} particles, the spec has {len(spec.positions)}")
-        state = torch.cat(
-            [torch.from_numpy(spec.positions), torch.from_numpy(spec.velocities)], dim=-1
-        ).to(self.cloth.data.nodal_pos_w.torch.device)[None]
+        state = torch.cat([torch.from_numpy(spec.positions), torch.from_numpy(spec.velocities)], dim=-1).to(
+            self.cloth.data.nodal_pos_w.torch.device
+        )[None]
         self.cloth.write_nodal_state_to_sim_index(state)
         self.kinematic = torch.zeros((1, n, 4), device=state.device)
         self.kinematic[..., 3] = 1.0  # all free
@@ -340,23 +361,24 @@ class IsaacLabBackend(Backend):
         self.offsets: list[np.ndarray] = [np.zeros((0, 3)), np.zeros((0, 3))]
         self.table = layout.table_depth(spec.intrinsics, spec.T_world_camera, spec.resolution)
         self.spec = spec
-        self.timings["build_s"] = time.perf_counter() - t0
+        self.timings_["build_s"] = time.perf_counter() - t0
         # Bring both TCPs to the episode's initial gripper positions before time starts (the
         # cloth is held kinematic meanwhile, so it stays where the generator left it).
         self._move_arms_to(spec.grippers[:, :3])
 
-    def _move_arms_to(self, targets: np.ndarray, max_frames: int = 120, tol: float = 0.01) -> None:
-        self.kinematic[..., :3] = self.cloth.data.nodal_pos_w.torch
-        self.kinematic[..., 3] = 0.0
-        self.cloth.write_nodal_kinematic_target_to_sim_index(self.kinematic)
-        for _ in range(max_frames):
-            for arm, target in zip(self.arms, targets):
-                arm.command(target, 1.0)
-            self._advance()
-            if max(np.linalg.norm(arm.tcp_world() - t) for arm, t in zip(self.arms, targets)) < tol:
+    def _move_arms_to(self, targets: np.ndarray, max_iterations: int = 200, tol: float = 0.005) -> None:
+        """Put both TCPs at `targets` before time starts: IK updates applied to the joints
+        directly with forward kinematics in between (no physics, so the cloth does not move)."""
+        for _ in range(max_iterations):
+            if max(np.linalg.norm(arm.tcp_world() - t) for arm, t in zip(self.arms, targets, strict=True)) < tol:
                 break
-        self.kinematic[..., 3] = 1.0
-        self.cloth.write_nodal_kinematic_target_to_sim_index(self.kinematic)
+            for arm, target in zip(self.arms, targets, strict=True):
+                arm.place(target)
+            self.sim.forward()
+            self.scene.update(0.0)
+        self.timings_["arm_placement_error_m"] = float(
+            max(np.linalg.norm(arm.tcp_world() - t) for arm, t in zip(self.arms, targets, strict=True))
+        )
 
     def _advance(self) -> None:
         self.scene.write_data_to_sim()
@@ -393,7 +415,7 @@ class IsaacLabBackend(Backend):
         self.cloth.write_nodal_kinematic_target_to_sim_index(self.kinematic)
         t0 = time.perf_counter()
         self._advance()
-        self.timings["step_s"] = time.perf_counter() - t0
+        self.timings_["step_s"] = time.perf_counter() - t0
 
     def torch_ids(self, ids: np.ndarray) -> Any:
         import torch
@@ -423,7 +445,9 @@ class IsaacLabBackend(Backend):
         # Newton's renderer labels shapes (robots, table), not cloth particles: any labelled pixel
         # is not cloth.
         seg = out.get("instance_segmentation")
-        shapes = None if seg is None else (seg[0].cpu().numpy().reshape(depth.shape[0], depth.shape[1], -1) != 0).any(-1)
+        shapes = (
+            None if seg is None else (seg[0].cpu().numpy().reshape(depth.shape[0], depth.shape[1], -1) != 0).any(-1)
+        )
         return rgb, depth, layout.cloth_mask(depth, self.table, shapes)
 
     def close(self) -> None:

@@ -125,7 +125,7 @@ def require(arrays: dict[str, np.ndarray], name: str, shape: tuple[int | None, .
     if name not in arrays:
         raise ProtocolError(f"missing array {name!r} (got {sorted(arrays)})")
     a = arrays[name]
-    if a.ndim != len(shape) or any(want is not None and got != want for got, want in zip(a.shape, shape)):
+    if a.ndim != len(shape) or any(want is not None and got != want for got, want in zip(a.shape, shape, strict=True)):
         raise ProtocolError(f"array {name!r}: expected shape {shape}, got {a.shape}")
     if a.dtype.kind not in kind:
         raise ProtocolError(f"array {name!r}: expected dtype kind {kind!r}, got {a.dtype}")

@@ -69,6 +69,10 @@ class Backend(abc.ABC):
         """Versions and settings worth logging on the ROS side."""
         return {}
 
+    def timings(self) -> dict[str, float]:
+        """Latest build/step/render timings (s), sent with every state for the ROS side to report."""
+        return {}
+
     @abc.abstractmethod
     def reset(self, spec: SceneSpec) -> None:
         """Build (or rebuild) the scene at the spec's start state."""
@@ -87,7 +91,7 @@ class Backend(abc.ABC):
         """The overhead camera now: rgb uint8 [H, W, 3], depth float32 [H, W] (real m along the
         optical axis), cloth mask bool [H, W]."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional hook: most backends hold nothing to release)
         """Release the simulator (the process ends right after)."""
 
 
@@ -114,10 +118,15 @@ class Session:
 
     def _state_reply(self, kind: str = "state") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         s = self.backend.state()
-        header = {"type": kind, "frame": self.frame, "cloth_speed": float(s.cloth_speed)}
-        return header, {"positions": np.asarray(s.positions, np.float32), "grippers": np.asarray(s.grippers, np.float64)}
+        header = {"type": kind, "frame": self.frame, "cloth_speed": float(s.cloth_speed), "timings": self.backend.timings()}
+        return header, {
+            "positions": np.asarray(s.positions, np.float32),
+            "grippers": np.asarray(s.grippers, np.float64),
+        }
 
-    def handle(self, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def handle(
+        self, header: dict[str, Any], arrays: dict[str, np.ndarray]
+    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         kind = header["type"]
         if kind == "hello":
             if header.get("protocol") != PROTOCOL_VERSION:
@@ -171,7 +180,7 @@ class Session:
                 return
             try:
                 reply, out = self.handle(header, arrays)
-            except Exception as exc:  # noqa: BLE001  any simulator failure goes back to the caller, named
+            except Exception as exc:  # any simulator failure goes back to the caller, named
                 traceback.print_exc(file=sys.stderr)
                 protocol.send(conn, {"type": "error", "message": f"{type(exc).__name__}: {exc}"})
                 if isinstance(exc, ProtocolError):
