@@ -123,7 +123,10 @@ def scene_cfg(spec: SceneSpec, garment_path: str, robot_path: str) -> Any:
             ArticulationCfg(
                 prim_path="{ENV_REGEX_NS}/Robot" + placement.name.capitalize(),
                 spawn=sim_utils.UsdFileCfg(
-                    usd_path=robot_path, rigid_props=sim_utils.RigidBodyPropertiesCfg(disable_gravity=True)
+                    usd_path=robot_path,
+                    rigid_props=sim_utils.RigidBodyPropertiesCfg(disable_gravity=True),
+                    # labelled, so the camera's semantic segmentation tells robot pixels apart
+                    semantic_tags=[("class", "robot")],
                 ),
                 init_state=ArticulationCfg.InitialStateCfg(
                     pos=placement.position,
@@ -158,7 +161,8 @@ def scene_cfg(spec: SceneSpec, garment_path: str, robot_path: str) -> Any:
     cfg.camera = CameraCfg(
         prim_path="{ENV_REGEX_NS}/Camera",
         offset=CameraCfg.OffsetCfg(pos=pos, rot=rot, convention="ros"),
-        data_types=["rgb", "distance_to_image_plane", "instance_segmentation"],
+        data_types=["rgb", "distance_to_image_plane", "semantic_segmentation"],
+        colorize_semantic_segmentation=False,
         spawn=sim_utils.PinholeCameraCfg.from_intrinsic_matrix(
             intrinsic_matrix=layout.intrinsics_row_major(spec.intrinsics),
             width=spec.resolution,
@@ -366,9 +370,14 @@ class IsaacLabBackend(Backend):
         # cloth is held kinematic meanwhile, so it stays where the generator left it).
         self._move_arms_to(spec.grippers[:, :3])
 
-    def _move_arms_to(self, targets: np.ndarray, max_iterations: int = 200, tol: float = 0.005) -> None:
+    def _move_arms_to(
+        self, targets: np.ndarray, max_iterations: int = 200, tol: float = 0.005, settle_frames: int = 40
+    ) -> None:
         """Put both TCPs at `targets` before time starts: IK updates applied to the joints
-        directly with forward kinematics in between (no physics, so the cloth does not move)."""
+        directly with forward kinematics in between, then physics frames with the cloth held
+        kinematic (so it does not move) until the arms are there (the rigid solver keeps its own
+        joint state, so a kinematic placement alone snapped back to the ready pose on the first
+        step: 0.45 m TCP error, measured)."""
         for _ in range(max_iterations):
             if max(np.linalg.norm(arm.tcp_world() - t) for arm, t in zip(self.arms, targets, strict=True)) < tol:
                 break
@@ -376,6 +385,22 @@ class IsaacLabBackend(Backend):
                 arm.place(target)
             self.sim.forward()
             self.scene.update(0.0)
+        # The rigid solver (MuJoCo-Warp) keeps its own joint state: let physics settle the arms
+        # on the placed targets with the cloth held kinematic where it lies.
+        self.kinematic[..., :3] = self.cloth.data.nodal_pos_w.torch
+        self.kinematic[..., 3] = 0.0
+        self.cloth.write_nodal_kinematic_target_to_sim_index(self.kinematic)
+        settled = 0
+        while settled < settle_frames:
+            if max(np.linalg.norm(arm.tcp_world() - t) for arm, t in zip(self.arms, targets, strict=True)) < 0.01:
+                break
+            for arm, target in zip(self.arms, targets, strict=True):
+                arm.command(target, 1.0)
+            self._advance()
+            settled += 1
+        self.kinematic[..., 3] = 1.0
+        self.cloth.write_nodal_kinematic_target_to_sim_index(self.kinematic)
+        self.timings_["arm_settle_frames"] = float(settled)
         self.timings_["arm_placement_error_m"] = float(
             max(np.linalg.norm(arm.tcp_world() - t) for arm, t in zip(self.arms, targets, strict=True))
         )
@@ -416,6 +441,8 @@ class IsaacLabBackend(Backend):
         t0 = time.perf_counter()
         self._advance()
         self.timings_["step_s"] = time.perf_counter() - t0
+        self.timings_["frames"] = self.timings_.get("frames", 0.0) + 1
+        self.timings_["step_total_s"] = self.timings_.get("step_total_s", 0.0) + self.timings_["step_s"]
 
     def torch_ids(self, ids: np.ndarray) -> Any:
         import torch
@@ -442,13 +469,11 @@ class IsaacLabBackend(Backend):
         rgb = out["rgb"][0, ..., :3].cpu().numpy().astype(np.uint8)
         depth = out["distance_to_image_plane"][0, ..., 0].cpu().numpy().astype(np.float32)
         depth = np.where(np.isfinite(depth), depth, 0.0).astype(np.float32)
-        # Newton's renderer labels shapes (robots, table), not cloth particles: any labelled pixel
-        # is not cloth.
-        seg = out.get("instance_segmentation")
-        shapes = (
-            None if seg is None else (seg[0].cpu().numpy().reshape(depth.shape[0], depth.shape[1], -1) != 0).any(-1)
-        )
-        return rgb, depth, layout.cloth_mask(depth, self.table, shapes)
+        # Ids: 0 background (no hit), 1 unlabelled (cloth, whose triangles are no shape, and the
+        # table), >= 2 labelled shapes: the robots (semantic_tags). Cloth = above the table, not robot.
+        seg = out.get("semantic_segmentation")
+        robot = None if seg is None else seg[0].cpu().numpy().reshape(*depth.shape, -1)[..., 0] >= 2
+        return rgb, depth, layout.cloth_mask(depth, self.table, robot)
 
     def close(self) -> None:
         self._tmp.cleanup()

@@ -118,7 +118,12 @@ class Session:
 
     def _state_reply(self, kind: str = "state") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         s = self.backend.state()
-        header = {"type": kind, "frame": self.frame, "cloth_speed": float(s.cloth_speed), "timings": self.backend.timings()}
+        header = {
+            "type": kind,
+            "frame": self.frame,
+            "cloth_speed": float(s.cloth_speed),
+            "timings": self.backend.timings(),
+        }
         return header, {
             "positions": np.asarray(s.positions, np.float32),
             "grippers": np.asarray(s.grippers, np.float64),
