@@ -197,7 +197,8 @@ def test_garment_usd_is_the_project_mesh(start, tmp_path) -> None:
 
     spec = scene_spec(*start, "cpu-small")
     path = layout.garment_usd(spec, str(tmp_path / "garment.usda"))
-    mesh = UsdGeom.Mesh(Usd.Stage.Open(path).GetPrimAtPath("/Garment/mesh"))
+    stage = Usd.Stage.Open(path)  # kept: prims are invalid once their stage is gone
+    mesh = UsdGeom.Mesh(stage.GetPrimAtPath("/Garment/mesh"))
     assert np.allclose(np.array(mesh.GetPointsAttr().Get()), spec.rest_positions)
     assert np.array_equal(np.array(mesh.GetFaceVertexIndicesAttr().Get()).reshape(-1, 3), spec.faces)
 
@@ -255,8 +256,10 @@ def test_sim_world_over_the_bridge_follows_the_embedded_newton_scene(stand_in: B
 
 
 def test_bridge_errors_reach_the_caller_and_the_session_goes_on(stand_in: BridgeClient) -> None:
-    with pytest.raises(BridgeError, match="missing array 'openness'"):
-        stand_in.request({"type": "step"}, {"target": np.zeros((2, 3))})
+    with pytest.raises(BridgeError, match="missing array 'rest_positions'"):
+        stand_in.request({"type": "reset"}, {})
+    with pytest.raises(BridgeError, match="unknown request type 'teleport'"):
+        stand_in.request({"type": "teleport"})
     assert stand_in.request({"type": "hello", "protocol": protocol.PROTOCOL_VERSION})[0]["backend"] == "newton_stand_in"
 
 

@@ -391,13 +391,13 @@ class IsaacLabBackend(Backend):
         self.kinematic[..., 3] = 0.0
         self.cloth.write_nodal_kinematic_target_to_sim_index(self.kinematic)
         settled = 0
-        while settled < settle_frames:
-            if max(np.linalg.norm(arm.tcp_world() - t) for arm, t in zip(self.arms, targets, strict=True)) < 0.01:
-                break
+        while settled < settle_frames:  # at least one physics frame: only physics shows where they are
             for arm, target in zip(self.arms, targets, strict=True):
                 arm.command(target, 1.0)
             self._advance()
             settled += 1
+            if max(np.linalg.norm(arm.tcp_world() - t) for arm, t in zip(self.arms, targets, strict=True)) < 0.01:
+                break
         self.kinematic[..., 3] = 1.0
         self.cloth.write_nodal_kinematic_target_to_sim_index(self.kinematic)
         self.timings_["arm_settle_frames"] = float(settled)

@@ -16,8 +16,8 @@ client says `close` or goes away. Requests and replies (`protocol` module framin
     close                                        -> closed
     state = {frame, cloth_speed} positions [V,3] f32, grippers [2,4] f64 (measured x, y, z, openness)
 
-A request the backend cannot honour is answered `error {message}` and the session goes on; a
-malformed message ends it. The server loop and the message handling are the same for every
+A request the backend cannot honour (or with invalid content) is answered `error {message}` and
+the session goes on; a malformed frame, or a `hello` in another protocol version, ends it. The server loop and the message handling are the same for every
 backend, so a test against the Newton stand-in exercises exactly what the Isaac Lab process runs,
 except the `Backend` implementation.
 """
@@ -174,11 +174,17 @@ class Session:
         raise ProtocolError(f"unknown request type {kind!r}")
 
     def serve(self, conn: socket.socket) -> None:
-        """Answer requests until `close` or the client goes away."""
+        """Answer requests until `close` or the client goes away. A malformed frame ends the
+        session (the stream cannot be trusted any more); a request that cannot be honoured, or
+        whose content is invalid, is answered `error` and the session goes on, except a `hello`
+        in another protocol version."""
         while True:
             try:
                 header, arrays = protocol.recv(conn)
             except protocol.PeerClosed:
+                return
+            except ProtocolError as exc:
+                print(f"server: ending the session: {exc}", file=sys.stderr)
                 return
             if header["type"] == "close":
                 protocol.send(conn, {"type": "closed"})
@@ -186,9 +192,10 @@ class Session:
             try:
                 reply, out = self.handle(header, arrays)
             except Exception as exc:  # any simulator failure goes back to the caller, named
-                traceback.print_exc(file=sys.stderr)
+                if not isinstance(exc, (ProtocolError, BackendError)):
+                    traceback.print_exc(file=sys.stderr)
                 protocol.send(conn, {"type": "error", "message": f"{type(exc).__name__}: {exc}"})
-                if isinstance(exc, ProtocolError):
+                if header["type"] == "hello":
                     return
                 continue
             protocol.send(conn, reply, out)
