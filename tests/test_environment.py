@@ -96,5 +96,5 @@ def test_isaaclab_environment_is_pinned_separate_and_ignored() -> None:
     script = REPO / "scripts" / "bootstrap_isaaclab.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     text = script.read_text()
-    assert '.venv-isaaclab"' in text and "sha256sum" in text and "isaac_lab/assets.py" in text
+    assert "/.venv-isaaclab}" in text and "sha256sum" in text and "isaac_lab/assets.py" in text
     assert "/.venv-isaaclab/" in (REPO / ".gitignore").read_text().splitlines()

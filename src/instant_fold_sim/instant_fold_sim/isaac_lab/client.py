@@ -170,8 +170,8 @@ class BridgeClient:
             self.sock.close()
             self.sock = None
         if self.process.poll() is None:
-            try:
-                self.process.wait(timeout=10.0)
+            try:  # a loaded machine takes a while to tear a simulator's interpreter down
+                self.process.wait(timeout=30.0)
             except subprocess.TimeoutExpired:
                 self.process.terminate()
                 try:
