@@ -190,6 +190,12 @@ def test_franka_placement_reaches_the_garment_and_the_homes(start) -> None:
     left, right = layout.arm_placements()
     assert left.position[0] < 0 < right.position[0]  # left arm = image left = world -x
     assert np.allclose(layout.matrix_from_quat_xyzw(np.array(right.quat_xyzw)) @ [1, 0, 0], [-1, 0, 0], atol=1e-12)
+    # joint 1 seeds: towards +x in front of the left base is 0; the right arm turned to its home
+    assert layout.joint1_towards(left, np.array([1.0, left.position[1], 0])) == pytest.approx(0.0)
+    home = scene_spec(*start, "cpu-small").home[1]
+    yaw = right.yaw + layout.joint1_towards(right, home)
+    direction = home[:2] - np.asarray(right.position[:2])
+    assert np.allclose([np.cos(yaw), np.sin(yaw)], direction / np.linalg.norm(direction))
 
 
 def test_garment_usd_is_the_project_mesh(start, tmp_path) -> None:

@@ -65,6 +65,14 @@ def arm_placements(base_x: float = ARM_BASE_X, base_y: float = ARM_BASE_Y) -> tu
     )
 
 
+def joint1_towards(arm: ArmPlacement, point: np.ndarray) -> float:
+    """Base yaw (Panda joint 1, rad) that turns the arm towards `point` (world): the IK seed, so
+    damped least squares starts on the right side instead of swinging over from the ready pose."""
+    d = np.asarray(point, np.float64)[:2] - np.asarray(arm.position[:2])
+    c, s = np.cos(-arm.yaw), np.sin(-arm.yaw)
+    return float(np.arctan2(s * d[0] + c * d[1], c * d[0] - s * d[1]))
+
+
 def reachable(points: np.ndarray, arm: ArmPlacement, margin: float = 0.05) -> np.ndarray:
     """Which TCP positions [N, 3] the arm can reach pointing down: the wrist centre (above the
     TCP by `WRIST_TO_TCP`) within the reach sphere around the shoulder, less `margin`."""
