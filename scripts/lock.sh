@@ -9,4 +9,11 @@ export UV_PYTHON_DOWNLOADS=never
 cd "$ROOT/requirements"
 "$UV" pip compile --quiet --universal --python-version 3.10 python.in -o python.lock
 "$UV" pip compile --quiet --universal --python-version 3.10 ros-wheels.in -c python.lock -o ros-wheels.lock
-echo "locks updated; run scripts/bootstrap.sh to install them"
+# The optional Isaac Lab environment (Python 3.12, Linux x86_64; omniverseclient ships manylinux_2_35 wheels).
+PY312="${PYTHON312:-$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python}"
+if [[ -x "$PY312" ]]; then
+  "$UV" pip compile --quiet --python "$PY312" --python-platform x86_64-manylinux_2_35 isaaclab.in -o isaaclab.lock
+else
+  echo "no Python 3.12 (set PYTHON312): isaaclab.lock not updated" >&2
+fi
+echo "locks updated; run scripts/bootstrap.sh (and scripts/bootstrap_isaaclab.sh) to install them"

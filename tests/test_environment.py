@@ -83,3 +83,18 @@ def test_locks_pin_every_requirement() -> None:
         assert requirements and all("==" in r for r in requirements), lock
     python_lock = (REPO / "requirements" / "python.lock").read_text()
     assert "torch==2.13.0" in python_lock and "torchvision==0.28.0" in python_lock
+
+
+def test_isaaclab_environment_is_pinned_separate_and_ignored() -> None:
+    """The optional Isaac Lab 3 environment (docs/isaac_lab.md): its own pinned lock for Python
+    3.12, an idempotent bootstrap that never touches .venv, and a git-ignored folder."""
+    lock = (REPO / "requirements" / "isaaclab.lock").read_text()
+    pins = [line.strip() for line in lock.splitlines() if line and not line.startswith((" ", "#"))]
+    assert pins and all("==" in p for p in pins)
+    for pin in ("isaaclab==3.0.0", "torch==2.11.0", "warp-lang==1.17.0", "newton==1.6.1", "example-robot-data=="):
+        assert any(p.startswith(pin) for p in pins), pin
+    script = REPO / "scripts" / "bootstrap_isaaclab.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    assert "/.venv-isaaclab}" in text and "sha256sum" in text and "isaac_lab/assets.py" in text
+    assert "/.venv-isaaclab/" in (REPO / ".gitignore").read_text().splitlines()

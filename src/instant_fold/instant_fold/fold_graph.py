@@ -15,6 +15,10 @@ the same nodes with the same parameter files. Choices:
 - with the simulator: `garment:=`, `seed:=`, `mode:=`, `variant:=` (the start state and the mode
   the evaluation compares with); observations are stamped with simulated time and the policy
   server reads the simulator's `/clock` (`use_sim_time`).
+- with the simulator: `sim_backend:=newton|isaac_lab|newton_stand_in` (default `newton`, the
+  embedded scene; `isaac_lab`: Isaac Lab 3 with two Frankas in its own Python 3.12 process,
+  docs/isaac_lab.md; `newton_stand_in`: the Isaac Lab bridge with the Newton scene behind it) and
+  `sim_device:=cpu|cuda:0` (the backend's device; default cpu).
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from instant_fold.graph import GraphError, GraphSpec, NodeSpec, config_dirs
 ROBOTS_WITH_CAMERA = {"sim"}
 CAMERAS = ("realsense", "playback", "bag", "sim")
 SEGMENTATIONS = ("sam2", "plane", "sim")
+#: Simulators behind the sim node (`sim_backend:=`); the bridge's are listed in
+#: instant_fold_sim.isaac_lab.server.BACKENDS (not imported: the bringup stays light).
+SIM_BACKENDS = ("newton", "isaac_lab", "newton_stand_in")
 #: Steps of the simulator's actions: one 20 fps frame (the demonstrations' frame period).
 SIM_STEP_DURATION = 0.05
 SIM_CONTROL_RATE_HZ = 20.0
@@ -59,6 +66,8 @@ class FoldOptions:
     mode: str = ""
     variant: str = ""
     max_steps: str = ""
+    sim_backend: str = ""
+    sim_device: str = ""
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, str]) -> FoldOptions:
@@ -87,6 +96,10 @@ class FoldOptions:
             raise GraphError(f"camera:={camera} needs playback_file:=<recording>")
         if camera != "sim" and any((self.garment, self.seed, self.mode, self.variant)):
             raise GraphError("garment/seed/mode/variant choose the simulated start state: they need camera:=sim")
+        if camera != "sim" and (self.sim_backend or self.sim_device):
+            raise GraphError("sim_backend/sim_device choose the simulator: they need robot:=sim")
+        if self.sim_backend and self.sim_backend not in SIM_BACKENDS:
+            raise GraphError(f"sim_backend:={self.sim_backend}: expected one of {list(SIM_BACKENDS)}")
         models = models_dir()
         return FoldOptions(
             robot=self.robot,
@@ -101,6 +114,8 @@ class FoldOptions:
             mode=self.mode,
             variant=self.variant,
             max_steps=self.max_steps,
+            sim_backend=self.sim_backend,
+            sim_device=self.sim_device,
         )
 
 
@@ -129,6 +144,10 @@ def build_fold_graph(options: FoldOptions) -> tuple[GraphSpec, dict[str, dict[st
                 sim_params[key] = getattr(o, key)
         if o.seed:
             sim_params["seed"] = int(o.seed)
+        if o.sim_backend:
+            sim_params["backend"] = o.sim_backend
+        if o.sim_device:
+            sim_params["backend_device"] = o.sim_device
         params["sim"] = sim_params
     elif o.camera == "bag":
         nodes.append(_node("bag_player", "instant_fold_demo", "bag_player", "demo.yaml"))

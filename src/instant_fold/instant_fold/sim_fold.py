@@ -214,6 +214,8 @@ def run_fold(args: argparse.Namespace) -> dict:
         mode=args.mode,
         variant=args.variant,
         max_steps=str(args.max_steps),
+        sim_backend=args.sim_backend,
+        sim_device=args.sim_device,
     )
     demo = Path(args.demo).resolve()
     if not demo.is_file():
@@ -315,6 +317,8 @@ def run_fold(args: argparse.Namespace) -> dict:
         "latency": probe.summary(),
         "graph_ready_s": ready_s,
         "wall_s": time.monotonic() - started,
+        "sim_backend": args.sim_backend,
+        "sim_device": args.sim_device or "cpu",
         "graph_exit_code": code,
         "ros_domain_id": domain,
         "demonstration": str(demo),
@@ -362,6 +366,13 @@ def main(argv: list[str] | None = None) -> int:
         "--bank", default=str(models_dir() / "oracle_banks" / "cpu"), help="oracle bank with this start state"
     )
     parser.add_argument("--out", default="outputs/sim_fold")
+    parser.add_argument(
+        "--sim-backend",
+        default="newton",
+        choices=("newton", "isaac_lab", "newton_stand_in"),
+        help="simulator behind the sim node (isaac_lab: docs/isaac_lab.md; give it a longer --startup-timeout)",
+    )
+    parser.add_argument("--sim-device", default="", help="the backend's device: cpu (default) or cuda:0")
     parser.add_argument(
         "--no-evaluate", dest="evaluate", action="store_false", help="skip the oracle score, video and strip"
     )

@@ -67,6 +67,8 @@ def test_models_default_to_the_models_folder_and_demo_is_passed() -> None:
         (FoldOptions(robot="dobot", camera="webcam"), "camera:=webcam"),
         (FoldOptions(robot="sim", segmentation="magic"), "segmentation:=magic"),
         (FoldOptions(robot="dobot", seed="3"), "need camera:=sim"),
+        (FoldOptions(robot="franka", sim_backend="isaac_lab"), "need robot:=sim"),
+        (FoldOptions(robot="sim", sim_backend="gazebo"), "sim_backend:=gazebo"),
     ],
 )
 def test_inconsistent_choices_are_refused(options: FoldOptions, message: str) -> None:
@@ -91,3 +93,18 @@ def test_runner_takes_launch_style_arguments(tmp_path: Path) -> None:
         parse_launch_arguments(["robot=sim"])
     with pytest.raises(GraphError, match="takes no name:=value"):
         load_graph_with_arguments("graph_check", ["robot:=sim"], tmp_path)
+
+
+def test_sim_backend_reaches_the_sim_node_from_launch_arguments(tmp_path: Path) -> None:
+    """`sim_backend:=isaac_lab sim_device:=cuda:0` (fold.launch.py and the runner share
+    FoldOptions): the sim node's backend parameters; the rest of the graph is unchanged."""
+    graph, files = load_graph_with_arguments(
+        "fold", ["robot:=sim", "sim_backend:=isaac_lab", "sim_device:=cuda:0"], tmp_path
+    )
+    sim = yaml.safe_load(files[0].read_text())["sim"]["ros__parameters"]
+    assert sim["backend"] == "isaac_lab" and sim["backend_device"] == "cuda:0"
+    assert [n.name for n in graph.nodes] == names(FoldOptions(robot="sim"))
+    _, params = build_fold_graph(FoldOptions(robot="sim"))
+    assert "backend" not in params["sim"]  # default: the embedded Newton scene (config/sim.yaml)
+    launch = Path(__file__).resolve().parents[3] / "launch" / "fold.launch.py"
+    assert "fold_launch_description" in launch.read_text()  # one launch argument per FoldOptions field

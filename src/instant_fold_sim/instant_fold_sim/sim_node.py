@@ -1,4 +1,10 @@
-"""sim_node: the Newton garment scene behind the real camera's topics and the `sim` driver.
+"""sim_node: the simulated garment scene behind the real camera's topics and the `sim` driver.
+
+The simulator is the embedded Newton scene (`backend: newton`), or another one stepped over the
+loopback bridge of `instant_fold_sim.isaac_lab` (`backend: isaac_lab`: Isaac Lab 3, kit-less on
+its Newton backend, in its own Python 3.12 process; `newton_stand_in`: that bridge with the
+project's Newton scene behind it, for machines without Isaac Lab). Topics and services are the
+same for every backend, so the fold graph runs unchanged on any of them.
 
 Publishes what the RealSense camera node publishes (`camera/color` rgb8, `camera/depth` 32FC1
 metres, `camera/camera_info`) plus the simulator's exact cloth mask on `cloth/mask` (the `sim`
@@ -37,6 +43,8 @@ from instant_fold_ros.params import declare_file_roots
 from instant_fold_ros.qos import OBSERVATION_QOS
 
 from .garments import GarmentError
+from .isaac_lab.client import BridgeClient, BridgeError
+from .isaac_lab.server import BACKENDS
 from .keypoints import KeypointError
 from .rollout import EpisodeFailed
 from .sim_world import SimWorld, SimWorldError
@@ -61,7 +69,32 @@ class SimNode(Node):
         publish_mask = bool(p("publish_mask", True).value)
         republish = float(p("republish_period_s", 0.5).value)
         self.file_roots = declare_file_roots(self, ["outputs"])
-        self.world = SimWorld(garment, seed, preset_name)
+        # `newton`: the embedded Newton scene; `isaac_lab`: Isaac Lab 3 (kit-less, Newton backend,
+        # two Frankas) in its own Python 3.12 process over the loopback bridge;
+        # `newton_stand_in`: the bridge's protocol-faithful stand-in (tests, no Isaac Lab).
+        backend = str(p("backend", "newton").value)
+        device = str(p("backend_device", "cpu").value)
+        isaaclab_python = str(p("isaaclab_python", "").value)
+        start_timeout = float(p("backend_start_timeout_s", 600.0).value)
+        self.bridge: BridgeClient | None = None
+        if backend != "newton":
+            if backend not in BACKENDS:
+                raise BridgeError(f"backend {backend!r}: expected newton or one of {BACKENDS}")
+            self.bridge = BridgeClient(backend, device, isaaclab_python, start_timeout_s=start_timeout)
+            detail = self.bridge.hello
+            self.get_logger().info(
+                f"simulator backend {detail['backend']} on {detail['device']} (pid {self.bridge.process.pid}): "
+                f"{json.dumps(detail.get('detail', {}), sort_keys=True)}"
+            )
+            if self.bridge.stand_in:
+                self.get_logger().warning(
+                    f"backend {backend}: a stand-in (the project's Newton scene behind the bridge), not Isaac Lab"
+                )
+        try:
+            self.world = SimWorld(garment, seed, preset_name, bridge=self.bridge)
+        except BaseException:
+            self.close()
+            raise
         self._color = self.create_publisher(Image, "camera/color", OBSERVATION_QOS)
         self._depth = self.create_publisher(Image, "camera/depth", OBSERVATION_QOS)
         self._info = self.create_publisher(CameraInfo, "camera/camera_info", OBSERVATION_QOS)
@@ -74,8 +107,14 @@ class SimNode(Node):
         self._publish()
         self.get_logger().info(
             f"simulating {self.world.garment.garment_id} (seed {seed}, {preset_name}, "
-            f"{self.world.scene.num_particles} particles) at {self.world.fps:g} fps"
+            f"{self.world.scene.num_particles} particles) at {self.world.fps:g} fps with {backend}"
         )
+
+    def close(self) -> None:
+        """Stop the backend's process (run_node calls this before destroying the node)."""
+        if self.bridge is not None:
+            self.bridge.close()
+            self.bridge = None
 
     def _render(self) -> tuple[Image, ...]:
         """Messages of the current frame, stamped with its simulated time."""
@@ -101,14 +140,14 @@ class SimNode(Node):
                 np.asarray(request.openness, dtype=np.float64),
                 float(request.until),
             )
-        except SimWorldError as exc:
+            if frames:
+                self._frame = self._render()
+                self._publish()
+        except (SimWorldError, BridgeError) as exc:
             response.success, response.message = False, str(exc)
             self.get_logger().error(f"step refused: {exc}")
         else:
             response.success = True
-            if frames:
-                self._frame = self._render()
-                self._publish()
         response.sim_time = self.world.sim_time
         response.state = self.world.gripper_state().astype(np.float64).ravel().tolist()
         response.home = self.world.home().ravel().tolist()
@@ -137,7 +176,7 @@ class SimNode(Node):
             response.success, response.message = False, f"output_dir {out}: {exc}"
             self.get_logger().error(f"evaluation not written: {response.message}")
             return response
-        except (SimWorldError, KeyError) as exc:
+        except (SimWorldError, BridgeError, KeyError) as exc:
             response.success, response.message = False, str(exc)
             return response
         response.success, response.metrics_json = True, json.dumps(metrics, sort_keys=True)
@@ -152,7 +191,7 @@ class SimNode(Node):
 def main(args: list[str] | None = None) -> int:
     try:
         return run_node(SimNode, args)
-    except (GarmentError, KeypointError, EpisodeFailed, KeyError) as exc:
+    except (GarmentError, KeypointError, EpisodeFailed, BridgeError, KeyError) as exc:
         # A start state that cannot be simulated (unknown garment or preset, bad mesh, no layout
         # in view): a clear message and exit code 1, not a traceback.
         print(f"sim_node: {exc}", file=sys.stderr)

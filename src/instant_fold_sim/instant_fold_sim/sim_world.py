@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -24,7 +25,11 @@ from instant_fold_core.evaluation.coverage import Coverage
 from .garments import resolve_garment
 from .outcome import FoldRecord, InitInfo, record_fold
 from .programs import resolve_mode
-from .rollout import FoldingRollout, GenerationConfig, _to_episode, preset, run_program, start_state
+from .rollout import PRESETS, FoldingRollout, GenerationConfig, _to_episode, preset, run_program, start_state
+
+if TYPE_CHECKING:
+    from .isaac_lab.client import BridgeClient, RemoteScene
+    from .scene import ClothScene
 
 #: Largest normalised keypoint error (same-init, vs the oracle's final state) counted as a success;
 #: the same tolerance as the oracle check of the scripted programs.
@@ -57,17 +62,39 @@ class SimWorld:
     """One garment from one episode seed, driven by camera-frame gripper commands."""
 
     def __init__(
-        self, garment: str, seed: int, config: GenerationConfig | str = "cpu-small", record: bool = True
+        self,
+        garment: str,
+        seed: int,
+        config: GenerationConfig | str = "cpu-small",
+        record: bool = True,
+        bridge: BridgeClient | None = None,
     ) -> None:
         """`record`: render and keep every frame for `episode()` (video, keyframe strip); the
-        evaluator turns it off and renders only the frames the policy sees."""
+        evaluator turns it off and renders only the frames the policy sees.
+
+        `bridge`: step another simulator (Isaac Lab, or its stand-in) over the bridge instead of
+        the local Newton scene. The start state is still computed here by the project's
+        generator and handed over, so both backends start from the same garment state; the
+        camera frames then come from that simulator, and the same-init score compares its final
+        keypoints with the Newton oracle run from the same start."""
+        # The stand-in steps with the named preset's physics; a custom config has no name to send.
+        preset_name = (
+            config if isinstance(config, str) else next((k for k, v in PRESETS.items() if v is config), "custom")
+        )
         self.config = preset(config) if isinstance(config, str) else config
         self.garment_spec, self.seed = garment, int(seed)
         self.garment = resolve_garment(
             garment, spacing=self.config.garment_spacing, max_particles=self.config.max_particles
         )
         self.start = start_state(self.garment, self.seed, self.config)
-        self.scene = self.start.scene
+        self.scene: ClothScene = self.start.scene
+        self.bridge = bridge
+        if bridge is not None:
+            from .isaac_lab.client import RemoteScene
+
+            # RemoteScene has the part of ClothScene's interface that SimWorld, the rollout
+            # bookkeeping and record_fold use (test_isaac_bridge runs them all on it).
+            self.scene = cast("ClothScene", RemoteScene(bridge, self.start, self.config, preset_name))
         self.camera = self.start.dr.camera
         self.scale = self.config.obs_scale
         self.fps = self.scene.config.fps
@@ -113,6 +140,9 @@ class SimWorld:
     def observe(self) -> SimObservation:
         from .render import render
 
+        if self.bridge is not None:  # the other simulator's own camera (already real metres)
+            rgb, depth, mask = cast("RemoteScene", self.scene).observe()
+            return SimObservation(rgb, depth.astype(np.float32), mask, self.camera.intrinsics, self.frames)
         frame = render(self.camera, self.start.dr.appearance, self.scene.positions(), self.garment.faces)
         return SimObservation(
             frame.rgb, (frame.depth * self.scale).astype(np.float32), frame.mask, self.camera.intrinsics, self.frames

@@ -1,0 +1,192 @@
+"""Geometry of the Isaac Lab scene, as plain numpy (testable without Isaac Lab).
+
+Everything is in the bridge frame (spec module): the Newton world frame in real metres, z up,
+table top at z = 0, camera optical frame x right / y down / z forward.
+
+Choices where the paper is silent (its Isaac Lab set-up is "two Franka robots"; no placement):
+
+* **Arms.** Two Franka Panda arms on the table, left and right of the garment and a little
+  beyond its neck side, facing each other: bases at (-`ARM_BASE_X`, `ARM_BASE_Y`, 0) facing +x
+  (left arm, image left) and (+`ARM_BASE_X`, `ARM_BASE_Y`, 0) facing -x (right arm). Chosen with
+  `reach_report` over laid-out start states (cpu-small, 5 garments/seeds): 0.55 / 0.25 puts
+  >= 98.6 % of every garment within reach of at least one arm and >= 70 % within reach of each,
+  both home poses (±0.73, -0.17, 0.28) reachable and 0.46 m from their base's axis. Bases
+  further out (0.8 m) leave up to 11 % of the garment out of reach; bases level with the homes
+  put the homes over the base columns.
+* **Grasp point (TCP).** The point between the fingertips, `TCP_OFFSET` along the hand's z axis
+  (Isaac Lab's Franka tasks use 0.1034-0.107 m); the commanded gripper position is the TCP.
+* **Orientation.** Fixed, pointing straight down (hand z axis = world -z), fingers closing
+  along world y, for the whole fold (the policy commands positions only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .spec import SceneSpec
+
+#: Each arm's base: distance from the table centre along world x, offset along world y (m).
+ARM_BASE_X = 0.55
+ARM_BASE_Y = 0.25
+#: The Panda's reach from the shoulder (joint 2 axis) to the wrist centre (m) and the shoulder height.
+PANDA_REACH = 0.855
+PANDA_SHOULDER_Z = 0.333
+#: Hand frame -> TCP (m along the hand's z axis) and wrist centre -> hand frame (flange 0.107).
+TCP_OFFSET = 0.1034
+WRIST_TO_TCP = 0.107 + TCP_OFFSET
+#: TCP orientation, quaternion (x, y, z, w) as Isaac Lab 3 writes them: 180 deg about world x
+#: (hand z down), so the fingers close along world y.
+TCP_DOWN_QUAT_XYZW = (1.0, 0.0, 0.0, 0.0)
+#: Finger joint targets (m per finger): open and closed on thin cloth (Isaac Lab's cloth task
+#: closes fully, 0.0).
+FINGER_OPEN, FINGER_CLOSED = 0.04, 0.0
+
+
+@dataclass(frozen=True)
+class ArmPlacement:
+    """Where one arm's base stands (world) and which way it faces."""
+
+    name: str  # "left" | "right" (image left / right)
+    position: tuple[float, float, float]
+    yaw: float  # rad about world z
+
+    @property
+    def quat_xyzw(self) -> tuple[float, float, float, float]:
+        return (0.0, 0.0, float(np.sin(self.yaw / 2)), float(np.cos(self.yaw / 2)))
+
+
+def arm_placements(base_x: float = ARM_BASE_X, base_y: float = ARM_BASE_Y) -> tuple[ArmPlacement, ArmPlacement]:
+    """The two Frankas: left (index 0) at -x facing +x, right (index 1) at +x facing -x."""
+    return (
+        ArmPlacement("left", (-base_x, base_y, 0.0), 0.0),
+        ArmPlacement("right", (base_x, base_y, 0.0), float(np.pi)),
+    )
+
+
+def joint1_towards(arm: ArmPlacement, point: np.ndarray) -> float:
+    """Base yaw (Panda joint 1, rad) that turns the arm towards `point` (world): the IK seed, so
+    damped least squares starts on the right side instead of swinging over from the ready pose."""
+    d = np.asarray(point, np.float64)[:2] - np.asarray(arm.position[:2])
+    c, s = np.cos(-arm.yaw), np.sin(-arm.yaw)
+    return float(np.arctan2(s * d[0] + c * d[1], c * d[0] - s * d[1]))
+
+
+def reachable(points: np.ndarray, arm: ArmPlacement, margin: float = 0.05) -> np.ndarray:
+    """Which TCP positions [N, 3] the arm can reach pointing down: the wrist centre (above the
+    TCP by `WRIST_TO_TCP`) within the reach sphere around the shoulder, less `margin`."""
+    wrist = np.asarray(points, np.float64) + np.array([0.0, 0.0, WRIST_TO_TCP])
+    shoulder = np.asarray(arm.position) + np.array([0.0, 0.0, PANDA_SHOULDER_Z])
+    return np.linalg.norm(wrist - shoulder, axis=-1) <= PANDA_REACH - margin
+
+
+def reach_report(
+    spec: SceneSpec, lift: float = 0.02, base_x: float = ARM_BASE_X, base_y: float = ARM_BASE_Y
+) -> dict[str, float]:
+    """Fraction of the start garment (grasp points `lift` above each particle) within reach of
+    the left arm, the right arm, either; and whether both homes are reachable by their arms."""
+    left, right = arm_placements(base_x, base_y)
+    pts = spec.positions.astype(np.float64) + np.array([0.0, 0.0, lift])
+    l_ok, r_ok = reachable(pts, left), reachable(pts, right)
+    return {
+        "left": float(l_ok.mean()),
+        "right": float(r_ok.mean()),
+        "either": float((l_ok | r_ok).mean()),
+        "homes": float(reachable(spec.home[:1], left)[0] and reachable(spec.home[1:], right)[0]),
+        "home_clearance": float(
+            min(np.linalg.norm(spec.home[a, :2] - np.asarray(arm.position[:2])) for a, arm in enumerate((left, right)))
+        ),
+    }
+
+
+def quat_xyzw_from_matrix(r: np.ndarray) -> np.ndarray:
+    """Unit quaternion (x, y, z, w) of a rotation matrix (Shepperd's method, w >= 0)."""
+    r = np.asarray(r, np.float64)
+    t = np.trace(r)
+    if t > 0:
+        s = 2.0 * np.sqrt(1.0 + t)
+        q = [(r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s, 0.25 * s]
+    else:
+        i = int(np.argmax(np.diag(r)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + r[i, i] - r[j, j] - r[k, k])
+        q = [0.0, 0.0, 0.0, (r[k, j] - r[j, k]) / s]
+        q[i] = 0.25 * s
+        q[j] = (r[j, i] + r[i, j]) / s
+        q[k] = (r[k, i] + r[i, k]) / s
+    q = np.array(q)
+    q /= np.linalg.norm(q)
+    return -q if q[3] < 0 else q
+
+
+def matrix_from_quat_xyzw(q: np.ndarray) -> np.ndarray:
+    x, y, z, w = np.asarray(q, np.float64) / np.linalg.norm(q)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def camera_offset_ros(T_world_camera: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Isaac Lab `CameraCfg.OffsetCfg(pos, rot, convention="ros")` of the project's camera.
+
+    The project's camera frame is the ROS optical frame (x right, y down, z forward), which is
+    Isaac Lab's "ros" convention, so the pose carries over as it is (rot as x, y, z, w)."""
+    t = np.asarray(T_world_camera, np.float64)
+    return tuple(map(float, t[:3, 3])), tuple(map(float, quat_xyzw_from_matrix(t[:3, :3])))
+
+
+def intrinsics_row_major(k: np.ndarray) -> list[float]:
+    """`PinholeCameraCfg.from_intrinsic_matrix` wants [fx, 0, cx, 0, fy, cy, 0, 0, 1]."""
+    return [float(v) for v in np.asarray(k, np.float64).reshape(9)]
+
+
+def table_depth(intrinsics: np.ndarray, T_world_camera: np.ndarray, resolution: int) -> np.ndarray:
+    """Depth along the optical axis of the table plane z = 0 at every pixel (0 where a ray
+    misses it), as the project's renderer computes the background."""
+    k = np.asarray(intrinsics, np.float64)
+    t = np.asarray(T_world_camera, np.float64)
+    jj, ii = np.meshgrid(np.arange(resolution), np.arange(resolution))
+    rays = np.stack([(jj - k[0, 2]) / k[0, 0], (ii - k[1, 2]) / k[1, 1], np.ones((resolution, resolution))], -1)
+    rays_world_z = rays @ t[2, :3]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        depth = np.where(rays_world_z < 0, -t[2, 3] / rays_world_z, 0.0)
+    return depth.astype(np.float32)
+
+
+def cloth_mask(
+    depth: np.ndarray, table: np.ndarray, robot: np.ndarray | None = None, tolerance: float = 0.001
+) -> np.ndarray:
+    """Cloth pixels of an Isaac Lab frame: in front of the table plane by more than `tolerance`
+    and not robot. Newton's renderer labels shapes (robots, table) in its segmentation, not cloth
+    particles, so the cloth is what stands above the table and is no shape. A garment lying flat
+    rests 1.6-3 mm above the table (bridge metres, 1st-90th percentile of its pixels, cpu-small):
+    a 4 mm tolerance found 5 % of it, 1 mm finds >= 95 %."""
+    mask = (depth > 0) & (table > 0) & (depth < table - tolerance)
+    if robot is not None:
+        mask &= ~np.asarray(robot, bool)
+    return mask
+
+
+def garment_usd(spec: SceneSpec, path: str) -> str:
+    """Write the garment as a USD mesh at its rest shape (the cloth's reference configuration;
+    the start positions are written into the simulation after spawning). Needs `pxr`."""
+    from pxr import Gf, Usd, UsdGeom, Vt
+
+    stage = Usd.Stage.CreateNew(path)
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    root = UsdGeom.Xform.Define(stage, "/Garment")
+    stage.SetDefaultPrim(root.GetPrim())
+    mesh = UsdGeom.Mesh.Define(stage, "/Garment/mesh")
+    mesh.CreatePointsAttr(Vt.Vec3fArray([Gf.Vec3f(*map(float, p)) for p in spec.rest_positions]))
+    mesh.CreateFaceVertexCountsAttr(Vt.IntArray([3] * len(spec.faces)))
+    mesh.CreateFaceVertexIndicesAttr(Vt.IntArray([int(i) for i in spec.faces.reshape(-1)]))
+    mesh.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
+    mesh.CreateDoubleSidedAttr(True)
+    stage.GetRootLayer().Save()
+    return path

@@ -1,0 +1,92 @@
+"""With the real Isaac Lab environment (.venv-isaaclab, made by scripts/bootstrap_isaaclab.sh):
+the robot asset conversion, the Isaac Lab process behind the bridge, and (slow, minutes on a
+CPU) the scene built from a project start state, stepped and rendered on CPU.
+
+Skipped, with the reason, where the environment is absent: the main test command never needs it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from instant_fold_sim.isaac_lab.client import PACKAGE_ROOT, BridgeClient, BridgeError, find_isaaclab_python
+
+try:
+    ISAACLAB_PYTHON: Path | None = find_isaaclab_python()
+except BridgeError:
+    ISAACLAB_PYTHON = None
+
+pytestmark = pytest.mark.skipif(
+    ISAACLAB_PYTHON is None,
+    reason=".venv-isaaclab absent (optional Isaac Lab 3 backend): run scripts/bootstrap_isaaclab.sh to test it",
+)
+
+GARMENT, SEED = "proc:1", 5
+
+
+def test_panda_converts_from_example_robot_data_once(tmp_path: Path) -> None:
+    from pxr import Usd, UsdPhysics
+
+    assert ISAACLAB_PYTHON is not None
+    script = PACKAGE_ROOT / "instant_fold_sim" / "isaac_lab" / "assets.py"
+    run = subprocess.run(
+        [str(ISAACLAB_PYTHON), str(script), "--out", str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    from instant_fold_sim.isaac_lab.assets import panda_usd
+
+    usd = panda_usd(tmp_path)
+    stage = Usd.Stage.Open(str(usd))
+    joints = {p.GetName(): p for p in stage.Traverse() if p.IsA(UsdPhysics.Joint)}
+    assert {f"panda_joint{i}" for i in range(1, 8)} <= set(joints)
+    assert all(joints[f"panda_joint{i}"].IsA(UsdPhysics.RevoluteJoint) for i in range(1, 8))
+    assert joints["panda_finger_joint1"].IsA(UsdPhysics.PrismaticJoint)
+    roots = [p for p in stage.Traverse() if p.HasAPI(UsdPhysics.ArticulationRootAPI)]
+    assert [p.GetName() for p in roots] == ["panda_link0"]
+    hands = [p for p in stage.Traverse() if p.GetName() == "panda_hand" and p.HasAPI(UsdPhysics.RigidBodyAPI)]
+    assert len(hands) == 1  # the IK body
+    mtime = usd.stat().st_mtime_ns
+    again = subprocess.run(
+        [str(ISAACLAB_PYTHON), str(script), "--out", str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0 and usd.stat().st_mtime_ns == mtime  # idempotent: nothing converted again
+
+
+def test_isaac_lab_process_answers_over_the_bridge() -> None:
+    t0 = time.monotonic()
+    with BridgeClient("isaac_lab", "cpu", start_timeout_s=300) as client:
+        hello = client.hello
+        assert hello["backend"] == "isaac_lab" and not client.stand_in
+        assert hello["detail"]["isaaclab"] == "3.0.0" and hello["detail"]["newton"] == "1.6.1"
+        with pytest.raises(BridgeError, match="no scene yet"):
+            client.request({"type": "observe"})
+    assert time.monotonic() - t0 < 300
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=False,
+    reason="measured 2026-11-24 on CPU: the left TCP reaches its start pose within 4 mm, the right one "
+    "stays 15 cm above it after the 40 settle frames (open: IK placement of the right arm, docs/isaac_lab.md)",
+)
+def test_isaac_lab_scene_steps_on_cpu_from_the_project_start_state() -> None:
+    """Kit-less Isaac Lab, Newton backend, CPU: the garment starts where the project's generator
+    left it, both Franka TCPs reach the episode's initial gripper poses, the arms follow a
+    command through differential IK, and the camera renders the cloth."""
+    from instant_fold_sim.sim_world import SimWorld
+
+    with BridgeClient("isaac_lab", "cpu", start_timeout_s=600, request_timeout_s=1800) as client:
+        world = SimWorld(GARMENT, SEED, "cpu-small", record=False, bridge=client)
+        local = SimWorld(GARMENT, SEED, "cpu-small", record=False)
+        assert np.allclose(world.keypoints_world(), local.keypoints_world(), atol=0.02)
+        assert np.allclose(world.gripper_state()[:, :3], local.gripper_state()[:, :3], atol=0.02)
+        obs = world.observe()
+        assert obs.rgb.shape == (*obs.depth.shape, 3) and obs.mask.mean() > 0.02
+        target = world.gripper_state()[:, :3] + np.array([[0.05, 0.0, 0.0], [0.0, 0.05, 0.0]])
+        assert world.step(target, np.ones(2), 0.5) == 10
+        assert np.allclose(world.gripper_state()[:, :3], target, atol=0.02)
