@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from instant_fold_control import transforms
+
 from . import protocol
 from .protocol import PROTOCOL_VERSION, ProtocolError, require
 from .server import BACKENDS, READY_LINE
@@ -31,9 +33,11 @@ from .spec import SceneSpec
 if TYPE_CHECKING:
     from ..rollout import GenerationConfig, StartState
 
-#: Folder holding the `instant_fold_sim` package (src/instant_fold_sim): the only path the
-#: server process gets on PYTHONPATH (symlink installs resolve to the sources).
+#: Folders holding the `instant_fold_sim` package (src/instant_fold_sim) and the plain-numpy
+#: `instant_fold_control.transforms` its scene geometry uses: the only paths the Isaac Lab
+#: process gets on PYTHONPATH (symlink installs resolve to the sources).
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+CONTROL_ROOT = Path(transforms.__file__).resolve().parents[1]
 ISAACLAB_VENV_NAME = ".venv-isaaclab"
 
 
@@ -70,7 +74,7 @@ def server_environment(python: Path, backend: str) -> dict[str, str]:
     if backend != "isaac_lab":
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
     else:
-        env["PYTHONPATH"] = str(PACKAGE_ROOT)
+        env["PYTHONPATH"] = os.pathsep.join((str(PACKAGE_ROOT), str(CONTROL_ROOT)))
         env.setdefault("ISAACSIM_ASSET_ROOT", str(python.parent.parent / "assets"))
         env.setdefault("OMNI_KIT_ACCEPT_EULA", "YES")
     return env

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instant_fold_control.transforms import matrix_to_quaternion
+
 from .spec import SceneSpec
 
 #: Each arm's base: distance from the table centre along world x, offset along world y (m).
@@ -100,44 +102,13 @@ def reach_report(
     }
 
 
-def quat_xyzw_from_matrix(r: np.ndarray) -> np.ndarray:
-    """Unit quaternion (x, y, z, w) of a rotation matrix (Shepperd's method, w >= 0)."""
-    r = np.asarray(r, np.float64)
-    t = np.trace(r)
-    if t > 0:
-        s = 2.0 * np.sqrt(1.0 + t)
-        q = [(r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s, 0.25 * s]
-    else:
-        i = int(np.argmax(np.diag(r)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * np.sqrt(1.0 + r[i, i] - r[j, j] - r[k, k])
-        q = [0.0, 0.0, 0.0, (r[k, j] - r[j, k]) / s]
-        q[i] = 0.25 * s
-        q[j] = (r[j, i] + r[i, j]) / s
-        q[k] = (r[k, i] + r[i, k]) / s
-    q = np.array(q)
-    q /= np.linalg.norm(q)
-    return -q if q[3] < 0 else q
-
-
-def matrix_from_quat_xyzw(q: np.ndarray) -> np.ndarray:
-    x, y, z, w = np.asarray(q, np.float64) / np.linalg.norm(q)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
 def camera_offset_ros(T_world_camera: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Isaac Lab `CameraCfg.OffsetCfg(pos, rot, convention="ros")` of the project's camera.
 
     The project's camera frame is the ROS optical frame (x right, y down, z forward), which is
     Isaac Lab's "ros" convention, so the pose carries over as it is (rot as x, y, z, w)."""
     t = np.asarray(T_world_camera, np.float64)
-    return tuple(map(float, t[:3, 3])), tuple(map(float, quat_xyzw_from_matrix(t[:3, :3])))
+    return tuple(map(float, t[:3, 3])), tuple(map(float, matrix_to_quaternion(t[:3, :3])))
 
 
 def intrinsics_row_major(k: np.ndarray) -> list[float]:
