@@ -80,14 +80,13 @@ def test_a_fold_is_its_own_under_predict_calls_and_slow_machines(tmp_path: Path,
     """Three folds of three queries, the same demonstration and observations: alone; with a flood
     of predict-service calls; with a 3 s (wall) stall of the simulator after its first chunk,
     under a 1 s observation timeout."""
+    from policy_server_rig import policy_server_rig
     from rclpy.action import ActionClient
 
-    from instant_fold.graph import GraphSpec, NodeSpec
     from instant_fold.runner import ProcessRunner
     from instant_fold_core.checkpoint import checkpoint_id
     from instant_fold_core.demonstration import load_demonstration
     from instant_fold_core.encoder.modeling import ClothTokenizer
-    from instant_fold_core.testing import untrained_checkpoints
     from instant_fold_core.tokens import tokenize_frame
     from instant_fold_interfaces.action import ExecuteFold
     from instant_fold_interfaces.msg import ActionChunk
@@ -95,20 +94,13 @@ def test_a_fold_is_its_own_under_predict_calls_and_slow_machines(tmp_path: Path,
     from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header, tokens_to_msg
     from instant_fold_ros.testing import TopicProbe
 
-    policy_dir, tokenizer_dir = untrained_checkpoints(tmp_path / "models")
+    rig = policy_server_rig(
+        tmp_path, [DEMO.parent], step_duration=0.02, use_sim_time=True, fold={"observation_timeout_s": 1.0}
+    )
+    graph, tokenizer_dir = rig.graph, rig.tokenizer_dir
     demo = load_demonstration(DEMO)
     tokens = tokenize_frame(ClothTokenizer.from_pretrained(tokenizer_dir), demo.frame(0), demo.mask[0])
     encoder_id = checkpoint_id(tokenizer_dir)
-    params = tmp_path / "server.yaml"
-    params.write_text(
-        "policy_server:\n  ros__parameters:\n"
-        f"    policy_checkpoint: '{policy_dir}'\n    tokenizer_checkpoint: '{tokenizer_dir}'\n    device: cpu\n"
-        f"    step_duration: 0.02\n    use_sim_time: true\n    file_roots: ['{DEMO.parent}']\n"
-        "    fold:\n      observation_timeout_s: 1.0\n"
-    )
-    graph = GraphSpec(
-        "policy", (NodeSpec("policy_server", "instant_fold_policy", "policy_server_node", parameters=(params,)),)
-    )
     results: dict = {}
     log = io.StringIO()
     with TopicProbe(ros_env) as probe:

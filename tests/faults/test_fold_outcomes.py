@@ -75,26 +75,16 @@ def test_an_aborted_goal_never_reads_as_completed() -> None:
 def test_policy_server_answers_bad_demonstrations_and_aborts_their_folds(tmp_path: Path, ros_env) -> None:
     """Over DDS: the server answers a bad `LoadDemonstration`, stays up, and aborts goals whose
     demonstration is unreadable or performs no gripper event (instead of "completed, 0 queries")."""
+    from policy_server_rig import policy_server_rig
     from rclpy.action import ActionClient
 
-    from instant_fold.graph import GraphSpec, NodeSpec
     from instant_fold.runner import ProcessRunner
-    from instant_fold_core.testing import untrained_checkpoints
     from instant_fold_interfaces.action import ExecuteFold
     from instant_fold_interfaces.srv import LoadDemonstration
     from instant_fold_ros.testing import TopicProbe
 
-    policy_dir, tokenizer_dir = untrained_checkpoints(tmp_path / "models")
-    params = tmp_path / "server.yaml"
-    params.write_text(
-        "policy_server:\n  ros__parameters:\n"
-        f"    policy_checkpoint: '{policy_dir}'\n    tokenizer_checkpoint: '{tokenizer_dir}'\n    device: cpu\n"
-        f"    file_roots: ['{tmp_path}', '{DEMO.parent}']\n"
-    )
+    graph = policy_server_rig(tmp_path, [tmp_path, DEMO.parent]).graph
     bad, no_events = _with_metadata(tmp_path, "[1, 2]"), _without_events(tmp_path)
-    graph = GraphSpec(
-        "policy", (NodeSpec("policy_server", "instant_fold_policy", "policy_server_node", parameters=(params,)),)
-    )
     observed: dict = {}
     log = io.StringIO()
     with TopicProbe(ros_env) as probe:

@@ -152,24 +152,15 @@ def test_a_local_ray_cluster_listens_on_loopback_only() -> None:
 def test_the_policy_server_opens_demonstrations_under_its_roots_only(
     tmp_path: Path, folders: tuple[Path, Path], ros_env: dict[str, str]
 ) -> None:
-    from instant_fold.graph import GraphSpec, NodeSpec
+    from policy_server_rig import policy_server_rig
+
     from instant_fold.runner import ProcessRunner
-    from instant_fold_core.testing import untrained_checkpoints
     from instant_fold_interfaces.srv import LoadDemonstration
     from instant_fold_ros.testing import TopicProbe
 
     allowed, outside = folders
     (outside / "garbage.safetensors").write_bytes(os.urandom(64))
-    policy_dir, tokenizer_dir = untrained_checkpoints(tmp_path / "models")
-    params = tmp_path / "server.yaml"
-    params.write_text(
-        "policy_server:\n  ros__parameters:\n"
-        f"    policy_checkpoint: '{policy_dir}'\n    tokenizer_checkpoint: '{tokenizer_dir}'\n    device: cpu\n"
-        f"    file_roots: ['{allowed}']\n"
-    )
-    graph = GraphSpec(
-        "policy", (NodeSpec("policy_server", "instant_fold_policy", "policy_server_node", parameters=(params,)),)
-    )
+    graph = policy_server_rig(tmp_path, [allowed]).graph
     paths = {
         "inside": allowed / "demo.safetensors",
         "inside_missing": allowed / "missing.safetensors",
