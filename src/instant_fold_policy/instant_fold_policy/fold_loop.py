@@ -19,10 +19,11 @@ the host commands the arms to stay where they are.
 The return home is the policy's decision and the host's motion (`steer`): once every grasp and
 release of the demonstration has been executed, the grippers are open and the policy's next
 keypose is home (open, within `home_capture_m`), the host replaces the policy's chunks from then
-on by the steps of a straight move home at `home_speed_m_s`. Why: home is a fixed pose of the robot, but where it lies in the camera
-frame depends on the camera's extrinsics, which vary between the simulated episodes (and between
-robots) and which no observation shows the policy; a learned return therefore stops a few
-centimetres off (measured: 3-9 cm, against a 3 cm tolerance). The robot knows its home exactly.
+on by the steps of a straight move home at `home_speed_m_s`. Why: home is a fixed pose of the
+robot, but where it lies in the camera frame depends on the camera's extrinsics, which vary
+between the simulated episodes (and between robots) and which no observation shows the policy; a
+learned return therefore stops a few centimetres off (measured: 3-9 cm, against a 3 cm
+tolerance). The robot knows its home exactly.
 
 Time: observation stamps are nanoseconds on the observations' clock (simulated time under a
 simulator); `now_s` passed to `next()` is any monotonic clock of the host, used only for the
@@ -220,8 +221,12 @@ class FoldLoop(Generic[Tokens]):
         )
 
     def at_home(self, state: np.ndarray) -> bool:
-        near = np.linalg.norm(state[:, :3] - self.home, axis=1) <= self.config.home_tolerance_m
-        return bool(near.all() and (state[:, 3] > self.config.open_threshold).all())
+        return self._open_near_home(state, self.config.home_tolerance_m)
+
+    def _open_near_home(self, pose: np.ndarray, tolerance_m: float) -> bool:
+        """Both arms of `pose` [2, 4] open and within `tolerance_m` of home."""
+        near = np.linalg.norm(pose[:, :3] - self.home, axis=1) <= tolerance_m
+        return bool(near.all() and (pose[:, 3] > self.config.open_threshold).all())
 
     def phase_after(self, keypose: np.ndarray | None) -> Phase:
         """RETURNING_HOME from the query on which the policy's next keypose [2, 4] is home (open,
@@ -231,10 +236,8 @@ class FoldLoop(Generic[Tokens]):
             return Phase.RETURNING_HOME
         if keypose is None or self._state is None or self.events_executed < self.demonstrated_events:
             return Phase.EXECUTING
-        open_now = (self._state[:, 3] > self.config.open_threshold).all()
-        open_next = (keypose[:, 3] > self.config.open_threshold).all()
-        near = (np.linalg.norm(keypose[:, :3] - self.home, axis=1) <= self.config.home_capture_m).all()
-        self._returning = bool(open_now and open_next and near)
+        open_now = bool((self._state[:, 3] > self.config.open_threshold).all())
+        self._returning = open_now and self._open_near_home(keypose, self.config.home_capture_m)
         return Phase.RETURNING_HOME if self._returning else Phase.EXECUTING
 
     def steer(
