@@ -20,8 +20,9 @@ from safetensors.numpy import load_file, save_file
 
 from instant_fold import sim_fold
 from instant_fold.fold_graph import models_dir
-from instant_fold_core.demonstration import DemonstrationError, KeyframeEvent, load_demonstration
-from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig, Outcome
+from instant_fold_core.contracts import FoldOutcome, KeyframeEvent
+from instant_fold_core.demonstration import DemonstrationError, load_demonstration
+from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig
 
 DEMO = models_dir() / sim_fold.DEFAULT_DEMO
 HOME = np.array([[-0.25, 0.05, 0.9], [0.25, 0.05, 0.9]])
@@ -58,7 +59,7 @@ def test_demonstration_metadata_of_the_wrong_type_is_refused(tmp_path: Path, met
 def test_a_demonstration_without_gripper_events_aborts_the_fold() -> None:
     loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME, expected_events=0)
     decision = loop.next(0.0)
-    assert isinstance(decision, Finish) and decision.outcome == Outcome.ABORTED
+    assert isinstance(decision, Finish) and decision.outcome == FoldOutcome.ABORTED
     assert "no grasp or release" in decision.message and loop.step == 0
 
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, models_dir, parameters_yaml
 from instant_fold.runner import ProcessRunner
+from instant_fold_core.contracts import FoldOutcome
 from instant_fold_ros.node_main import spin_until_shutdown, wait_for_future
 
 DEFAULT_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
@@ -150,8 +151,6 @@ def same_init_metrics(args: argparse.Namespace, sim_metrics: dict) -> dict:
     }
 
 
-#: ExecuteFold result outcomes by value (instant_fold_interfaces/action/ExecuteFold).
-OUTCOMES = {0: "completed", 1: "step_limit", 2: "canceled", 3: "aborted"}
 #: Exit code of a fold that was aborted or canceled (the graph ran, the fold did not).
 EXIT_FOLD_FAILED = 3
 
@@ -164,7 +163,10 @@ def fold_outcome(status: int, outcome: int) -> str:
     """
     from action_msgs.msg import GoalStatus
 
-    name = OUTCOMES.get(outcome, "aborted")
+    try:
+        name = FoldOutcome(outcome).name.lower()
+    except ValueError:  # an outcome this build does not know is no completed fold
+        name = "aborted"
     if name == "completed" and status != GoalStatus.STATUS_SUCCEEDED:
         return "aborted"
     return name

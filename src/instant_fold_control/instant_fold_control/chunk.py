@@ -17,9 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Mirrors ActionChunk.ABSOLUTE / ActionChunk.DELTA (the core does not import ROS messages).
-ABSOLUTE = 0
-DELTA = 1
+from instant_fold_core.contracts import ChunkRepresentation
 
 
 class ChunkError(ValueError):
@@ -50,7 +48,7 @@ class Chunk:
                 raise ChunkError(f"chunk.{name}: non-finite values at step(s) {steps}")
         if ((opn < 0) | (opn > 1)).any():
             raise ChunkError("chunk.openness: values must be in [0, 1]")
-        if self.representation not in (ABSOLUTE, DELTA):
+        if self.representation not in tuple(ChunkRepresentation):
             raise ChunkError(f"chunk.representation: unknown value {self.representation}")
         if not 1 <= self.steps_to_execute <= pos.shape[0]:
             raise ChunkError(f"chunk.steps_to_execute: must be in [1, {pos.shape[0]}], got {self.steps_to_execute}")
@@ -66,7 +64,7 @@ class Chunk:
         self.validate()
         k = self.steps_to_execute
         steps = np.asarray(self.positions, dtype=np.float64)[:k]
-        if self.representation == DELTA:
+        if self.representation == ChunkRepresentation.DELTA:
             steps = np.asarray(reference, dtype=np.float64)[None] + np.cumsum(steps, axis=0)
         return steps, np.asarray(self.openness, dtype=np.float64)[:k]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instant_fold_control.chunk import ABSOLUTE, DELTA, Chunk, ChunkError, Trajectory
+from instant_fold_control.chunk import Chunk, ChunkError, Trajectory
+from instant_fold_core.contracts import ChunkRepresentation
 
 REFERENCE = np.array([[-0.2, 0.0, 0.8], [0.2, 0.0, 0.8]])
 
@@ -17,7 +18,7 @@ def _chunk(positions: np.ndarray, representation: int, steps: int, openness: np.
 
 def test_absolute_executes_only_the_first_steps() -> None:
     positions = np.random.default_rng(0).uniform(-0.3, 0.3, (8, 2, 3))
-    waypoints, openness = _chunk(positions, ABSOLUTE, 4).waypoints(REFERENCE)
+    waypoints, openness = _chunk(positions, ChunkRepresentation.ABSOLUTE, 4).waypoints(REFERENCE)
     assert np.array_equal(waypoints, positions[:4]) and openness.shape == (4, 2)
 
 
@@ -26,7 +27,7 @@ def test_delta_accumulates_from_the_reference_state() -> None:
     deltas = np.zeros((4, 2, 3))
     deltas[:, 0, 0] = 0.01  # left arm moves +1 cm in x every step
     deltas[:, 1, 2] = -0.02  # right arm moves 2 cm towards the camera every step
-    waypoints, _ = _chunk(deltas, DELTA, 3).waypoints(REFERENCE)
+    waypoints, _ = _chunk(deltas, ChunkRepresentation.DELTA, 3).waypoints(REFERENCE)
     assert np.allclose(waypoints[:, 0, 0], [-0.19, -0.18, -0.17])
     assert np.allclose(waypoints[:, 1, 2], [0.78, 0.76, 0.74])
     assert np.allclose(waypoints[:, 0, 1:], REFERENCE[0, 1:]) and np.allclose(waypoints[:, 1, :2], REFERENCE[1, :2])
@@ -66,7 +67,11 @@ def test_min_arm_distance_matches_dense_sampling() -> None:
     ],
 )
 def test_malformed_chunks_name_the_field(change: dict, message: str) -> None:
-    fields = {"positions": np.zeros((4, 2, 3)), "openness": np.ones((4, 2)), "representation": DELTA}
+    fields = {
+        "positions": np.zeros((4, 2, 3)),
+        "openness": np.ones((4, 2)),
+        "representation": ChunkRepresentation.DELTA,
+    }
     fields |= {"steps_to_execute": 2, "step_duration": 0.1} | change
     with pytest.raises(ChunkError, match=message):
         Chunk(**fields).validate()
@@ -76,4 +81,4 @@ def test_one_nan_step_is_reported_by_index() -> None:
     positions = np.zeros((4, 2, 3))
     positions[2, 1, 0] = np.inf
     with pytest.raises(ChunkError, match=r"step\(s\) \[2\]"):
-        _chunk(positions, DELTA, 2).validate()
+        _chunk(positions, ChunkRepresentation.DELTA, 2).validate()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from instant_fold_control import control_loop
-from instant_fold_control.chunk import ABSOLUTE, Chunk
+from instant_fold_control.chunk import Chunk
 from instant_fold_control.config import ArmConfig, RobotConfig
 from instant_fold_control.control_loop import ControlLoop
 from instant_fold_control.controller import DualArmController, Mode
@@ -20,6 +20,7 @@ from instant_fold_control.drivers.base import (
     DriverError,
     RobotDrivers,
 )
+from instant_fold_core.contracts import ChunkRepresentation
 
 PERIOD = 0.1
 #: Both arms at the start (camera frame: x, y, z, openness), inside the test robot's workspace.
@@ -118,7 +119,13 @@ def make_rig(robot: RobotConfig, lockstep: bool = True) -> Rig:
 
 
 def chunk(positions: list, openness: list, step_duration: float = PERIOD) -> Chunk:
-    return Chunk(np.array(positions, float), np.array(openness, float), ABSOLUTE, len(positions), step_duration)
+    return Chunk(
+        np.array(positions, float),
+        np.array(openness, float),
+        ChunkRepresentation.ABSOLUTE,
+        len(positions),
+        step_duration,
+    )
 
 
 @pytest.fixture

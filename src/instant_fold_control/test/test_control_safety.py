@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instant_fold_control.chunk import ABSOLUTE, DELTA, Chunk
+from instant_fold_control.chunk import Chunk
 from instant_fold_control.config import RobotConfig, parse_robot_config
 from instant_fold_control.controller import DualArmController, Mode
+from instant_fold_core.contracts import ChunkRepresentation
 
 DT = 0.01  # 100 Hz control ticks
 START = np.array([[-0.2, 0.0, 0.8], [0.2, 0.0, 0.8]])  # camera frame
@@ -40,7 +41,9 @@ class Harness:
             self.sent.append(out.positions)
             self._measure(out.positions, out.openness)
 
-    def chunk(self, positions: np.ndarray, representation: int = ABSOLUTE, steps: int | None = None, **kw) -> bool:
+    def chunk(
+        self, positions: np.ndarray, representation: int = ChunkRepresentation.ABSOLUTE, steps: int | None = None, **kw
+    ) -> bool:
         h = len(positions)
         openness = kw.pop("openness", np.ones((h, 2)))
         chunk = Chunk(positions, openness, representation, steps or h, kw.pop("step_duration", 0.1))
@@ -197,7 +200,7 @@ def test_delta_is_relative_to_the_state_at_the_observation_time(harness: Harness
     harness.run(0.15)  # the arms kept moving while the policy was thinking
     delta = np.zeros((1, 2, 3))
     delta[0, :, 0] = [0.01, -0.01]
-    assert harness.chunk(delta, DELTA, observation_time=observed_at)
+    assert harness.chunk(delta, ChunkRepresentation.DELTA, observation_time=observed_at)
     harness.run(0.5)
     assert np.allclose(harness.sent[-1], observed[:, :3] + delta[0], atol=1e-9)
 

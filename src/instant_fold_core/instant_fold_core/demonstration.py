@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +19,12 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import load_file, save_file
 
+from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError, check_array
 
 FORMAT_VERSION = 1
-
-
-class KeyframeEvent(IntEnum):
-    """Why a frame is a keyframe, per arm (values match instant_fold_interfaces/Keyframe.msg)."""
-
-    NONE = 0
-    GRASP = 1
-    RELEASE = 2
-    MOTION = 3
-    TERMINAL = 4
 
 
 class DemonstrationError(ValueError):

@@ -27,7 +27,8 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel
 
-from instant_fold_core.demonstration import Demonstration, DemonstrationError, KeyframeEvent, load_demonstration
+from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.demonstration import Demonstration, DemonstrationError, load_demonstration
 from instant_fold_demo.hands import backproject, depth_at, project
 
 STATIC = Path(__file__).parent / "static"

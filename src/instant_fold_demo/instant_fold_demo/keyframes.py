@@ -33,7 +33,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import ndimage
 
-from instant_fold_core.demonstration import Demonstration, KeyframeEvent
+from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_demo.hands import HandDetector, HandState, assign_arms, backproject, depth_at, hand_state
 from instant_fold_perception.segmentation import SegmentationError, Segmenter

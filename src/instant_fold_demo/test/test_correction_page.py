@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from instant_fold_core.demonstration import DemonstrationError, KeyframeEvent, load_demonstration
+from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.demonstration import DemonstrationError, load_demonstration
 from instant_fold_demo.correction import Edits, KeyframeEdit, apply_edits, create_app, keyframes_json, validate_events
 from instant_fold_demo.hands import project
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scripted_hands import ScriptedHands
 
-from instant_fold_core.demonstration import KeyframeEvent, load_demonstration
+from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.demonstration import load_demonstration
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_demo.extract import demonstration_from_bag, events_path, save
 from instant_fold_demo.hands import backproject

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from sim_demo import SimMasks, episode_bag, gripper_hands, true_events
 
-from instant_fold_core.demonstration import KeyframeEvent, load_demonstration
+from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.demonstration import load_demonstration
 from instant_fold_demo.extract import demonstration_from_bag, save
 
 pytestmark = pytest.mark.slow

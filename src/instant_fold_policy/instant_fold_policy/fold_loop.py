@@ -35,34 +35,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Generic, TypeVar
 
 import numpy as np
+
+from instant_fold_core.contracts import FoldOutcome, FoldPhase
 
 NANOSECONDS = 1_000_000_000
 
 #: Whatever the host uses for cloth tokens (a ROS message, `TokenArrays`); the loop only stores it.
 Tokens = TypeVar("Tokens")
-
-
-class Outcome(IntEnum):
-    """ExecuteFold result outcomes (values match instant_fold_interfaces/action/ExecuteFold)."""
-
-    COMPLETED = 0
-    STEP_LIMIT = 1
-    CANCELED = 2
-    ABORTED = 3
-
-
-class Phase(IntEnum):
-    """ExecuteFold feedback phases (values match the action's PHASE_* constants)."""
-
-    LOADING_DEMONSTRATION = 0
-    WAITING_FOR_OBSERVATION = 1
-    PREDICTING = 2
-    EXECUTING = 3
-    RETURNING_HOME = 4
 
 
 @dataclass(frozen=True)
@@ -83,7 +65,7 @@ class Steer:
 
     targets: np.ndarray
     steps_to_execute: int
-    phase: Phase
+    phase: FoldPhase
 
 
 @dataclass(frozen=True)
@@ -106,7 +88,7 @@ class Query(Generic[Tokens]):
 class Finish:
     """The fold is over; with `hold`, the host commands the arms to stay where they are."""
 
-    outcome: Outcome
+    outcome: FoldOutcome
     message: str
     hold: bool
 
@@ -145,7 +127,7 @@ class FoldLoop(Generic[Tokens]):
         self._state: np.ndarray | None = None
         self._state_ns = -1
         if expected_events == 0:
-            self._finish(Outcome.ABORTED, "the demonstration performs no grasp or release: nothing to fold", False)
+            self._finish(FoldOutcome.ABORTED, "the demonstration performs no grasp or release: nothing to fold", False)
 
     # -- inputs ---------------------------------------------------------------------------------
 
@@ -179,18 +161,18 @@ class FoldLoop(Generic[Tokens]):
         if self.finished is not None:
             return self.finished
         if cancel_requested:
-            return self._finish(Outcome.CANCELED, "canceled; arms hold", hold=True)
+            return self._finish(FoldOutcome.CANCELED, "canceled; arms hold", hold=True)
         if self._fresh():
             assert self._tokens is not None and self._state is not None
             if self.events_executed >= self.required_events and self.at_home(self._state):
-                return self._finish(Outcome.COMPLETED, f"{self.events_executed} gripper events", hold=False)
+                return self._finish(FoldOutcome.COMPLETED, f"{self.events_executed} gripper events", hold=False)
             if self.step >= self.config.max_steps:
-                return self._finish(Outcome.STEP_LIMIT, f"{self.events_executed} gripper events", hold=False)
+                return self._finish(FoldOutcome.STEP_LIMIT, f"{self.events_executed} gripper events", hold=False)
             return Query(self._tokens, self._tokens_ns, self._state)
         waited = now_s - self._waiting_since
         if waited >= self.config.observation_timeout_s:
             return self._finish(
-                Outcome.ABORTED,
+                FoldOutcome.ABORTED,
                 f"no fresh cloth tokens and arm state for {self.config.observation_timeout_s:g} s",
                 hold=True,
             )
@@ -205,7 +187,7 @@ class FoldLoop(Generic[Tokens]):
 
     def fail(self, message: str) -> Finish:
         """The host could not serve the last `Query` (prediction failed): abort, arms hold."""
-        return self._finish(Outcome.ABORTED, message, hold=True)
+        return self._finish(FoldOutcome.ABORTED, message, hold=True)
 
     # -- predicates -----------------------------------------------------------------------------
 
@@ -228,17 +210,17 @@ class FoldLoop(Generic[Tokens]):
         near = np.linalg.norm(pose[:, :3] - self.home, axis=1) <= tolerance_m
         return bool(near.all() and (pose[:, 3] > self.config.open_threshold).all())
 
-    def phase_after(self, keypose: np.ndarray | None) -> Phase:
+    def phase_after(self, keypose: np.ndarray | None) -> FoldPhase:
         """RETURNING_HOME from the query on which the policy's next keypose [2, 4] is home (open,
         within `home_capture_m`) after all of the demonstration's events with open grippers; the
         decision is kept for the rest of the fold. EXECUTING before."""
         if self._returning:
-            return Phase.RETURNING_HOME
+            return FoldPhase.RETURNING_HOME
         if keypose is None or self._state is None or self.events_executed < self.demonstrated_events:
-            return Phase.EXECUTING
+            return FoldPhase.EXECUTING
         open_now = bool((self._state[:, 3] > self.config.open_threshold).all())
         self._returning = open_now and self._open_near_home(keypose, self.config.home_capture_m)
-        return Phase.RETURNING_HOME if self._returning else Phase.EXECUTING
+        return FoldPhase.RETURNING_HOME if self._returning else FoldPhase.EXECUTING
 
     def steer(
         self, targets: np.ndarray, steps_to_execute: int, keypose: np.ndarray | None, step_duration_s: float
@@ -249,7 +231,7 @@ class FoldLoop(Generic[Tokens]):
         The cadence stays the policy's (H steps, the first `steps_to_execute` executed), so every
         chunk stays within the controller's watchdog and each starts from a fresh measurement."""
         phase = self.phase_after(keypose)
-        if phase is not Phase.RETURNING_HOME:
+        if phase is not FoldPhase.RETURNING_HOME:
             return Steer(targets, steps_to_execute, phase)
         assert self._state is not None
         start = self._state[:, :3].astype(np.float64)
@@ -261,6 +243,6 @@ class FoldLoop(Generic[Tokens]):
         move = np.concatenate([path, np.ones((len(targets), 2, 1))], axis=2).astype(np.float32)
         return Steer(move, steps_to_execute, phase)
 
-    def _finish(self, outcome: Outcome, message: str, hold: bool) -> Finish:
+    def _finish(self, outcome: FoldOutcome, message: str, hold: bool) -> Finish:
         self.finished = Finish(outcome, message, hold)
         return self.finished

@@ -29,6 +29,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.time import Time
 
+from instant_fold_core.contracts import FoldOutcome, FoldPhase
 from instant_fold_core.demonstration import DemonstrationError, load_demonstration
 from instant_fold_core.paths import resolve_under
 from instant_fold_core.tokens import TokenArrays
@@ -36,7 +37,7 @@ from instant_fold_core.validation import ValidationError
 from instant_fold_interfaces.action import ExecuteFold
 from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
 from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
-from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig, Outcome, Phase, Wait
+from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig, Wait
 from instant_fold_policy.server import PolicyServer, PolicyServerError, Prediction
 from instant_fold_ros.conversions import (
     MessageConversionError,
@@ -215,11 +216,11 @@ class PolicyServerNode(Node):
             )
         )
 
-    def _finish(self, goal_handle, outcome: Outcome, message: str, loop: FoldLoop, started: float):
+    def _finish(self, goal_handle, outcome: FoldOutcome, message: str, loop: FoldLoop, started: float):
         result = ExecuteFold.Result(
             outcome=int(outcome), message=message, steps=loop.step, duration=time.monotonic() - started
         )
-        {Outcome.COMPLETED: goal_handle.succeed, Outcome.CANCELED: goal_handle.canceled}.get(
+        {FoldOutcome.COMPLETED: goal_handle.succeed, FoldOutcome.CANCELED: goal_handle.canceled}.get(
             outcome, goal_handle.abort
         )()
         self.get_logger().info(f"fold {outcome.name.lower()}: {message} ({loop.step} queries)")
@@ -233,7 +234,7 @@ class PolicyServerNode(Node):
         except Exception as exc:  # reported to the client as the abort reason, never swallowed
             self.get_logger().error(f"fold aborted by an internal error: {exc!r}")
             goal_handle.abort()
-            return ExecuteFold.Result(outcome=int(Outcome.ABORTED), message=f"internal error: {exc!r}")
+            return ExecuteFold.Result(outcome=int(FoldOutcome.ABORTED), message=f"internal error: {exc!r}")
         finally:
             with self._observed:
                 self._loop, self._busy = None, False
@@ -241,7 +242,7 @@ class PolicyServerNode(Node):
     def _execute_goal(self, goal_handle):
         goal: ExecuteFold.Goal = goal_handle.request
         started = time.monotonic()
-        feedback = ExecuteFold.Feedback(phase=int(Phase.LOADING_DEMONSTRATION))
+        feedback = ExecuteFold.Feedback(phase=int(FoldPhase.LOADING_DEMONSTRATION))
         goal_handle.publish_feedback(feedback)
         try:
             if goal.demonstration_path or goal.demonstration.keyframes:
@@ -250,7 +251,7 @@ class PolicyServerNode(Node):
                 raise PolicyServerError("no demonstration: give one in the goal or load one first")
         except REQUEST_ERRORS as exc:
             goal_handle.abort()
-            return ExecuteFold.Result(outcome=int(Outcome.ABORTED), message=str(exc))
+            return ExecuteFold.Result(outcome=int(FoldOutcome.ABORTED), message=str(exc))
         home = np.asarray(self.home_override, np.float64).reshape(2, 3)
         if not home.any() and self.server.home is not None:
             home = self.server.home
@@ -282,7 +283,7 @@ class PolicyServerNode(Node):
             with self._observed:
                 decision = loop.next(self._fold_clock(), goal_handle.is_cancel_requested)
                 if isinstance(decision, Wait):
-                    feedback.phase = int(Phase.WAITING_FOR_OBSERVATION)
+                    feedback.phase = int(FoldPhase.WAITING_FOR_OBSERVATION)
                     # Woken by observations; the bound only re-checks cancellation and the timeout.
                     self._observed.wait(min(decision.timeout_s, CANCEL_CHECK_S))
                     continue

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from instant_fold_core.checkpoint import checkpoint_id
-from instant_fold_core.demonstration import Demonstration, KeyframeEvent
+from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.device import resolve_device
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import TokenArrays, tokenize_frame

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from instant_fold_core.demonstration import Demonstration, KeyframeEvent
+from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.rgbd import RGBDFrame
 
 K = np.array([[110.0, 0, 64], [0, 110.0, 48], [0, 0, 1]], np.float32)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from instant_fold_core.contracts import FoldOutcome, FoldPhase
 from instant_fold_policy.fold_loop import (
     NANOSECONDS,
     Finish,
     FoldLoop,
     FoldLoopConfig,
-    Outcome,
-    Phase,
     Query,
     Wait,
 )
@@ -34,15 +33,6 @@ def query(loop: FoldLoop[str], now_s: float = 0.0) -> Query[str]:
     decision = loop.next(now_s)
     assert isinstance(decision, Query), decision
     return decision
-
-
-def test_constants_match_the_action_definition() -> None:
-    from instant_fold_interfaces.action import ExecuteFold
-
-    for outcome in Outcome:
-        assert getattr(ExecuteFold.Result, f"OUTCOME_{outcome.name}") == outcome.value
-    for phase in Phase:
-        assert getattr(ExecuteFold.Feedback, f"PHASE_{phase.name}") == phase.value
 
 
 # -- queries and freshness ----------------------------------------------------------------------
@@ -81,7 +71,7 @@ def test_freshness_follows_executed_steps_and_step_limit() -> None:
     loop.chunk_sent(11 * NANOSECONDS, steps=4, step_duration_s=0.1, now_s=2.0)
     assert isinstance(loop.next(2.0), Wait)  # the step limit waits for the last chunk's observation too
     observe(loop, state(left=AWAY), 12 * NANOSECONDS)
-    assert loop.next(2.5) == Finish(Outcome.STEP_LIMIT, "0 gripper events", hold=False)
+    assert loop.next(2.5) == Finish(FoldOutcome.STEP_LIMIT, "0 gripper events", hold=False)
     assert loop.step == 2
 
 
@@ -175,7 +165,7 @@ def test_completes_after_grasp_release_and_return_home() -> None:
     assert loop.events_executed == 2
     observe(loop, state(left=(-0.29, 0.11, 0.9)), len(trajectory) * NANOSECONDS)  # within 3 cm
     finish = loop.next(float(len(trajectory)))
-    assert finish == Finish(Outcome.COMPLETED, "2 gripper events", hold=False)
+    assert finish == Finish(FoldOutcome.COMPLETED, "2 gripper events", hold=False)
     assert loop.finished is finish and loop.step == len(trajectory)
 
 
@@ -194,7 +184,7 @@ def test_almost_home_is_not_home(near_home: np.ndarray) -> None:
     assert isinstance(loop.next(0.0), Query)
     observe(loop, state(), 1)
     assert loop.at_home(state())
-    assert loop.next(0.0) == Finish(Outcome.COMPLETED, f"{loop.events_executed} gripper events", hold=False)
+    assert loop.next(0.0) == Finish(FoldOutcome.COMPLETED, f"{loop.events_executed} gripper events", hold=False)
 
 
 def test_home_before_the_required_events_goes_on() -> None:
@@ -213,7 +203,7 @@ def test_home_before_the_required_events_goes_on() -> None:
         loop.chunk_sent(i * NANOSECONDS, steps=1, step_duration_s=0.1, now_s=float(i))
     assert loop.events_executed == 4
     observe(loop, state(), 10 * NANOSECONDS)
-    assert loop.next(10.0) == Finish(Outcome.COMPLETED, "4 gripper events", hold=False)
+    assert loop.next(10.0) == Finish(FoldOutcome.COMPLETED, "4 gripper events", hold=False)
 
 
 @pytest.mark.parametrize(("min_events", "expected", "required"), [(4, 2, 2), (2, 6, 2), (2, None, 2), (3, 0, 0)])
@@ -229,7 +219,7 @@ def test_a_demonstration_with_two_events_completes_after_two() -> None:
         query(loop)
         loop.chunk_sent(i * NANOSECONDS, steps=1, step_duration_s=0.1, now_s=0.0)
     observe(loop, state(), 5 * NANOSECONDS)
-    assert loop.next(0.0) == Finish(Outcome.COMPLETED, "2 gripper events", hold=False)
+    assert loop.next(0.0) == Finish(FoldOutcome.COMPLETED, "2 gripper events", hold=False)
 
 
 def test_completion_wins_over_the_step_limit() -> None:
@@ -239,7 +229,7 @@ def test_completion_wins_over_the_step_limit() -> None:
     loop.chunk_sent(0, steps=1, step_duration_s=0.1, now_s=0.0)
     observe(loop, state(), NANOSECONDS)
     finish = loop.next(0.0)
-    assert isinstance(finish, Finish) and finish.outcome is Outcome.COMPLETED
+    assert isinstance(finish, Finish) and finish.outcome is FoldOutcome.COMPLETED
 
 
 # -- cancel, timeout, failure -------------------------------------------------------------------
@@ -249,7 +239,7 @@ def test_cancel_finishes_with_the_arms_holding_even_with_a_fresh_observation() -
     loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
     observe(loop, state(left=AWAY), 0)
     finish = loop.next(0.0, cancel_requested=True)
-    assert finish == Finish(Outcome.CANCELED, "canceled; arms hold", hold=True)
+    assert finish == Finish(FoldOutcome.CANCELED, "canceled; arms hold", hold=True)
     assert loop.next(1.0) is finish  # final, even once the request is gone
 
 
@@ -258,7 +248,7 @@ def test_no_fresh_observation_in_time_aborts_with_the_arms_holding() -> None:
     wait = loop.next(51.5)
     assert isinstance(wait, Wait) and wait.timeout_s == pytest.approx(0.5)
     finish = loop.next(52.0)
-    assert finish == Finish(Outcome.ABORTED, "no fresh cloth tokens and arm state for 2 s", hold=True)
+    assert finish == Finish(FoldOutcome.ABORTED, "no fresh cloth tokens and arm state for 2 s", hold=True)
     observe(loop, state(), 0)  # too late: a Finish is final
     assert loop.next(52.1) is finish
 
@@ -271,7 +261,7 @@ def test_the_timeout_counts_from_the_last_chunk() -> None:
     observe(loop, state(), 50_000_000)  # stale: taken while the chunk executed
     assert loop.next(61.0) == Wait(1.0)
     finish = loop.next(62.0)
-    assert isinstance(finish, Finish) and finish.outcome is Outcome.ABORTED and finish.hold
+    assert isinstance(finish, Finish) and finish.outcome is FoldOutcome.ABORTED and finish.hold
 
 
 def test_fresh_observations_that_keep_coming_never_time_out() -> None:
@@ -292,7 +282,7 @@ def test_fail_aborts_with_the_arms_holding() -> None:
     observe(loop, state(), 0)
     query(loop)
     finish = loop.fail("prediction failed: boom")
-    assert finish == Finish(Outcome.ABORTED, "prediction failed: boom", hold=True)
+    assert finish == Finish(FoldOutcome.ABORTED, "prediction failed: boom", hold=True)
     assert loop.finished is finish
     observe(loop, state(left=AWAY), NANOSECONDS)
     assert loop.next(0.0) is finish
@@ -303,7 +293,7 @@ def test_a_completed_fold_stays_completed() -> None:
     loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=0), HOME)
     observe(loop, state(), 0)
     finish = loop.next(0.0)
-    assert finish == Finish(Outcome.COMPLETED, "0 gripper events", hold=False)
+    assert finish == Finish(FoldOutcome.COMPLETED, "0 gripper events", hold=False)
     observe(loop, state(left=AWAY), NANOSECONDS)
     assert loop.next(1e6) is finish  # not a query, not a timeout
     assert loop.next(0.0, cancel_requested=True) is finish  # not a cancel
@@ -350,7 +340,7 @@ def run_host(loop: FoldLoop[str], script: list[np.ndarray], steps: int, max_fram
 def test_a_host_loop_folds_to_completion() -> None:
     loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(max_steps=50), HOME, expected_events=2)
     finish, queries, decisions = run_host(loop, FOLD_SCRIPT, steps=2)
-    assert finish == Finish(Outcome.COMPLETED, "2 gripper events", hold=False)
+    assert finish == Finish(FoldOutcome.COMPLETED, "2 gripper events", hold=False)
     assert queries == 4 and loop.step == 4
     assert "".join(decisions) == "QWQWQWQWF"
 
@@ -358,7 +348,7 @@ def test_a_host_loop_folds_to_completion() -> None:
 def test_a_host_loop_that_never_returns_home_hits_the_step_limit() -> None:
     loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(max_steps=5), HOME, expected_events=2)
     finish, queries, decisions = run_host(loop, FOLD_SCRIPT[:6], steps=3)  # ends released, away from home
-    assert finish == Finish(Outcome.STEP_LIMIT, "2 gripper events", hold=False)
+    assert finish == Finish(FoldOutcome.STEP_LIMIT, "2 gripper events", hold=False)
     assert queries == 5
     assert "".join(decisions) == "QWWQWWQWWQWWQWWF"
 
@@ -381,20 +371,20 @@ NEAR_HOME = state(left=(-0.3, 0.25, 0.9), right=(0.35, 0.0, 0.95))  # 15 and 11 
 
 
 def test_the_policy_returns_home_only_after_all_demonstrated_events_with_open_grippers() -> None:
-    assert after_events(4, expected=4).phase_after(NEAR_HOME) is Phase.RETURNING_HOME
-    assert after_events(4, expected=4).phase_after(None) is Phase.EXECUTING
+    assert after_events(4, expected=4).phase_after(NEAR_HOME) is FoldPhase.RETURNING_HOME
+    assert after_events(4, expected=4).phase_after(None) is FoldPhase.EXECUTING
     # Two events are enough to complete at home (min_events), not to be sent home mid-fold.
-    assert after_events(2, expected=4).phase_after(NEAR_HOME) is Phase.EXECUTING
-    assert after_events(4, expected=4).phase_after(state(left=AWAY)) is Phase.EXECUTING  # 40 cm off
-    assert after_events(4, expected=4).phase_after(state(open_right=0.0)) is Phase.EXECUTING  # will grasp
-    assert after_events(5, expected=4).phase_after(NEAR_HOME) is Phase.EXECUTING  # holds cloth
+    assert after_events(2, expected=4).phase_after(NEAR_HOME) is FoldPhase.EXECUTING
+    assert after_events(4, expected=4).phase_after(state(left=AWAY)) is FoldPhase.EXECUTING  # 40 cm off
+    assert after_events(4, expected=4).phase_after(state(open_right=0.0)) is FoldPhase.EXECUTING  # will grasp
+    assert after_events(5, expected=4).phase_after(NEAR_HOME) is FoldPhase.EXECUTING  # holds cloth
 
 
 def test_steer_passes_the_policy_chunk_through_while_folding() -> None:
     loop = after_events(2, expected=4)
     targets = np.zeros((4, 2, 4), np.float32)
     steer = loop.steer(targets, 2, NEAR_HOME, 0.05)
-    assert steer.targets is targets and steer.steps_to_execute == 2 and steer.phase is Phase.EXECUTING
+    assert steer.targets is targets and steer.steps_to_execute == 2 and steer.phase is FoldPhase.EXECUTING
 
 
 def test_steer_moves_home_in_a_straight_line_at_the_configured_speed() -> None:
@@ -403,7 +393,7 @@ def test_steer_moves_home_in_a_straight_line_at_the_configured_speed() -> None:
     path = [start]
     for k in range(8):  # chunks of the policy's horizon (4), first 2 executed, 0.05 s per step
         steer = loop.steer(np.zeros((4, 2, 4), np.float32), 2, None if k else NEAR_HOME, 0.05)
-        assert steer.phase is Phase.RETURNING_HOME and steer.targets.shape == (4, 2, 4)
+        assert steer.phase is FoldPhase.RETURNING_HOME and steer.targets.shape == (4, 2, 4)
         assert steer.steps_to_execute == 2 and (steer.targets[:, :, 3] == 1.0).all()
         path += list(steer.targets[:2, :, :3])
         ns = (k + 1) * 2 * FRAME_NS
@@ -413,7 +403,7 @@ def test_steer_moves_home_in_a_straight_line_at_the_configured_speed() -> None:
     assert speeds.max() <= 0.5 + 1e-5
     np.testing.assert_allclose(speeds, np.broadcast_to(speeds[:1], speeds.shape), rtol=1e-4)  # straight, steady
     np.testing.assert_allclose(path[-1], HOME, atol=1e-6)
-    assert loop.next(0.0) == Finish(Outcome.COMPLETED, "4 gripper events", hold=False)
+    assert loop.next(0.0) == Finish(FoldOutcome.COMPLETED, "4 gripper events", hold=False)
 
 
 def test_the_last_home_chunk_ends_at_home() -> None:

@@ -22,14 +22,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from instant_fold_control.chunk import ABSOLUTE, Chunk
+from instant_fold_control.chunk import Chunk
 from instant_fold_control.config import RobotConfig, find_robot_config, load_robot_config
 from instant_fold_control.control_loop import ControlLoop
 from instant_fold_control.controller import DualArmController
+from instant_fold_core.contracts import ChunkRepresentation, FoldOutcome
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError
-from instant_fold_policy.fold_loop import NANOSECONDS, Finish, FoldLoop, FoldLoopConfig, Outcome, Query, Wait
+from instant_fold_policy.fold_loop import NANOSECONDS, Finish, FoldLoop, FoldLoopConfig, Query, Wait
 from instant_fold_policy.server import PolicyServer, PolicyServerError
 from instant_fold_sim.outcome import FoldRecord
 from instant_fold_sim.sim_arms import WorldLink, sim_robot
@@ -48,7 +49,7 @@ class ClosedLoopError(ValueError):
 
 @dataclass(frozen=True)
 class RolloutResult:
-    outcome: Outcome
+    outcome: FoldOutcome
     message: str
     queries: int
     frames: int
@@ -121,7 +122,13 @@ def run_rollout(
             break
         policy_s += time.perf_counter() - t0
         steer = loop.steer(prediction.targets, prediction.steps_to_execute, prediction.keypose, step_duration)
-        chunk = Chunk(steer.targets[:, :, :3], steer.targets[:, :, 3], ABSOLUTE, steer.steps_to_execute, step_duration)
+        chunk = Chunk(
+            steer.targets[:, :, :3],
+            steer.targets[:, :, 3],
+            ChunkRepresentation.ABSOLUTE,
+            steer.steps_to_execute,
+            step_duration,
+        )
         now = link.now()
         controller.submit_chunk(chunk, now, decision.tokens_ns / NANOSECONDS)  # refusals are counted
         loop.chunk_sent(max(round(now * NANOSECONDS), decision.tokens_ns), steer.steps_to_execute, step_duration, 0.0)
@@ -160,7 +167,7 @@ def not_run(world: SimWorld, reason: str) -> RolloutResult:
     """The result of a rollout that could not start (the policy cannot be conditioned on its
     context, e.g. a language-conditioned policy asked for a fold it never trained on): ABORTED,
     the garment left as it was, scored like doing nothing."""
-    return RolloutResult(Outcome.ABORTED, reason, 0, world.frames, world.record(), 0.0, 0.0, {})
+    return RolloutResult(FoldOutcome.ABORTED, reason, 0, world.frames, world.record(), 0.0, 0.0, {})
 
 
 def load_condition(server: PolicyServer, demonstration: Demonstration | None, mode: str) -> None:

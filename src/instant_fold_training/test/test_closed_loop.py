@@ -11,9 +11,9 @@ import pytest
 
 from instant_fold.sim_fold import DEFAULT_DEMO
 from instant_fold.sim_fold import main as sim_fold_main
+from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.demonstration import load_demonstration
 from instant_fold_core.policy.modeling import InstantFoldPolicy
-from instant_fold_policy.fold_loop import Outcome
 from instant_fold_policy.server import PolicyServer
 from instant_fold_sim.sim_world import SimWorld
 from instant_fold_training.closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
@@ -35,7 +35,7 @@ def in_process(max_steps: int = QUERIES):
 
 def test_in_process_rollout_runs_the_fold_loop_in_lockstep() -> None:
     start, world, result = in_process()
-    assert result.outcome == Outcome.STEP_LIMIT and result.queries == QUERIES
+    assert result.outcome == FoldOutcome.STEP_LIMIT and result.queries == QUERIES
     assert result.frames == world.frames == 2 * QUERIES  # k = 2 executed steps of one frame per query
     assert result.record.frames == 2 * QUERIES
     moved = np.linalg.norm(world.gripper_state()[:, :3] - start[:, :3], axis=1)
@@ -86,6 +86,6 @@ def test_a_language_policy_folds_the_modes_it_knows_and_cannot_start_the_others(
     with pytest.raises(POLICY_ERRORS, match="sleeves_down__shoulders_down"):
         load_condition(server, None, "sleeves_down__shoulders_down")
     result = not_run(other, "unknown mode")
-    assert result.outcome == Outcome.ABORTED and result.queries == 0 and result.record.episodes == ()
+    assert result.outcome == FoldOutcome.ABORTED and result.queries == 0 and result.record.episodes == ()
     np.testing.assert_array_equal(result.record.final_keypoints, other.init.start_keypoints)
     assert result.record.fold_rate == 0.0
