@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from instant_fold_control.chunk import DELTA, Chunk
 from instant_fold_control.config import RobotConfig, find_robot_config, load_robot_config, parse_robot_config
 from instant_fold_control.control_loop import ControlLoop
 from instant_fold_control.controller import DualArmController
@@ -43,6 +42,7 @@ from instant_fold_control.drivers.base import RobotDrivers
 from instant_fold_control.drivers.franka import FrankaDriver, FrankaParams, import_franky
 from instant_fold_control.testing.dobot_server import LoopbackDobotServer
 from instant_fold_control.testing.franky_standin import GRIPPER_READ_S, FrankyStandIn
+from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
 from instant_fold_ros.testing import isolated_ros_env
 
 HORIZON, STEPS, STEP_DURATION = 8, 4, 0.05  # paper (real robot): execute 4 of 8
@@ -61,14 +61,14 @@ def _stats_ms(values_s: np.ndarray) -> dict[str, float]:
     }
 
 
-def _circle_chunk(start: np.ndarray, t: float) -> Chunk:
+def _circle_chunk(start: np.ndarray, t: float) -> ActionChunk:
     """DELTA steps along a circle in the image plane (opposite phase per arm); grippers toggle each second."""
     times = t + STEP_DURATION * np.arange(HORIZON + 1)
     phase = 2 * np.pi * times / PERIOD
     offsets = RADIUS * np.stack([np.cos(phase), np.sin(phase), np.zeros_like(phase)], axis=1)
     path = np.stack([start[0] + offsets, start[1] - offsets], axis=1)  # [H+1, 2, 3]
     openness = np.repeat((np.floor(times[1:]) % 2)[:, None], 2, axis=1)
-    return Chunk(np.diff(path, axis=0), openness, DELTA, STEPS, STEP_DURATION)
+    return ActionChunk(np.diff(path, axis=0), openness, STEPS, STEP_DURATION, ChunkRepresentation.DELTA)
 
 
 def _busy(until: float) -> None:

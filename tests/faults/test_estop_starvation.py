@@ -15,11 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from instant_fold_control.chunk import Chunk
 from instant_fold_control.config import DEFAULT_MAX_CHUNK_STEPS, ConfigError, load_robot_config, parse_robot_config
 from instant_fold_control.controller import DualArmController
 from instant_fold_control.safety import LOG_BURST, LogLimiter
-from instant_fold_core.contracts import ChunkRepresentation
+from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
 
 ROBOTS = Path(__file__).parents[2] / "config" / "robots"
 DEEP = [[-0.2, 0.0, 1.5], [0.2, 0.0, 1.5]]  # both grippers 0.57 m below the workspace floor (into the table)
@@ -50,7 +49,7 @@ def test_a_chunk_longer_than_the_bound_is_refused_in_one_line() -> None:
     logs: list[str] = []
     controller = _controller(logs, [0.0])
     spec = _chunk_spec(50_000)
-    chunk = Chunk(np.array(spec["positions"]), np.ones((50_000, 2)), ChunkRepresentation.ABSOLUTE, 50_000, 0.01)
+    chunk = ActionChunk(np.array(spec["positions"]), np.ones((50_000, 2)), 50_000, 0.01)
     assert not controller.submit_chunk(chunk, 0.0, 0.0)
     assert controller.safety.counts["refused_long"] == 1 and controller.safety.counts["clamped"] == 0
     assert logs == ["[safety:refused_long #1] chunk refused: 50000 steps, more than safety.max_chunk_steps (64)"]
@@ -86,7 +85,7 @@ def test_the_safety_log_is_rate_limited_and_counted() -> None:
     logs: list[str] = []
     clock = [0.0]
     controller = _controller(logs, clock)
-    chunk = Chunk(np.array([DEEP] * 60), np.ones((60, 2)), ChunkRepresentation.ABSOLUTE, 60, 0.01)
+    chunk = ActionChunk(np.array([DEEP] * 60), np.ones((60, 2)), 60, 0.01)
     for i in range(1000):
         clock[0] = i / 1000
         controller.submit_chunk(chunk, 0.0, 0.0)

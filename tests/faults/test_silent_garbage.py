@@ -59,10 +59,9 @@ def test_an_alibi_length_scale_that_is_not_positive_is_refused(scale: float) -> 
 
 
 def test_a_chunk_from_the_future_is_stale_too() -> None:
-    from instant_fold_control.chunk import Chunk
     from instant_fold_control.config import load_robot_config
     from instant_fold_control.controller import DualArmController
-    from instant_fold_core.contracts import ChunkRepresentation
+    from instant_fold_core.contracts import ActionChunk
 
     robot = load_robot_config(Path(__file__).parents[2] / "config" / "robots" / "sim.yaml")
     logs: list[str] = []
@@ -71,7 +70,7 @@ def test_a_chunk_from_the_future_is_stale_too() -> None:
     base = tuple(arm.extrinsics.to_base(p) for arm, p in zip(robot.arms, home, strict=True))
     controller.update_measurement((base[0], base[1]), np.ones(2), 100.0)
     controller.step(100.0)
-    chunk = Chunk(home[None].copy(), np.ones((1, 2)), ChunkRepresentation.ABSOLUTE, 1, 0.05)
+    chunk = ActionChunk(home[None], np.ones((1, 2)), 1, 0.05)
     assert not controller.submit_chunk(chunk, 100.0, 100.0 + 3600.0)  # stamped an hour ahead
     assert controller.safety.counts["refused_stale"] == 1 and "in the future" in logs[-1]
     assert controller.submit_chunk(chunk, 100.0, 100.0)  # a fresh one still runs

@@ -25,7 +25,8 @@ import numpy as np
 from rclpy.client import Client
 from rclpy.node import Node
 
-from instant_fold_interfaces.msg import ActionChunk, ClothTokens
+from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
+from instant_fold_interfaces.msg import ClothTokens
 from instant_fold_interfaces.srv import PredictActionChunk
 from instant_fold_ros.conversions import (
     MessageConversionError,
@@ -107,9 +108,8 @@ class GraphCheckSource(Node):
             return response
         steps = request.steps_to_execute or self.steps_to_execute
         delta, openness = hold_chunk(state, self.horizon)
-        response.chunk = action_chunk_to_msg(
-            delta, openness, steps_to_execute=steps, step_duration=self.step_duration, header=request.tokens.header
-        )
+        hold = ActionChunk(delta, openness, steps, self.step_duration, ChunkRepresentation.DELTA)
+        response.chunk = action_chunk_to_msg(hold, request.tokens.header)
         response.success, response.message = True, f"hold chunk for message {seq}"
         response.inference_time = time.perf_counter() - start
         return response
@@ -155,7 +155,7 @@ class GraphCheckProbe(Node):
         else:
             chunk = action_chunk_from_msg(response.chunk)
             expected = hold_chunk(PROBE_STATE, int(response.chunk.horizon))
-            if chunk.representation != ActionChunk.DELTA or not (
+            if chunk.representation != ChunkRepresentation.DELTA or not (
                 np.array_equal(chunk.positions, expected[0]) and np.array_equal(chunk.openness, expected[1])
             ):
                 self._failures.append("service answered with something other than the hold chunk")

@@ -24,9 +24,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from instant_fold_control.chunk import Chunk
 from instant_fold_control.controller import ControlOutput, DualArmController, Mode, stderr_log
 from instant_fold_control.drivers.base import DriverError, RobotDrivers
+from instant_fold_core.contracts import ActionChunk
 
 
 class ControlLoop:
@@ -79,7 +79,7 @@ class ControlLoop:
         with self._lock:
             self._tick()
 
-    def submit(self, chunk: Chunk, observation_time: float | None) -> bool:
+    def submit(self, chunk: ActionChunk, observation_time: float | None) -> bool:
         """Hand a chunk to the controller now (between ticks); False when it is refused."""
         with self._lock:
             return self.controller.submit_chunk(chunk, self.now(), observation_time)

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from instant_fold_control.chunk import Chunk, ChunkError, Trajectory
+from instant_fold_control.chunk import Trajectory
 from instant_fold_control.config import RobotConfig
 from instant_fold_control.safety import SafetyLayer
+from instant_fold_core.contracts import ActionChunk
+from instant_fold_core.errors import InvalidInputError, NonFiniteError
 
 #: Measured states kept to resolve the state a DELTA chunk was predicted from.
 HISTORY_LENGTH = 512
@@ -89,11 +91,17 @@ class DualArmController:
         self._measured = state
         self._history.append((now, state))
 
-    def submit_chunk(self, chunk: Chunk, now: float, observation_time: float | None = None) -> bool:
+    def refuse_chunk(self, exc: InvalidInputError) -> None:
+        """Count and log a chunk that broke its contract before it could be built (e.g. a message
+        with NaN positions): NaN/inf as `refused_nonfinite`, anything else as `refused_malformed`."""
+        name = "refused_nonfinite" if isinstance(exc, NonFiniteError) else "refused_malformed"
+        self.safety.event(name, f"chunk refused: {exc}", "error")
+
+    def submit_chunk(self, chunk: ActionChunk, now: float, observation_time: float | None = None) -> bool:
         """Start executing a chunk; returns False (logged and counted) when it is refused.
 
         Args:
-            chunk: camera-frame chunk.
+            chunk: camera-frame chunk (valid by construction; see `refuse_chunk` for one that was not).
             now: current time.
             observation_time: time of the observation the chunk answers (same clock as `now`);
                 None when the chunk carries no stamp (then DELTA is relative to the latest state).
@@ -101,19 +109,13 @@ class DualArmController:
         if self._estopped:
             self.safety.event("refused_estop", "chunk refused: e-stop is latched (call reset)")
             return False
-        steps = np.shape(chunk.positions)[0] if np.ndim(chunk.positions) else 0
-        if steps > self.robot.safety.max_chunk_steps:
+        if chunk.horizon > self.robot.safety.max_chunk_steps:
             self.safety.event(
                 "refused_long",
-                f"chunk refused: {steps} steps, more than safety.max_chunk_steps ({self.robot.safety.max_chunk_steps})",
+                f"chunk refused: {chunk.horizon} steps, more than safety.max_chunk_steps "
+                f"({self.robot.safety.max_chunk_steps})",
                 "error",
             )
-            return False
-        try:
-            chunk.validate()
-        except ChunkError as exc:
-            name = "refused_nonfinite" if "non-finite" in str(exc) else "refused_malformed"
-            self.safety.event(name, f"chunk refused: {exc}", "error")
             return False
         if not self._ensure_commanded():
             self.safety.event("refused_malformed", "chunk refused: no arm state measured yet")

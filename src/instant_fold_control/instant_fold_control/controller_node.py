@@ -24,20 +24,15 @@ from rclpy.node import Node
 from rclpy.time import Time
 from std_srvs.srv import Trigger
 
-from instant_fold_control.chunk import Chunk
 from instant_fold_control.config import ConfigError, RobotConfig, find_robot_config, load_robot_config
 from instant_fold_control.control_loop import ControlLoop
 from instant_fold_control.controller import DualArmController
 from instant_fold_control.drivers import make_robot_drivers
 from instant_fold_control.drivers.base import DriverError, RobotDrivers
 from instant_fold_control.safety import LOG_PERIOD_S
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_interfaces.msg import ActionChunk, DualArmState
-from instant_fold_ros.conversions import (
-    MessageConversionError,
-    action_chunk_from_msg,
-    dual_arm_state_to_msg,
-    make_header,
-)
+from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
 
@@ -97,17 +92,13 @@ class ControllerNode(Node):
 
     def _on_chunk(self, msg: ActionChunk) -> None:
         try:
-            arrays = action_chunk_from_msg(msg)
-        except MessageConversionError as exc:
-            name = "refused_nonfinite" if "NaN" in str(exc) else "refused_malformed"
-            self.controller.safety.event(name, f"chunk refused: {exc}", "error")
+            chunk = action_chunk_from_msg(msg)
+        except InvalidInputError as exc:  # the message's layout or the chunk contract
+            self.controller.refuse_chunk(exc)
             return
         # Stamp 0 is a time like any other: under a simulator the first frame's, in real time 1970's
         # (refused as stale). Read as "no stamp", it skipped the staleness check.
         observation = Time.from_msg(msg.header.stamp).nanoseconds * 1e-9 - self._clock_offset
-        chunk = Chunk(
-            arrays.positions, arrays.openness, arrays.representation, arrays.steps_to_execute, arrays.step_duration
-        )
         self.loop.submit(chunk, observation)
 
     def _publish_state(self) -> None:

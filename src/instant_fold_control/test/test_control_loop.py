@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from instant_fold_control import control_loop
-from instant_fold_control.chunk import Chunk
 from instant_fold_control.config import ArmConfig, RobotConfig
 from instant_fold_control.control_loop import ControlLoop
 from instant_fold_control.controller import DualArmController, Mode
@@ -20,7 +19,7 @@ from instant_fold_control.drivers.base import (
     DriverError,
     RobotDrivers,
 )
-from instant_fold_core.contracts import ChunkRepresentation
+from instant_fold_core.contracts import ActionChunk
 
 PERIOD = 0.1
 #: Both arms at the start (camera frame: x, y, z, openness), inside the test robot's workspace.
@@ -118,14 +117,8 @@ def make_rig(robot: RobotConfig, lockstep: bool = True) -> Rig:
     return Rig(sim, left, right, controller, loop, log)
 
 
-def chunk(positions: list, openness: list, step_duration: float = PERIOD) -> Chunk:
-    return Chunk(
-        np.array(positions, float),
-        np.array(openness, float),
-        ChunkRepresentation.ABSOLUTE,
-        len(positions),
-        step_duration,
-    )
+def chunk(positions: list, openness: list, step_duration: float = PERIOD) -> ActionChunk:
+    return ActionChunk(np.array(positions, float), np.array(openness, float), len(positions), step_duration)
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instant_fold_control.chunk import Chunk
 from instant_fold_control.config import RobotConfig, parse_robot_config
 from instant_fold_control.controller import DualArmController, Mode
-from instant_fold_core.contracts import ChunkRepresentation
+from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
+from instant_fold_core.errors import InvalidInputError, NonFiniteError
 
 DT = 0.01  # 100 Hz control ticks
 START = np.array([[-0.2, 0.0, 0.8], [0.2, 0.0, 0.8]])  # camera frame
@@ -46,7 +46,7 @@ class Harness:
     ) -> bool:
         h = len(positions)
         openness = kw.pop("openness", np.ones((h, 2)))
-        chunk = Chunk(positions, openness, representation, steps or h, kw.pop("step_duration", 0.1))
+        chunk = ActionChunk(positions, openness, steps or h, kw.pop("step_duration", 0.1), representation)
         return self.controller.submit_chunk(chunk, self.t, kw.pop("observation_time", None))
 
     @property
@@ -87,11 +87,20 @@ def test_out_of_workspace_steps_are_clamped_and_logged(robot_dict) -> None:
 def test_non_finite_chunks_are_refused_whole(harness: Harness, bad: float) -> None:
     steps = np.stack([START + 0.01, START + 0.02, START + 0.03])
     steps[1, 1, 2] = bad
-    assert not harness.chunk(steps)
+    with pytest.raises(NonFiniteError) as caught:  # as the controller node receives it from a message
+        harness.chunk(steps)
+    harness.controller.refuse_chunk(caught.value)
     harness.run(0.2)
     assert np.allclose(np.stack(harness.sent), START)  # never moved
     assert harness.counts["refused_nonfinite"] == 1
     assert harness.controller.mode == Mode.HOLD
+
+
+def test_other_broken_chunks_are_counted_as_malformed(harness: Harness) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        harness.chunk(np.stack([START]), openness=np.full((1, 2), 2.0))
+    harness.controller.refuse_chunk(caught.value)
+    assert harness.counts["refused_malformed"] == 1 and harness.counts["refused_nonfinite"] == 0
 
 
 def test_non_finite_output_never_leaves_the_safety_layer(robot: RobotConfig) -> None:

@@ -12,7 +12,17 @@ renamed or renumbered there without being mirrored here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
+
+import numpy as np
+
+from instant_fold_core.errors import InvalidInputError, NonFiniteError
+
+#: One arm state per arm (left, right): x, y, z (metres, camera optical frame) and gripper
+#: openness (1 open, 0 closed). The policy's proprioception, a demonstration keypose and the
+#: controller's measurement are all this [2, 4] array.
+ARM_STATE_SHAPE = (2, 4)
 
 
 class ChunkRepresentation(IntEnum):
@@ -49,3 +59,103 @@ class FoldPhase(IntEnum):
     PREDICTING = 2
     EXECUTING = 3
     RETURNING_HOME = 4
+
+
+def _steps_with(bad: np.ndarray) -> list[int]:
+    """Indices of the leading axis (steps) where `bad` [H, ...] is set anywhere."""
+    return sorted({int(i) for i in np.argwhere(bad)[:, 0]})
+
+
+def _frozen(name: str, value: object) -> np.ndarray:
+    """A read-only copy (dtype kept): a validated chunk must stay valid, whoever held the array."""
+    arr = np.array(value)
+    if arr.dtype.kind not in "fiu":
+        raise InvalidInputError(f"ActionChunk.{name}: expected numbers, got dtype {arr.dtype}")
+    arr.flags.writeable = False
+    return arr
+
+
+@dataclass(frozen=True)
+class ActionChunk:
+    """H dual-arm steps from the policy to the controller (camera optical frame, metres), the one
+    form of an action chunk on either side of `ActionChunk.msg` (`instant_fold_ros.conversions`
+    packs and unpacks it).
+
+    A chunk that exists is valid: the constructor checks every invariant once and raises
+    `NonFiniteError` for NaN/inf values and `InvalidInputError` for any other violation, naming
+    the field. Arrays are kept as read-only copies in the dtype given.
+
+    Attributes:
+        positions: [H, 2, 3] per step and arm (left, right): targets (ABSOLUTE) or per-step
+            displacements (DELTA: step 0 from the state the chunk answers, step h from step h-1).
+        openness: [H, 2] gripper openness targets in [0, 1] (1 open, 0 closed).
+        steps_to_execute: how many leading steps run before the next query (1..H, receding horizon).
+        step_duration: seconds between consecutive steps (> 0); the controller interpolates linearly.
+        representation: how `positions` are meant.
+        keypose: the policy's predicted next keypose, an absolute arm state [2, 4] (`ARM_STATE_SHAPE`), or None.
+    """
+
+    positions: np.ndarray
+    openness: np.ndarray
+    steps_to_execute: int
+    step_duration: float
+    representation: ChunkRepresentation | int = ChunkRepresentation.ABSOLUTE  # stored as the enum
+    keypose: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        pos, opn = _frozen("positions", self.positions), _frozen("openness", self.openness)
+        if pos.ndim != 3 or pos.shape[1:] != (2, 3) or pos.shape[0] < 1:
+            raise InvalidInputError(f"ActionChunk.positions: expected shape (H, 2, 3) with H >= 1, got {pos.shape}")
+        if opn.shape != pos.shape[:2]:
+            raise InvalidInputError(f"ActionChunk.openness: expected shape {pos.shape[:2]}, got {opn.shape}")
+        for name, arr in (("positions", pos), ("openness", opn)):
+            bad = ~np.isfinite(arr)
+            if bad.any():
+                raise NonFiniteError(f"ActionChunk.{name}: NaN or infinite values at step(s) {_steps_with(bad)}")
+        if ((opn < 0) | (opn > 1)).any():
+            raise InvalidInputError("ActionChunk.openness: values must be in [0, 1]")
+        try:
+            representation = ChunkRepresentation(self.representation)
+        except ValueError:
+            raise InvalidInputError(f"ActionChunk.representation: unknown value {self.representation}") from None
+        h = pos.shape[0]
+        if not 1 <= self.steps_to_execute <= h:
+            raise InvalidInputError(f"ActionChunk.steps_to_execute: must be in [1, {h}], got {self.steps_to_execute}")
+        if not (np.isfinite(self.step_duration) and self.step_duration > 0):
+            raise InvalidInputError(f"ActionChunk.step_duration: must be positive, got {self.step_duration}")
+        keypose = None if self.keypose is None else _frozen("keypose", self.keypose)
+        if keypose is not None:
+            if keypose.shape != ARM_STATE_SHAPE:
+                raise InvalidInputError(f"ActionChunk.keypose: expected shape {ARM_STATE_SHAPE}, got {keypose.shape}")
+            if not np.isfinite(keypose).all():
+                raise NonFiniteError("ActionChunk.keypose: NaN or infinite values")
+            if ((keypose[:, 3] < 0) | (keypose[:, 3] > 1)).any():
+                raise InvalidInputError("ActionChunk.keypose: openness must be in [0, 1]")
+        object.__setattr__(self, "positions", pos)
+        object.__setattr__(self, "openness", opn)
+        object.__setattr__(self, "steps_to_execute", int(self.steps_to_execute))
+        object.__setattr__(self, "step_duration", float(self.step_duration))
+        object.__setattr__(self, "representation", representation)
+        object.__setattr__(self, "keypose", keypose)
+
+    @property
+    def horizon(self) -> int:
+        """H, the number of steps."""
+        return int(self.positions.shape[0])
+
+    @property
+    def targets(self) -> np.ndarray:
+        """[H, 2, 4] (x, y, z, openness) per step and arm; absolute poses only for ABSOLUTE chunks."""
+        return np.concatenate([self.positions, self.openness[..., None]], axis=-1)
+
+    def waypoints(self, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Absolute float64 targets of the executed steps: positions [k, 2, 3], openness [k, 2].
+
+        Args:
+            reference: [2, 3] positions of the state the chunk was predicted from (used by DELTA).
+        """
+        k = self.steps_to_execute
+        steps = np.asarray(self.positions, dtype=np.float64)[:k]
+        if self.representation == ChunkRepresentation.DELTA:
+            steps = np.asarray(reference, dtype=np.float64)[None] + np.cumsum(steps, axis=0)
+        return steps, np.asarray(self.openness, dtype=np.float64)[:k]

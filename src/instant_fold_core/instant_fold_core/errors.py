@@ -14,3 +14,13 @@ class InstantFoldError(Exception):
 
 class ConfigError(InstantFoldError, ValueError):
     """A configuration (YAML file, preset name, override) is unusable; the message names the key."""
+
+
+class InvalidInputError(InstantFoldError, ValueError):
+    """Data handed over at a boundary (arrays, a message, a file, a request) breaks its contract;
+    the message names the field."""
+
+
+class NonFiniteError(InvalidInputError):
+    """Data holds NaN or infinite values. A kind of its own because the controller counts such
+    chunks apart (`refused_nonfinite`): a diverging model, not a malformed sender."""

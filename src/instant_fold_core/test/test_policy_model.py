@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from instant_fold_core.checkpoint import CheckpointError
+from instant_fold_core.contracts import ChunkRepresentation
 from instant_fold_core.policy.configuration import ConfigError, InstantFoldPolicyConfig, load_config, preset
 from instant_fold_core.policy.data import DemoTokens, ObservationTokens, collate
 from instant_fold_core.policy.dataset import PolicyDataset
@@ -303,9 +304,9 @@ def test_runner_predicts_absolute_chunk_and_rejects_bad_input(episodes):
     chunk = runner.predict(*obs, generator=torch.Generator().manual_seed(0))
     h = policy.cfg.horizon
     assert chunk.targets.shape == (h, 2, 4) and chunk.keypose.shape == (2, 4)
-    np.testing.assert_allclose(chunk.targets[..., :3], obs[2][None, :, :3] + np.cumsum(chunk.deltas, 0), atol=1e-5)
+    assert chunk.representation is ChunkRepresentation.ABSOLUTE and chunk.step_duration == runner.step_duration
     assert set(np.unique(chunk.targets[..., 3])) <= {0.0, 1.0}
-    assert chunk.executable().shape == (policy.cfg.execute_steps, 2, 4)
+    assert chunk.steps_to_execute == policy.cfg.execute_steps
     bad = obs[0].copy()
     bad[5, 1] = np.nan
     with pytest.raises(PolicyInputError, match="cloth_positions: contains NaN"):

@@ -39,7 +39,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from instant_fold_core.contracts import FoldOutcome, FoldPhase
+from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
 
 NANOSECONDS = 1_000_000_000
 
@@ -60,11 +60,9 @@ class FoldLoopConfig:
 
 @dataclass(frozen=True)
 class Steer:
-    """What the host sends for one query: absolute targets [n, 2, 4], how many steps to execute,
-    and the phase to report."""
+    """What the host sends for one query: the chunk, and the phase to report."""
 
-    targets: np.ndarray
-    steps_to_execute: int
+    chunk: ActionChunk
     phase: FoldPhase
 
 
@@ -222,26 +220,31 @@ class FoldLoop(Generic[Tokens]):
         self._returning = open_now and self._open_near_home(keypose, self.config.home_capture_m)
         return FoldPhase.RETURNING_HOME if self._returning else FoldPhase.EXECUTING
 
-    def steer(
-        self, targets: np.ndarray, steps_to_execute: int, keypose: np.ndarray | None, step_duration_s: float
-    ) -> Steer:
-        """The chunk to send for the last `Query`: the policy's own (`targets` [H, 2, 4]), or, once
-        the policy is returning home (`phase_after`), the next H steps of a straight move from the
+    def steer(self, chunk: ActionChunk) -> Steer:
+        """The chunk to send for the last `Query`: the policy's own (ABSOLUTE), or, once the policy
+        is returning home (`phase_after` its keypose), the next H steps of a straight move from the
         latest state to home at `home_speed_m_s` with open grippers (home repeated past its end).
-        The cadence stays the policy's (H steps, the first `steps_to_execute` executed), so every
-        chunk stays within the controller's watchdog and each starts from a fresh measurement."""
-        phase = self.phase_after(keypose)
+        The cadence stays the policy's (H steps, the first `steps_to_execute` executed, its
+        `step_duration`), so every chunk stays within the controller's watchdog and each starts
+        from a fresh measurement."""
+        phase = self.phase_after(chunk.keypose)
         if phase is not FoldPhase.RETURNING_HOME:
-            return Steer(targets, steps_to_execute, phase)
+            return Steer(chunk, phase)
         assert self._state is not None
         start = self._state[:, :3].astype(np.float64)
         distance = float(np.linalg.norm(self.home - start, axis=1).max())
         # Replanned from a float32 measured state, a whole number of steps must stay whole.
-        steps = max(1, math.ceil(distance / (self.config.home_speed_m_s * step_duration_s) - 1e-3))
-        fraction = np.minimum(np.arange(1, len(targets) + 1), steps)[:, None, None] / steps
+        steps = max(1, math.ceil(distance / (self.config.home_speed_m_s * chunk.step_duration) - 1e-3))
+        fraction = np.minimum(np.arange(1, chunk.horizon + 1), steps)[:, None, None] / steps
         path = start + fraction * (self.home - start)
-        move = np.concatenate([path, np.ones((len(targets), 2, 1))], axis=2).astype(np.float32)
-        return Steer(move, steps_to_execute, phase)
+        move = ActionChunk(
+            path.astype(np.float32),
+            np.ones((chunk.horizon, 2), np.float32),
+            chunk.steps_to_execute,
+            chunk.step_duration,
+            keypose=chunk.keypose,
+        )
+        return Steer(move, phase)
 
     def _finish(self, outcome: FoldOutcome, message: str, hold: bool) -> Finish:
         self.finished = Finish(outcome, message, hold)

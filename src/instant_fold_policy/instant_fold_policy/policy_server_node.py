@@ -29,16 +29,18 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.time import Time
 
-from instant_fold_core.contracts import FoldOutcome, FoldPhase
+from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
 from instant_fold_core.demonstration import DemonstrationError, load_demonstration
 from instant_fold_core.paths import resolve_under
+from instant_fold_core.policy.inference import DEFAULT_STEP_DURATION
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_core.validation import ValidationError
 from instant_fold_interfaces.action import ExecuteFold
-from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
+from instant_fold_interfaces.msg import ActionChunk as ActionChunkMsg
+from instant_fold_interfaces.msg import ClothTokens, DualArmState
 from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
 from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig, Wait
-from instant_fold_policy.server import PolicyServer, PolicyServerError, Prediction
+from instant_fold_policy.server import PolicyServer, PolicyServerError
 from instant_fold_ros.conversions import (
     MessageConversionError,
     action_chunk_to_msg,
@@ -61,13 +63,14 @@ class PolicyServerNode(Node):
     def __init__(self) -> None:
         super().__init__("policy_server")
         p = self.declare_parameter
+        self.step_duration = float(p("step_duration", DEFAULT_STEP_DURATION).value)
         self.server = PolicyServer.from_checkpoints(
             str(p("policy_checkpoint", "").value),
             str(p("tokenizer_checkpoint", "").value),
             str(p("device", "auto").value),
             int(p("seed", 0).value),
+            self.step_duration,
         )
-        self.step_duration = float(p("step_duration", 0.1).value)
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
         self.fold_config = FoldLoopConfig(**declare_config(self, "fold", FoldLoopConfig()))
@@ -83,7 +86,7 @@ class PolicyServerNode(Node):
         self._loop: FoldLoop[ClothTokens] | None = None
         self._busy = False  # a goal is accepted and not finished (set on acceptance: one fold at a time)
         group = ReentrantCallbackGroup()
-        self._command = self.create_publisher(ActionChunk, "arms/command", COMMAND_QOS)
+        self._command = self.create_publisher(ActionChunkMsg, "arms/command", COMMAND_QOS)
         self.create_subscription(ClothTokens, "cloth/tokens", self._on_tokens, OBSERVATION_QOS, callback_group=group)
         self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS, callback_group=group)
         self.create_service(LoadDemonstration, "policy/load_demonstration", self._on_load, callback_group=group)
@@ -159,33 +162,28 @@ class PolicyServerNode(Node):
 
     def _predict(
         self, tokens_msg: ClothTokens, state: np.ndarray, steps: int, generator: torch.Generator | None = None
-    ) -> Prediction:
+    ) -> tuple[ActionChunk, float]:
+        """The chunk for one observation and the seconds the policy took to predict it."""
         tokens: TokenArrays = tokens_from_msg(tokens_msg)
-        return self.server.predict(tokens, state, steps, tokens_msg.encoder_id, generator)
+        start = time.perf_counter()
+        chunk = self.server.predict(tokens, state, steps, tokens_msg.encoder_id, generator)
+        return chunk, time.perf_counter() - start
 
-    def _chunk_msg(self, targets: np.ndarray, steps: int, keypose: np.ndarray | None, stamp) -> ActionChunk:
-        """Absolute targets [n, 2, 4] as a command message stamped with its observation's time."""
-        return action_chunk_to_msg(
-            targets[:, :, :3].copy(),
-            targets[:, :, 3].copy(),
-            representation=ActionChunk.ABSOLUTE,
-            steps_to_execute=steps,
-            step_duration=self.step_duration,
-            keypose=keypose,
-            header=make_header(self.frame_id, stamp),
-        )
+    def _chunk_msg(self, chunk: ActionChunk, stamp) -> ActionChunkMsg:
+        """A chunk as a command message stamped with its observation's time."""
+        return action_chunk_to_msg(chunk, make_header(self.frame_id, stamp))
 
     def _on_predict(self, request: PredictActionChunk.Request, response: PredictActionChunk.Response):
         try:
             state = dual_arm_state_from_msg(request.state)
-            prediction = self._predict(request.tokens, state, request.steps_to_execute or self.steps_to_execute)
-            response.chunk = self._chunk_msg(
-                prediction.targets, prediction.steps_to_execute, prediction.keypose, request.tokens.header.stamp
+            chunk, inference_time = self._predict(
+                request.tokens, state, request.steps_to_execute or self.steps_to_execute
             )
+            response.chunk = self._chunk_msg(chunk, request.tokens.header.stamp)
         except REQUEST_ERRORS as exc:
             response.success, response.message = False, str(exc)
             return response
-        response.success, response.inference_time = True, prediction.inference_time_s
+        response.success, response.inference_time = True, inference_time
         return response
 
     # -- execute-fold action ----------------------------------------------------------------
@@ -205,16 +203,8 @@ class PolicyServerNode(Node):
 
     def _hold(self, state: np.ndarray) -> None:
         """Command the arms to stay where they are (one absolute step at the current state)."""
-        self._command.publish(
-            action_chunk_to_msg(
-                state[None, :, :3].copy(),
-                state[None, :, 3].copy(),
-                representation=ActionChunk.ABSOLUTE,
-                steps_to_execute=1,
-                step_duration=self.step_duration,
-                header=make_header(self.frame_id, self.get_clock().now().to_msg()),
-            )
-        )
+        hold = ActionChunk(state[None, :, :3], state[None, :, 3], 1, self.step_duration)
+        self._command.publish(self._chunk_msg(hold, self.get_clock().now().to_msg()))
 
     def _finish(self, goal_handle, outcome: FoldOutcome, message: str, loop: FoldLoop, started: float):
         result = ExecuteFold.Result(
@@ -293,23 +283,19 @@ class PolicyServerNode(Node):
                 return self._finish(goal_handle, decision.outcome, decision.message, loop, started)
             tokens, state = decision.tokens, decision.state
             try:
-                prediction = self._predict(tokens, state, self.steps_to_execute, generator)
+                chunk, _ = self._predict(tokens, state, self.steps_to_execute, generator)
             except REQUEST_ERRORS as exc:
                 with self._observed:
                     loop.fail(f"prediction failed: {exc}")
                 continue
             with self._observed:
-                steer = loop.steer(
-                    prediction.targets, prediction.steps_to_execute, prediction.keypose, self.step_duration
-                )
-            self._command.publish(
-                self._chunk_msg(steer.targets, steer.steps_to_execute, prediction.keypose, tokens.header.stamp)
-            )
+                steer = loop.steer(chunk)
+            self._command.publish(self._chunk_msg(steer.chunk, tokens.header.stamp))
             # The chunk starts executing now, and never before its observation (under a simulator's
             # /clock both are the same instant: simulated time waits for the policy).
             sent = max(self.get_clock().now().nanoseconds, decision.tokens_ns)
             with self._observed:
-                loop.chunk_sent(sent, steer.steps_to_execute, self.step_duration, self._fold_clock())
+                loop.chunk_sent(sent, steer.chunk.steps_to_execute, steer.chunk.step_duration, self._fold_clock())
                 events = loop.events_executed
             feedback.step, feedback.phase = loop.step - 1, int(steer.phase)
             feedback.state = dual_arm_state_to_msg(state.astype(np.float32), tokens.header)

@@ -7,16 +7,16 @@ context (the policy's fast path). Predictions are absolute dual-arm targets in t
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from instant_fold_core.checkpoint import checkpoint_id
-from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.contracts import ActionChunk, KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.device import resolve_device
 from instant_fold_core.rgbd import RGBDFrame
@@ -28,17 +28,6 @@ FrameTokenizer = Callable[[RGBDFrame, np.ndarray], TokenArrays]
 
 class PolicyServerError(RuntimeError):
     """A request cannot be served (no demonstration, tokens of another encoder, ...)."""
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """Absolute targets [H, 2, 4] (x, y, z, openness per arm), the predicted next keypose [2, 4]
-    (or None), how many leading steps to execute, and the inference time in seconds."""
-
-    targets: np.ndarray
-    keypose: np.ndarray | None
-    steps_to_execute: int
-    inference_time_s: float
 
 
 class PolicyServer:
@@ -58,13 +47,21 @@ class PolicyServer:
 
     @classmethod
     def from_checkpoints(
-        cls, policy_dir: str | Path, tokenizer_dir: str | Path, device: str = "auto", seed: int = 0
+        cls,
+        policy_dir: str | Path,
+        tokenizer_dir: str | Path,
+        device: str = "auto",
+        seed: int = 0,
+        step_duration: float | None = None,
     ) -> PolicyServer:
+        """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default)."""
         from instant_fold_core.encoder.modeling import ClothTokenizer
-        from instant_fold_core.policy.inference import PolicyRunner
+        from instant_fold_core.policy.inference import DEFAULT_STEP_DURATION, PolicyRunner
 
         dev = resolve_device(device)
-        runner = PolicyRunner.from_checkpoint(policy_dir, device=dev)
+        runner = PolicyRunner.from_checkpoint(
+            policy_dir, device=dev, step_duration=DEFAULT_STEP_DURATION if step_duration is None else step_duration
+        )
         tokenizer = ClothTokenizer.from_pretrained(tokenizer_dir, device=dev)
         if tokenizer.feature_dim != runner.cfg.cloth_feature_dim or tokenizer.num_tokens != runner.cfg.num_cloth_tokens:
             raise PolicyServerError(
@@ -130,17 +127,16 @@ class PolicyServer:
         steps_to_execute: int = 0,
         encoder_id: str = "",
         generator: torch.Generator | None = None,
-    ) -> Prediction:
-        """One query; `steps_to_execute` 0 = the policy's configured receding horizon; the noise
-        comes from `generator` (a fold's) or else from the server's own."""
+    ) -> ActionChunk:
+        """One query -> an ABSOLUTE chunk; `steps_to_execute` 0 = the policy's configured receding
+        horizon (another value outside [1, H] raises `InvalidInputError`); the noise comes from
+        `generator` (a fold's) or else from the server's own."""
         if self.demonstration is None and not self.runner.has_demonstration:
             raise PolicyServerError("no demonstration loaded: call load_demonstration first")
         if encoder_id and self.encoder_id and encoder_id != self.encoder_id:
             raise PolicyServerError(f"tokens come from encoder {encoder_id}, the server uses {self.encoder_id}")
-        start = time.perf_counter()
         noise = self.generator if generator is None else generator
         chunk = self.runner.predict(tokens.positions, tokens.features, state, tokens.valid, noise)
-        steps = steps_to_execute or chunk.execute_steps
-        if not 1 <= steps <= chunk.targets.shape[0]:
-            raise PolicyServerError(f"steps_to_execute must be in [1, {chunk.targets.shape[0]}], got {steps}")
-        return Prediction(chunk.targets, chunk.keypose, steps, time.perf_counter() - start)
+        if steps_to_execute and steps_to_execute != chunk.steps_to_execute:
+            chunk = dataclasses.replace(chunk, steps_to_execute=steps_to_execute)
+        return chunk

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instant_fold_core.contracts import FoldOutcome, FoldPhase
+from instant_fold_core.contracts import ActionChunk, ChunkRepresentation, FoldOutcome, FoldPhase
 from instant_fold_policy.fold_loop import (
     NANOSECONDS,
     Finish,
@@ -380,11 +380,16 @@ def test_the_policy_returns_home_only_after_all_demonstrated_events_with_open_gr
     assert after_events(5, expected=4).phase_after(NEAR_HOME) is FoldPhase.EXECUTING  # holds cloth
 
 
+def policy_chunk(keypose: np.ndarray | None) -> ActionChunk:
+    """The policy's answer: H = 4 steps, the first 2 executed, 0.05 s apart (the steps do not matter here)."""
+    return ActionChunk(np.zeros((4, 2, 3), np.float32), np.zeros((4, 2), np.float32), 2, 0.05, keypose=keypose)
+
+
 def test_steer_passes_the_policy_chunk_through_while_folding() -> None:
     loop = after_events(2, expected=4)
-    targets = np.zeros((4, 2, 4), np.float32)
-    steer = loop.steer(targets, 2, NEAR_HOME, 0.05)
-    assert steer.targets is targets and steer.steps_to_execute == 2 and steer.phase is FoldPhase.EXECUTING
+    chunk = policy_chunk(NEAR_HOME)
+    steer = loop.steer(chunk)
+    assert steer.chunk is chunk and steer.phase is FoldPhase.EXECUTING
 
 
 def test_steer_moves_home_in_a_straight_line_at_the_configured_speed() -> None:
@@ -392,13 +397,14 @@ def test_steer_moves_home_in_a_straight_line_at_the_configured_speed() -> None:
     loop = after_events(4, expected=4, at=start)
     path = [start]
     for k in range(8):  # chunks of the policy's horizon (4), first 2 executed, 0.05 s per step
-        steer = loop.steer(np.zeros((4, 2, 4), np.float32), 2, None if k else NEAR_HOME, 0.05)
-        assert steer.phase is FoldPhase.RETURNING_HOME and steer.targets.shape == (4, 2, 4)
-        assert steer.steps_to_execute == 2 and (steer.targets[:, :, 3] == 1.0).all()
-        path += list(steer.targets[:2, :, :3])
+        steer = loop.steer(policy_chunk(None if k else NEAR_HOME))
+        assert steer.phase is FoldPhase.RETURNING_HOME and steer.chunk.horizon == 4
+        assert steer.chunk.representation is ChunkRepresentation.ABSOLUTE and steer.chunk.step_duration == 0.05
+        assert steer.chunk.steps_to_execute == 2 and (steer.chunk.openness == 1.0).all()
+        path += list(steer.chunk.positions[:2])
         ns = (k + 1) * 2 * FRAME_NS
         loop.chunk_sent(ns - 2 * FRAME_NS, 2, 0.1, 0.0)
-        observe(loop, np.concatenate([steer.targets[1, :, :3], np.ones((2, 1))], axis=1), ns)
+        observe(loop, np.concatenate([steer.chunk.positions[1], np.ones((2, 1))], axis=1), ns)
     speeds = np.linalg.norm(np.diff(np.array(path), axis=0), axis=2) / 0.05
     assert speeds.max() <= 0.5 + 1e-5
     np.testing.assert_allclose(speeds, np.broadcast_to(speeds[:1], speeds.shape), rtol=1e-4)  # straight, steady
@@ -408,8 +414,8 @@ def test_steer_moves_home_in_a_straight_line_at_the_configured_speed() -> None:
 
 def test_the_last_home_chunk_ends_at_home() -> None:
     loop = after_events(4, expected=4, at=((-0.3, 0.1, 0.93), (0.3, 0.1, 0.9)))  # 3 cm: 2 steps
-    steer = loop.steer(np.zeros((4, 2, 4), np.float32), 2, NEAR_HOME, 0.05)
-    np.testing.assert_allclose(steer.targets[1:, :, :3], np.broadcast_to(HOME, (3, 2, 3)), atol=1e-6)
+    steer = loop.steer(policy_chunk(NEAR_HOME))
+    np.testing.assert_allclose(steer.chunk.positions[1:], np.broadcast_to(HOME, (3, 2, 3)), atol=1e-6)
 
 
 def test_bad_home_is_refused() -> None:

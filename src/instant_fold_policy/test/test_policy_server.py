@@ -9,8 +9,10 @@ import pytest
 import torch
 from policy_fixtures import HOME, cloth_frame, make_demonstration
 
+from instant_fold_core.contracts import ChunkRepresentation
 from instant_fold_core.encoder.configuration import preset as encoder_preset
 from instant_fold_core.encoder.modeling import ClothTokenizer
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.testing import untrained_checkpoints
 from instant_fold_policy.server import PolicyServer, PolicyServerError
 
@@ -34,12 +36,13 @@ def test_predicts_absolute_chunks_from_the_cached_demonstration(server: PolicySe
     assert encode_s > 0 and server.expected_events == 2
     np.testing.assert_array_equal(server.home, HOME[:, :3])
     prediction = server.predict(tokens, HOME)
+    assert prediction.representation is ChunkRepresentation.ABSOLUTE and prediction.step_duration == 0.1
     assert prediction.targets.shape == (server.horizon, 2, 4) and np.isfinite(prediction.targets).all()
     assert set(np.unique(prediction.targets[..., 3])) <= {0.0, 1.0}
     assert prediction.keypose is not None and prediction.keypose.shape == (2, 4)
     assert 1 <= prediction.steps_to_execute <= server.horizon
     assert server.predict(tokens, HOME, steps_to_execute=1).steps_to_execute == 1
-    with pytest.raises(PolicyServerError, match="steps_to_execute"):
+    with pytest.raises(InvalidInputError, match=rf"steps_to_execute: must be in \[1, {server.horizon}\]"):
         server.predict(tokens, HOME, steps_to_execute=server.horizon + 1)
 
 

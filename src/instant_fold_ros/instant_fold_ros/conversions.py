@@ -10,7 +10,6 @@ errors are `MessageConversionError`s that name the message field, e.g.
 from __future__ import annotations
 
 import array
-from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -19,28 +18,20 @@ from geometry_msgs.msg import Point
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
+from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.demonstration import Demonstration, DemonstrationError
 from instant_fold_core.distortion import NO_DISTORTION, Distortion
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_core.validation import ValidationError, check_array
-from instant_fold_interfaces.msg import ActionChunk, ArmState, ClothTokens, DualArmState, Keyframe
+from instant_fold_interfaces.msg import ActionChunk as ActionChunkMsg
+from instant_fold_interfaces.msg import ArmState, ClothTokens, DualArmState, Keyframe
 from instant_fold_interfaces.msg import Demonstration as DemonstrationMsg
 
 
-class MessageConversionError(ValueError):
+class MessageConversionError(InvalidInputError):
     """A message or array cannot be converted; the text names the field."""
-
-
-class ActionChunkArrays(NamedTuple):
-    """An action chunk as arrays: positions [H, 2, 3], openness [H, 2], keypose [2, 4] or None."""
-
-    positions: np.ndarray
-    openness: np.ndarray
-    representation: int
-    steps_to_execute: int
-    step_duration: float
-    keypose: np.ndarray | None
 
 
 def _check(name: str, value: object, shape: tuple[int | None, ...], dtype: npt.DTypeLike | None = None) -> np.ndarray:
@@ -57,10 +48,15 @@ def _float32_sequence(values: np.ndarray) -> array.array:
     return out
 
 
-def _flat_field(msg_name: str, field: str, values: object, expected: int, detail: str) -> np.ndarray:
+def _sized_field(msg_name: str, field: str, values: object, expected: int, detail: str) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float32)
     if arr.size != expected:
         raise MessageConversionError(f"{msg_name}.{field}: expected {expected} values ({detail}), got {arr.size}")
+    return arr
+
+
+def _flat_field(msg_name: str, field: str, values: object, expected: int, detail: str) -> np.ndarray:
+    arr = _sized_field(msg_name, field, values, expected, detail)
     if not np.isfinite(arr).all():
         raise MessageConversionError(f"{msg_name}.{field}: contains NaN or infinite values")
     return arr
@@ -151,62 +147,39 @@ def dual_arm_state_from_msg(msg: DualArmState) -> np.ndarray:
 # --- action chunks ------------------------------------------------------------------------
 
 
-def action_chunk_to_msg(
-    positions: np.ndarray,
-    openness: np.ndarray,
-    *,
-    representation: int = ActionChunk.DELTA,
-    steps_to_execute: int,
-    step_duration: float,
-    keypose: np.ndarray | None = None,
-    header: Header | None = None,
-) -> ActionChunk:
-    """Pack positions [H, 2, 3] and openness [H, 2] (+ optional keypose [2, 4]) into a message."""
-    positions = _check("ActionChunk.positions", positions, (None, 2, 3))
-    h = positions.shape[0]
-    openness = _check("ActionChunk.openness", openness, (h, 2))
-    _check_chunk_scalars(representation, h, steps_to_execute, step_duration)
-    msg = ActionChunk(
+def action_chunk_to_msg(chunk: ActionChunk, header: Header | None = None) -> ActionChunkMsg:
+    """Pack a chunk (valid by construction) into its message."""
+    msg = ActionChunkMsg(
         header=header if header is not None else Header(),
-        representation=representation,
-        horizon=h,
-        steps_to_execute=steps_to_execute,
-        step_duration=float(step_duration),
-        positions=_float32_sequence(positions),
-        openness=_float32_sequence(openness),
-        has_keypose=keypose is not None,
+        representation=int(chunk.representation),
+        horizon=chunk.horizon,
+        steps_to_execute=chunk.steps_to_execute,
+        step_duration=chunk.step_duration,
+        positions=_float32_sequence(chunk.positions),
+        openness=_float32_sequence(chunk.openness),
+        has_keypose=chunk.keypose is not None,
     )
-    if keypose is not None:
-        msg.keypose = dual_arm_state_to_msg(_check("ActionChunk.keypose", keypose, (2, 4)), msg.header)
+    if chunk.keypose is not None:
+        msg.keypose = dual_arm_state_to_msg(chunk.keypose, msg.header)
     return msg
 
 
-def _check_chunk_scalars(representation: int, horizon: int, steps: int, step_duration: float) -> None:
-    if representation not in (ActionChunk.ABSOLUTE, ActionChunk.DELTA):
-        raise MessageConversionError(f"ActionChunk.representation: unknown value {representation}")
-    if horizon < 1:
-        raise MessageConversionError("ActionChunk.horizon: must be at least 1")
-    if not 1 <= steps <= horizon:
-        raise MessageConversionError(f"ActionChunk.steps_to_execute: must be in [1, {horizon}], got {steps}")
-    if not (np.isfinite(step_duration) and step_duration > 0):
-        raise MessageConversionError(f"ActionChunk.step_duration: must be positive, got {step_duration}")
-
-
-def action_chunk_from_msg(msg: ActionChunk) -> ActionChunkArrays:
-    """Unpack and validate an ActionChunk message."""
+def action_chunk_from_msg(msg: ActionChunkMsg) -> ActionChunk:
+    """Unpack a message into the chunk contract. The message's own layout (array lengths against
+    `horizon`) is checked here, every invariant of a chunk once, by `ActionChunk`; either raises a
+    kind of `InvalidInputError` naming the field (`NonFiniteError` for NaN/inf)."""
     h = int(msg.horizon)
-    _check_chunk_scalars(int(msg.representation), h, int(msg.steps_to_execute), float(msg.step_duration))
-    positions = _flat_field("ActionChunk", "positions", msg.positions, h * 6, f"horizon={h} x 2 arms x 3")
-    openness = _flat_field("ActionChunk", "openness", msg.openness, h * 2, f"horizon={h} x 2 arms")
-    if ((openness < 0) | (openness > 1)).any():
-        raise MessageConversionError("ActionChunk.openness: values must be in [0, 1]")
-    keypose = dual_arm_state_from_msg(msg.keypose) if msg.has_keypose else None
-    return ActionChunkArrays(
+    positions = _sized_field("ActionChunk", "positions", msg.positions, h * 6, f"horizon={h} x 2 arms x 3")
+    openness = _sized_field("ActionChunk", "openness", msg.openness, h * 2, f"horizon={h} x 2 arms")
+    keypose = None
+    if msg.has_keypose:
+        keypose = np.array([_arm_from_msg(msg.keypose.left), _arm_from_msg(msg.keypose.right)], dtype=np.float32)
+    return ActionChunk(
         positions.reshape(h, 2, 3),
         openness.reshape(h, 2),
-        int(msg.representation),
         int(msg.steps_to_execute),
         float(msg.step_duration),
+        int(msg.representation),
         keypose,
     )
 

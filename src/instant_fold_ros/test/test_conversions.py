@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instant_fold_interfaces.msg import ActionChunk
+from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
+from instant_fold_core.errors import InvalidInputError, NonFiniteError
 from instant_fold_ros.conversions import (
     MessageConversionError,
     action_chunk_from_msg,
@@ -99,46 +100,38 @@ def test_action_chunk_round_trip() -> None:
     positions = RNG.normal(scale=0.01, size=(h, 2, 3)).astype(np.float32)
     openness = (RNG.random((h, 2)) > 0.5).astype(np.float32)
     keypose = np.array([[0.1, 0.0, 1.0, 0.0], [0.2, 0.1, 1.0, 1.0]], np.float32)
-    msg = action_chunk_to_msg(positions, openness, steps_to_execute=4, step_duration=0.1, keypose=keypose)
-    out = action_chunk_from_msg(msg)
+    chunk = ActionChunk(positions, openness, 4, 0.1, ChunkRepresentation.DELTA, keypose)
+    out = action_chunk_from_msg(action_chunk_to_msg(chunk))
     np.testing.assert_array_equal(out.positions, positions)
     np.testing.assert_array_equal(out.openness, openness)
     np.testing.assert_array_equal(out.keypose, keypose)
-    assert (out.representation, out.steps_to_execute, out.step_duration) == (ActionChunk.DELTA, 4, 0.1)
-    no_keypose = action_chunk_from_msg(action_chunk_to_msg(positions, openness, steps_to_execute=2, step_duration=0.1))
-    assert no_keypose.keypose is None
+    assert (out.representation, out.steps_to_execute, out.step_duration) == (ChunkRepresentation.DELTA, 4, 0.1)
+    no_keypose = action_chunk_from_msg(action_chunk_to_msg(ActionChunk(positions, openness, 2, 0.1)))
+    assert no_keypose.keypose is None and no_keypose.representation is ChunkRepresentation.ABSOLUTE
 
 
 @pytest.mark.parametrize(
-    ("mutate", "field"),
+    ("mutate", "kind", "field"),
     [
-        (lambda m: m.positions.pop(), "ActionChunk.positions"),
-        (lambda m: m.positions.__setitem__(0, float("nan")), "ActionChunk.positions"),
-        (lambda m: m.openness.__setitem__(0, 2.0), "ActionChunk.openness"),
-        (lambda m: setattr(m, "steps_to_execute", 9), "ActionChunk.steps_to_execute"),
-        (lambda m: setattr(m, "steps_to_execute", 0), "ActionChunk.steps_to_execute"),
-        (lambda m: setattr(m, "representation", 7), "ActionChunk.representation"),
-        (lambda m: setattr(m, "step_duration", 0.0), "ActionChunk.step_duration"),
+        (lambda m: m.positions.pop(), MessageConversionError, "ActionChunk.positions: expected 48 values"),
+        (lambda m: m.openness.pop(), MessageConversionError, "ActionChunk.openness: expected 16 values"),
+        (lambda m: m.positions.__setitem__(0, float("nan")), NonFiniteError, "ActionChunk.positions"),
+        (lambda m: m.keypose.left.position.__setattr__("x", float("inf")), NonFiniteError, "ActionChunk.keypose"),
+        (lambda m: m.openness.__setitem__(0, 2.0), InvalidInputError, "ActionChunk.openness"),
+        (lambda m: setattr(m, "steps_to_execute", 9), InvalidInputError, "ActionChunk.steps_to_execute"),
+        (lambda m: setattr(m, "steps_to_execute", 0), InvalidInputError, "ActionChunk.steps_to_execute"),
+        (lambda m: setattr(m, "representation", 7), InvalidInputError, "ActionChunk.representation"),
+        (lambda m: setattr(m, "step_duration", 0.0), InvalidInputError, "ActionChunk.step_duration"),
     ],
 )
-def test_malformed_action_chunk_names_field(mutate, field: str) -> None:
+def test_malformed_action_chunk_names_field_and_kind(mutate, kind: type, field: str) -> None:
+    keypose = np.array([[0.1, 0.0, 1.0, 1.0], [0.2, 0.1, 1.0, 1.0]], np.float32)
     msg = action_chunk_to_msg(
-        np.zeros((8, 2, 3), np.float32), np.ones((8, 2), np.float32), steps_to_execute=4, step_duration=0.1
+        ActionChunk(np.zeros((8, 2, 3), np.float32), np.ones((8, 2), np.float32), 4, 0.1, keypose=keypose)
     )
     mutate(msg)
-    with pytest.raises(MessageConversionError, match=field.replace(".", r"\.")):
+    with pytest.raises(kind, match=field.replace(".", r"\.")):
         action_chunk_from_msg(msg)
-
-
-def test_action_chunk_arrays_are_checked_before_sending() -> None:
-    with pytest.raises(MessageConversionError, match=r"ActionChunk\.openness: expected shape \(8, 2\)"):
-        action_chunk_to_msg(
-            np.zeros((8, 2, 3), np.float32), np.ones((4, 2), np.float32), steps_to_execute=4, step_duration=0.1
-        )
-    with pytest.raises(MessageConversionError, match=r"ActionChunk\.positions: contains"):
-        action_chunk_to_msg(
-            np.full((8, 2, 3), np.inf, np.float32), np.ones((8, 2), np.float32), steps_to_execute=4, step_duration=0.1
-        )
 
 
 @pytest.mark.parametrize(

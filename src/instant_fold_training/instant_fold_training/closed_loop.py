@@ -16,17 +16,17 @@ are rounded the same way here, and every frame's arm state reaches the fold loop
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from instant_fold_control.chunk import Chunk
 from instant_fold_control.config import RobotConfig, find_robot_config, load_robot_config
 from instant_fold_control.control_loop import ControlLoop
 from instant_fold_control.controller import DualArmController
-from instant_fold_core.contracts import ChunkRepresentation, FoldOutcome
+from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError
@@ -121,17 +121,12 @@ def run_rollout(
             finish = loop.fail(f"policy query failed: {exc}")
             break
         policy_s += time.perf_counter() - t0
-        steer = loop.steer(prediction.targets, prediction.steps_to_execute, prediction.keypose, step_duration)
-        chunk = Chunk(
-            steer.targets[:, :, :3],
-            steer.targets[:, :, 3],
-            ChunkRepresentation.ABSOLUTE,
-            steer.steps_to_execute,
-            step_duration,
-        )
+        # One action step per simulated frame, whatever cadence the server was built with.
+        steer = loop.steer(dataclasses.replace(prediction, step_duration=step_duration))
         now = link.now()
-        controller.submit_chunk(chunk, now, decision.tokens_ns / NANOSECONDS)  # refusals are counted
-        loop.chunk_sent(max(round(now * NANOSECONDS), decision.tokens_ns), steer.steps_to_execute, step_duration, 0.0)
+        controller.submit_chunk(steer.chunk, now, decision.tokens_ns / NANOSECONDS)  # refusals are counted
+        sent_ns = max(round(now * NANOSECONDS), decision.tokens_ns)
+        loop.chunk_sent(sent_ns, steer.chunk.steps_to_execute, step_duration, 0.0)
         while not controller.plan_finished(link.now()):
             control.tick()
             measure()

@@ -85,7 +85,7 @@ def rollout_first_grasp(
         chunk = runner.predict(
             episode.cloth_positions[c], episode.cloth_features[c], state, episode.cloth_valid[c], generator=generator
         )
-        for target in chunk.executable():
+        for target in chunk.targets[: chunk.steps_to_execute]:
             frame += 1
             path.append(target)
             for arm in np.flatnonzero((frames < 0) & (target[:, 3] < 0.5)):

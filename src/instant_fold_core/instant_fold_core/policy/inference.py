@@ -16,9 +16,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.policy.data import DemoTokens, ObservationTokens
 from instant_fold_core.policy.decoder import DecoderOutput
 from instant_fold_core.policy.modeling import DemoContext, InstantFoldPolicy, euler_times
+
+#: Seconds between chunk steps unless the deployment says otherwise (the policy server's
+#: `step_duration` parameter default; the sim graph sets its frame period).
+DEFAULT_STEP_DURATION = 0.1
 
 #: Arrays accepted at the policy boundary (numpy or torch, any float dtype; converted and checked).
 Array = np.ndarray | torch.Tensor
@@ -105,48 +110,23 @@ def draw_noise(
     return traj, kp
 
 
-@dataclass
-class ActionChunk:
-    """One query's answer for one robot (camera optical frame, metres).
-
-    targets [H, 2, 4]: absolute (x, y, z, openness) per step and arm (left, right); deltas
-    [H, 2, 3]: the per-step position deltas they were built from; gripper_prob [H, 2];
-    keypose [2, 4] absolute predicted next keypose (None without the keypose auxiliary).
-    `execute_steps` of the H steps are meant to be executed before the next query.
-    """
-
-    targets: np.ndarray
-    deltas: np.ndarray
-    gripper_prob: np.ndarray
-    keypose: np.ndarray | None
-    execute_steps: int
-
-    def executable(self) -> np.ndarray:
-        return self.targets[: self.execute_steps]
-
-
-def to_absolute(policy: InstantFoldPolicy, sampled: SampledActions, gripper_state: torch.Tensor) -> list[ActionChunk]:
-    """Per-step deltas -> absolute targets from the current state (cumulative sum), grippers thresholded."""
+def absolute_actions(
+    policy: InstantFoldPolicy, sampled: SampledActions, arm_state: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Sampled (normalised) actions -> absolute ones from the current arm state [B, 2, 4]:
+    positions [B, H, 2, 3] (cumulative sum of the per-step deltas), openness [B, H, 2]
+    (thresholded at 0.5) and the next keypose [B, 2, 4] (None without the keypose auxiliary).
+    Tensors, unchecked: training measures them as they are, deployment builds chunks from them."""
     norm = policy.normalizers
-    cur = gripper_state[..., :3].float()
+    cur = arm_state[..., :3].float()
     deltas = norm.delta.unnormalize(sampled.traj.float())
     positions = cur[:, None] + torch.cumsum(deltas, 1)
-    prob = torch.sigmoid(sampled.traj_gripper_logit.float())
-    targets = torch.cat((positions, (prob > 0.5).float()[..., None]), -1)
+    openness = (torch.sigmoid(sampled.traj_gripper_logit.float()) > 0.5).float()
     keypose = None
     if sampled.keypose is not None:
         kp_pos = cur + norm.keypose.unnormalize(sampled.keypose.float())
         keypose = torch.cat((kp_pos, (sampled.keypose_gripper_logit.float() > 0).float()[..., None]), -1)
-    return [
-        ActionChunk(
-            targets[i].cpu().numpy(),
-            deltas[i].cpu().numpy(),
-            prob[i].cpu().numpy(),
-            None if keypose is None else keypose[i].cpu().numpy(),
-            policy.cfg.execute_steps,
-        )
-        for i in range(targets.shape[0])
-    ]
+    return positions, openness, keypose
 
 
 # ---------------------------------------------------------------------- validated runner
@@ -171,7 +151,11 @@ class PolicyRunner:
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
         compile: bool = False,
+        step_duration: float = DEFAULT_STEP_DURATION,
     ) -> None:
+        """`step_duration`: seconds between the steps of the chunks it returns. The model itself is
+        time-free; deployment sets it to the cadence the policy was trained at (the controller
+        interpolates between steps at this pace)."""
         if not policy.normalizers.calibrated:
             raise PolicyInputError("policy: normalisers are not calibrated (load a trained checkpoint)")
         self.device = torch.device(device)
@@ -182,6 +166,7 @@ class PolicyRunner:
         if compile:
             # Only the per-step action branch is compiled; it sees fixed shapes for a given demo length.
             self.policy.denoiser.compile(dynamic=False)
+        self.step_duration = step_duration
         self._context: DemoContext | None = None
 
     @classmethod
@@ -191,9 +176,10 @@ class PolicyRunner:
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
         compile: bool = False,
+        step_duration: float = DEFAULT_STEP_DURATION,
     ) -> PolicyRunner:
         policy, _ = InstantFoldPolicy.from_pretrained(directory, "cpu")
-        return cls(policy, device, dtype, compile)
+        return cls(policy, device, dtype, compile, step_duration)
 
     def _cloth(
         self,
@@ -275,7 +261,7 @@ class PolicyRunner:
         cloth_valid: Array | None = None,
         generator: torch.Generator | None = None,
     ) -> ActionChunk:
-        """One query: [N, 3] positions, [N, D] features, [2, 4] arm states -> an `ActionChunk`."""
+        """One query: [N, 3] positions, [N, D] features, [2, 4] arm states -> an ABSOLUTE `ActionChunk`."""
         if self._context is None:
             raise PolicyInputError("no demonstration loaded: call load_demonstration() (or load_mode()) first")
         pos, feat, val = self._cloth("", cloth_positions, cloth_features, cloth_valid, ())
@@ -287,4 +273,12 @@ class PolicyRunner:
             self._tensor(state[None]),
         )
         sampled = sample_cached(self.policy, obs, self._context, generator)
-        return to_absolute(self.policy, sampled, obs.gripper_state)[0]
+        positions, openness, keypose = absolute_actions(self.policy, sampled, obs.gripper_state)
+        # The contract refuses a diverged model's NaN here (`NonFiniteError`), before any sending.
+        return ActionChunk(
+            positions[0].cpu().numpy(),
+            openness[0].cpu().numpy(),
+            self.policy.cfg.execute_steps,
+            self.step_duration,
+            keypose=None if keypose is None else keypose[0].cpu().numpy(),
+        )

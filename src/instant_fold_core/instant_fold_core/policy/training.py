@@ -31,7 +31,7 @@ from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, read_
 from instant_fold_core.policy.configuration import ConfigError, InstantFoldPolicyConfig, load_config
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, collate
 from instant_fold_core.policy.dataset import PolicyDataset
-from instant_fold_core.policy.inference import sample_cached, to_absolute
+from instant_fold_core.policy.inference import absolute_actions, sample_cached
 from instant_fold_core.policy.modeling import InstantFoldPolicy, policy_summary
 from instant_fold_core.policy.normalization import NormalizerError
 from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
@@ -152,10 +152,9 @@ def action_error(policy: InstantFoldPolicy, dataset: PolicyDataset, indices: lis
     was_training = policy.training
     policy.eval()
     sampled = sample_cached(policy, batch.obs, policy.encode_context(batch.demo), gen)
-    chunks = to_absolute(policy, sampled, batch.obs.gripper_state)
+    pred, _, _ = absolute_actions(policy, sampled, batch.obs.gripper_state)
     policy.train(was_training)
     truth = batch.obs.gripper_state[:, None, :, :3] + torch.cumsum(batch.target.traj_delta, 1)
-    pred = torch.from_numpy(np.stack([c.targets[..., :3] for c in chunks])).to(device)
     return float((pred - truth).norm(dim=-1).mean())
 
 
