@@ -15,11 +15,13 @@ from typing import Any
 
 import yaml
 
+from instant_fold_core.errors import ConfigError
+
 CONFIG_DIR_NAME = "config"
 GRAPHS_DIR_NAME = "graphs"
 
 
-class GraphError(ValueError):
+class GraphError(ConfigError):
     """A graph file is missing or malformed; the message says which entry."""
 
 

@@ -29,9 +29,10 @@ from typing import IO
 
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml, parse_launch_arguments
 from instant_fold.graph import GraphError, GraphSpec, NodeSpec, find_graph, load_graph
+from instant_fold_core.errors import ExternalError
 
 
-class RunnerError(RuntimeError):
+class RunnerError(ExternalError):
     """The graph cannot be started (e.g. an executable is not installed)."""
 
 

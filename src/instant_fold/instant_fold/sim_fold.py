@@ -30,12 +30,13 @@ import numpy as np
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, models_dir, parameters_yaml
 from instant_fold.runner import ProcessRunner
 from instant_fold_core.contracts import FoldOutcome
+from instant_fold_core.errors import ExternalError
 from instant_fold_ros.node_main import spin_until_shutdown, wait_for_future
 
 DEFAULT_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
 
 
-class SimFoldError(RuntimeError):
+class SimFoldError(ExternalError):
     """The graph did not come up or answer in time; the message says which part."""
 
 

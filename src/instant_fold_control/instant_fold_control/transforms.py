@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from instant_fold_core.errors import ConfigError
+
 #: Largest tolerated deviation of R^T R from the identity (calibration files are rounded).
 ORTHONORMAL_TOL = 1e-4
 
 
-class TransformError(ValueError):
+class TransformError(ConfigError):
     """Extrinsics are malformed; the message names the config field."""
 
 

@@ -18,11 +18,13 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from instant_fold_core.errors import ArtifactError
+
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(ArtifactError):
     """A checkpoint is missing, incomplete or corrupt."""
 
 

@@ -21,13 +21,14 @@ from safetensors.numpy import load_file, save_file
 
 from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.dataset.schema import Episode
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError, check_array
 
 FORMAT_VERSION = 1
 
 
-class DemonstrationError(ValueError):
+class DemonstrationError(InvalidInputError):
     """A demonstration (or its file) is malformed; the message says what and where."""
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from instant_fold_core.errors import InvalidInputError
 
-class PathNotAllowed(ValueError):
+
+class PathNotAllowed(InvalidInputError):
     """A requested path lies outside the allowed folders."""
 
 

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from instant_fold_core.errors import InvalidInputError
 
-class ValidationError(ValueError):
+
+class ValidationError(InvalidInputError):
     """An array does not have the shape, dtype or values its field requires."""
 
 

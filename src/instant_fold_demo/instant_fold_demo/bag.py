@@ -27,6 +27,8 @@ from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterEr
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
+from instant_fold_core.errors import ArtifactError
+
 #: rosbag2 metadata version written: what ROS 2 Kilted writes (rosbags writes 8 or 9 only; not verified
 #: here with a `ros2 bag` of any distribution, none is installed).
 ROSBAG2_VERSION: Literal[9] = 9
@@ -35,7 +37,7 @@ DEFAULT_MAX_QUEUED_BYTES = 512 * 1024 * 1024
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-class BagError(RuntimeError):
+class BagError(ArtifactError):
     """A bag cannot be written or read; the message names the file and the cause."""
 
 

@@ -25,6 +25,8 @@ from typing import Protocol
 
 import numpy as np
 
+from instant_fold_core.errors import ExternalError
+
 #: MediaPipe hand landmark indices used here (21 landmarks per hand).
 WRIST, THUMB_TIP, INDEX_MCP, INDEX_TIP, MIDDLE_MCP = 0, 4, 5, 8, 9
 NUM_LANDMARKS = 21
@@ -32,7 +34,7 @@ NUM_LANDMARKS = 21
 MODEL_ENV = "INSTANT_FOLD_HAND_MODEL"
 
 
-class HandTrackingError(RuntimeError):
+class HandTrackingError(ExternalError):
     """The hand tracker cannot run (model missing or unreadable); the message says what to do."""
 
 

@@ -35,6 +35,7 @@ from scipy import ndimage
 
 from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_demo.hands import HandDetector, HandState, assign_arms, backproject, depth_at, hand_state
 from instant_fold_perception.segmentation import SegmentationError, Segmenter
@@ -42,7 +43,7 @@ from instant_fold_perception.segmentation import SegmentationError, Segmenter
 ARMS = ("left", "right")
 
 
-class ExtractionError(ValueError):
+class ExtractionError(InvalidInputError):
     """The recording does not yield a demonstration; the message says why and where."""
 
 

@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from instant_fold_core.distortion import NO_DISTORTION, Distortion
+from instant_fold_core.errors import ExternalError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError
 
 
-class CameraUnavailableError(RuntimeError):
+class CameraUnavailableError(ExternalError):
     """No device (or recording) to stream from; the message says which and what to check."""
 
 

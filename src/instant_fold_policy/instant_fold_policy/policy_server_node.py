@@ -30,11 +30,11 @@ from rclpy.node import Node
 from rclpy.time import Time
 
 from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
-from instant_fold_core.demonstration import DemonstrationError, load_demonstration
+from instant_fold_core.demonstration import load_demonstration
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.paths import resolve_under
 from instant_fold_core.policy.inference import DEFAULT_STEP_DURATION
 from instant_fold_core.tokens import TokenArrays
-from instant_fold_core.validation import ValidationError
 from instant_fold_interfaces.action import ExecuteFold
 from instant_fold_interfaces.msg import ActionChunk as ActionChunkMsg
 from instant_fold_interfaces.msg import ClothTokens, DualArmState
@@ -42,7 +42,6 @@ from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
 from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig, Wait
 from instant_fold_policy.server import PolicyServer, PolicyServerError
 from instant_fold_ros.conversions import (
-    MessageConversionError,
     action_chunk_to_msg,
     demonstration_from_msg,
     dual_arm_state_from_msg,
@@ -56,7 +55,10 @@ from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
 
 #: Longest wait between checks for a cancel request while no observation arrives (s).
 CANCEL_CHECK_S = 0.1
-REQUEST_ERRORS = (MessageConversionError, DemonstrationError, ValidationError, PolicyServerError, ValueError)
+#: What a request can fail with and still be answered: its content (a message, a demonstration, a
+#: path, the tokens: `InvalidInputError`, also what numpy/torch raise as `ValueError`) or the
+#: server's state.
+REQUEST_ERRORS = (InvalidInputError, ValueError, PolicyServerError)
 
 
 class PolicyServerNode(Node):
@@ -130,7 +132,7 @@ class PolicyServerNode(Node):
     def _on_state(self, msg: DualArmState) -> None:
         try:
             state = dual_arm_state_from_msg(msg)
-        except MessageConversionError as exc:
+        except InvalidInputError as exc:
             self.get_logger().warning(f"arm state rejected: {exc}", throttle_duration_sec=2.0)
             return
         with self._observed:

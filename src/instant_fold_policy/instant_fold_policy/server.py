@@ -19,6 +19,7 @@ from instant_fold_core.checkpoint import checkpoint_id
 from instant_fold_core.contracts import ActionChunk, KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.device import resolve_device
+from instant_fold_core.errors import InstantFoldError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import TokenArrays, tokenize_frame
 
@@ -26,7 +27,7 @@ from instant_fold_core.tokens import TokenArrays, tokenize_frame
 FrameTokenizer = Callable[[RGBDFrame, np.ndarray], TokenArrays]
 
 
-class PolicyServerError(RuntimeError):
+class PolicyServerError(InstantFoldError, RuntimeError):
     """A request cannot be served (no demonstration, tokens of another encoder, ...)."""
 
 

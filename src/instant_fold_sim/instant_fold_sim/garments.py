@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from instant_fold_core.errors import InvalidInputError
+
 #: Particle budget per garment (the paper downsamples every mesh to at most 2k particles).
 MAX_PARTICLES = 2000
 
@@ -23,7 +25,7 @@ MAX_PARTICLES = 2000
 HELDOUT_EVERY = 6
 
 
-class GarmentError(ValueError):
+class GarmentError(InvalidInputError):
     """A garment mesh is unusable; the message says why."""
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES
+from instant_fold_core.errors import InvalidInputError
 
 
-class KeypointError(ValueError):
+class KeypointError(InvalidInputError):
     """The heuristic found a degenerate keypoint layout (the garment should be discarded)."""
 
 

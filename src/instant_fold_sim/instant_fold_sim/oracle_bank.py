@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.evaluation.coverage import Coverage
 from instant_fold_core.evaluation.events import GarmentFrame, descriptor_from_episodes
 from instant_fold_core.evaluation.metrics import ContextClassifier, OracleReference, RolloutScore, score_rollout
@@ -38,7 +39,7 @@ BANK_VERSION = 1
 DEFAULT_RUNS = 5
 
 
-class OracleBankError(ValueError):
+class OracleBankError(InvalidInputError):
     """A bank that cannot be used as asked (other configuration, bad context); the message says why."""
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from instant_fold_core.dataset.keyframes import extract_keyframes
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
+from instant_fold_core.errors import InstantFoldError
 
 from .garments import GarmentMesh
 from .keypoints import detect_keypoints
@@ -135,7 +136,7 @@ def preset(name: str) -> GenerationConfig:
     return PRESETS[name]
 
 
-class EpisodeFailed(RuntimeError):
+class EpisodeFailed(InstantFoldError, RuntimeError):
     """No valid initial layout could be found (the garment never fit the camera view)."""
 
 

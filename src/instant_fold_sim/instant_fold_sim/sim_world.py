@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.evaluation.coverage import Coverage
 
 from .garments import resolve_garment
@@ -43,7 +44,7 @@ MAX_STEP_S = 1.0
 MAX_STEP_MOVE_M = 1.0
 
 
-class SimWorldError(ValueError):
+class SimWorldError(InvalidInputError):
     """A command or configuration the simulator cannot honour; the message says which."""
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from instant_fold_control.config import config_dirs
+from instant_fold_core.errors import ConfigError
 from instant_fold_sim.garments import expand_proc_range, garment_id_of
 from instant_fold_sim.generate import episode_seed
 from instant_fold_sim.oracle_bank import BankKey, Context, OracleBankError
@@ -39,7 +40,7 @@ FIELDS = (
 )
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(ConfigError):
     """A spec that cannot be run; the message names the field."""
 
 

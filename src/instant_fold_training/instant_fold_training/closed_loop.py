@@ -28,6 +28,7 @@ from instant_fold_control.control_loop import ControlLoop
 from instant_fold_control.controller import DualArmController
 from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.demonstration import Demonstration
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError
 from instant_fold_policy.fold_loop import NANOSECONDS, Finish, FoldLoop, FoldLoopConfig, Query, Wait
@@ -43,7 +44,7 @@ MIN_MASK_PIXELS = 50
 POLICY_ERRORS = (PolicyServerError, ValueError)
 
 
-class ClosedLoopError(ValueError):
+class ClosedLoopError(InvalidInputError):
     """The rollout cannot start (no demonstration for a demonstration-conditioned policy)."""
 
 

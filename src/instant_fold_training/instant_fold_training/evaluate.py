@@ -34,6 +34,7 @@ from typing import Any
 from tqdm import tqdm
 
 from instant_fold_core.checkpoint import CheckpointError, checkpoint_id
+from instant_fold_core.errors import InstantFoldError
 from instant_fold_core.parallel import run_jobs
 from instant_fold_policy.server import PolicyServerError
 from instant_fold_sim.oracle_bank import BankKey, OracleBank, OracleBankError
@@ -45,7 +46,7 @@ from .scoring import ROWS, families, oracle_uv, score_rows, summarize_rows, tabl
 REPO = Path(__file__).resolve().parents[3]
 
 
-class EvaluationError(RuntimeError):
+class EvaluationError(InstantFoldError, RuntimeError):
     """The evaluation cannot run as asked; the message says why."""
 
 

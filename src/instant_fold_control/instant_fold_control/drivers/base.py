@@ -21,9 +21,10 @@ from typing import Protocol
 import numpy as np
 
 from instant_fold_control.config import RobotConfig
+from instant_fold_core.errors import ExternalError
 
 
-class DriverError(RuntimeError):
+class DriverError(ExternalError):
     """A driver cannot do what was asked (device error, bad parameter); the text says which arm/device."""
 
 

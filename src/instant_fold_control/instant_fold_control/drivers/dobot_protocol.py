@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instant_fold_core.errors import InvalidInputError
+
 DASHBOARD_PORT = 29999
 FEEDBACK_PORT = 30004
 FEEDBACK_PACKET_SIZE = 1440
@@ -138,7 +140,7 @@ def is_response_prefix(text: str) -> bool:
     return re.match(r"^\s*(-?\d*|-?\d+\s*,.*)$", text, re.DOTALL) is not None
 
 
-class ProtocolError(ValueError):
+class ProtocolError(InvalidInputError):
     """A malformed command, response or feedback packet."""
 
 

@@ -30,6 +30,8 @@ except ImportError as exc:  # zarr 3 needs Python >= 3.11
         "episode stores need zarr 3, which needs Python >= 3.11 (the online graph runs without it)"
     ) from exc
 
+from instant_fold_core.errors import ArtifactError
+
 from .schema import ARM_NAMES, ARM_STATE_FIELDS, KEYPOINT_NAMES, Episode, EpisodeError
 
 FORMAT = "instant_fold_episodes"
@@ -54,7 +56,7 @@ PER_FRAME = {"rgb", "depth", "mask", "gripper_state", "action", "particles", "pa
 ALL_CHUNKS = "all_chunks_written"
 
 
-class StoreError(RuntimeError):
+class StoreError(ArtifactError):
     """The store is missing, not an episode store, or an episode in it is corrupt."""
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from instant_fold_core.errors import InvalidInputError
 
-class CoverageError(ValueError):
+
+class CoverageError(InvalidInputError):
     """Vertices or faces that do not describe a mesh; the message says which."""
 
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instant_fold_core.errors import InvalidInputError
+
 from ..dataset.schema import KEYPOINT_NAMES
 
 DESCRIPTOR_DIM = 19
@@ -38,7 +40,7 @@ _MAX_PHASES = 4
 _KP = {name: i for i, name in enumerate(KEYPOINT_NAMES)}
 
 
-class MetricsError(ValueError):
+class MetricsError(InvalidInputError):
     """Input a metric cannot be computed from (wrong shape, non-finite, too few runs)."""
 
 

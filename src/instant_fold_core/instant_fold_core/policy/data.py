@@ -22,9 +22,10 @@ import numpy as np
 import torch
 
 from instant_fold_core.dataset.schema import Episode
+from instant_fold_core.errors import InvalidInputError
 
 
-class PolicyDataError(ValueError):
+class PolicyDataError(InvalidInputError):
     """Policy data violates its contract; the message names the field."""
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from instant_fold_core.contracts import ActionChunk
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.policy.data import DemoTokens, ObservationTokens
 from instant_fold_core.policy.decoder import DecoderOutput
 from instant_fold_core.policy.modeling import DemoContext, InstantFoldPolicy, euler_times
@@ -29,7 +30,7 @@ DEFAULT_STEP_DURATION = 0.1
 Array = np.ndarray | torch.Tensor
 
 
-class PolicyInputError(ValueError):
+class PolicyInputError(InvalidInputError):
     """An observation/demonstration given to the policy is unusable; the message names the field."""
 
 

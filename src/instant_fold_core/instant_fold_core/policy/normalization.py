@@ -14,11 +14,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from instant_fold_core.errors import InvalidInputError
+
 #: Smallest half-range (metres) a calibrated axis may have: a motionless axis must not divide by 0.
 MIN_HALF_RANGE_M = 1e-3
 
 
-class NormalizerError(ValueError):
+class NormalizerError(InvalidInputError):
     """Normaliser statistics are missing, malformed or not calibrated."""
 
 

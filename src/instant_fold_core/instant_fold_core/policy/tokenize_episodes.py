@@ -31,6 +31,7 @@ from instant_fold_core.checkpoint import WEIGHTS_FILE, CheckpointError
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.device import resolve_device
 from instant_fold_core.encoder.modeling import ClothTokenizer
+from instant_fold_core.errors import ArtifactError
 from instant_fold_core.geometry import GeometryError
 from instant_fold_core.policy.configuration import ConfigError, load_config
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
@@ -38,7 +39,7 @@ from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
 MANIFEST = "tokenizer.json"
 
 
-class TokenizeError(RuntimeError):
+class TokenizeError(ArtifactError):
     """The store, the tokenizer or the output directory cannot be used; the message says which."""
 
 

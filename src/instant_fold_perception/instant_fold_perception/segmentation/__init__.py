@@ -6,10 +6,11 @@ from typing import Protocol
 
 import numpy as np
 
+from instant_fold_core.errors import InstantFoldError
 from instant_fold_core.rgbd import RGBDFrame
 
 
-class SegmentationError(RuntimeError):
+class SegmentationError(InstantFoldError, RuntimeError):
     """A frame could not be segmented (no table plane, no cloth, invalid depth)."""
 
 

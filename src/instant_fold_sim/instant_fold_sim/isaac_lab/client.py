@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from instant_fold_control import transforms
+from instant_fold_core.errors import ExternalError
 
 from . import protocol
 from .protocol import PROTOCOL_VERSION, ProtocolError, require
@@ -41,7 +42,7 @@ CONTROL_ROOT = Path(transforms.__file__).resolve().parents[1]
 ISAACLAB_VENV_NAME = ".venv-isaaclab"
 
 
-class BridgeError(RuntimeError):
+class BridgeError(ExternalError):
     """The simulator process could not be started or reached, or refused a request."""
 
 
