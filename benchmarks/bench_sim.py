@@ -10,7 +10,7 @@ error of each benchmarked episode. One process = one core; multiply by cores for
 
 `--worlds N` simulates N garments (procedural seeds from --garment-seed) as worlds of one Newton
 model (`ClothBatch`) and runs the episodes as one batch (`generate.iter_batch`, a thread per
-world in lockstep): the numbers are then per batch, and episodes per hour count all worlds.
+world, meeting at a frame barrier): the numbers are then per batch, and episodes per hour count all worlds.
 """
 
 from __future__ import annotations

@@ -130,12 +130,12 @@ def _garment(spec: str, preset_name: str) -> GarmentMesh:
 
 def _simulate(job: Job, store: EpisodeStore, preset_name: str, world: tuple[ClothBatch, int] | None = None) -> Result:
     """Simulate and store one episode, on a scene of its own or on a world of a batch. A world
-    is in lockstep only while it simulates: writing the episode does not hold the others up."""
+    joins the batch's frame barrier only while it simulates: writing the episode does not hold the others up."""
     if job.name in store:
         return job.name, "skipped", -1.0
     try:
         garment = _garment(job.garment_spec, preset_name)
-        with world[0].lockstep(world[1]) if world else nullcontext() as scene:
+        with world[0].frame_barrier(world[1]) if world else nullcontext() as scene:
             episode = run_episode(garment, MODES[job.mode], job.variant, job.seed, preset(preset_name), scene=scene)
     except (EpisodeFailed, GarmentError, KeypointError) as exc:
         return job.name, f"failed: {exc}", -1.0
@@ -162,7 +162,7 @@ def plan_batches(jobs: list[Job], worlds: int, parallel: int = 1) -> list[list[l
 
 
 def iter_batch(slots: list[list[Job]], store_path: str, preset_name: str) -> Iterator[Result]:
-    """Run the slots as worlds of one `ClothBatch` (a thread per world, in lockstep);
+    """Run the slots as worlds of one `ClothBatch` (a thread per world, meeting at a frame barrier);
     results are yielded as episodes finish."""
     store = EpisodeStore(store_path, mode="a")
     runnable: list[tuple[GarmentMesh, list[Job]]] = []

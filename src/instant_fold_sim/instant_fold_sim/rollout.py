@@ -310,7 +310,7 @@ class FoldingRollout:
                         )
                 self.execute(_merge(plans, self._current()))
         else:
-            # Two-handed folds: both arms grasp on the same frame and carry in lockstep, so one
+            # Two-handed folds: both arms grasp on the same frame and carry together, so one
             # side of the garment is not folded before the other (which skews the fold).
             picks = {mv: self.scene.positions()[self.kp_ids[KP_INDEX[mv.pick]]] for mv in sub.moves}
             n_arc = self.perturb.arc(max(arc_frames(picks[mv], targets[mv], m, self.fps) for mv in sub.moves))

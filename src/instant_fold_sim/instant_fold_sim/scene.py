@@ -138,9 +138,9 @@ class ClothBatch:
     when contact sums add up in another order they differ at the millimetre level.
 
     A control frame advances every world. Single-threaded code drives it with `step`; a
-    generator runs one thread per world inside `lockstep(world)`, where each scene's
-    `step_frame` waits until every world in lockstep has asked for its frame and the last one
-    to ask steps them all, so per-episode code (layout, programs, settling) stays sequential.
+    generator runs one thread per world inside `frame_barrier(world)`, where each scene's
+    `step_frame` waits at a per-frame barrier until every member has asked for its frame and the
+    last one to ask steps them all, so per-episode code (layout, programs, settling) stays sequential.
     Worlds that are not stepping hold their grippers; `ClothScene.park` stops simulating one.
     """
 
@@ -204,7 +204,7 @@ class ClothBatch:
         self._gripper_pos = wp.zeros(2 * len(self.garments), dtype=wp.vec3, device=self.device)
         self._gripper_vel = wp.zeros(2 * len(self.garments), dtype=wp.vec3, device=self.device)
         # Held while stepping and by every change to grippers or particles (re-entrant): a world
-        # that is not in lockstep may grasp or park while the others step.
+        # that is not at the frame barrier may grasp or park while the others step.
         self.lock = threading.Condition()
         self._members: set[int] = set()
         self._pending: dict[int, np.ndarray | None] = {}
@@ -224,8 +224,10 @@ class ClothBatch:
             self._advance(goals or {})
 
     @contextmanager
-    def lockstep(self, world: int) -> Iterator[ClothScene]:
-        """Inside this context, `scenes[world].step_frame` steps together with the other members."""
+    def frame_barrier(self, world: int) -> Iterator[ClothScene]:
+        """Inside this context, `scenes[world].step_frame` waits for the other members and steps
+        together with them (a thread barrier per control frame; not the sim-time lockstep of the
+        `sim` driver, `SimStep`)."""
         with self.lock:
             self._members.add(world)
         try:
@@ -243,7 +245,7 @@ class ClothBatch:
                 raise RuntimeError("an earlier batch step failed") from self._failure
             if world not in self._members:
                 if self._members:
-                    raise RuntimeError(f"world {world} stepped outside lockstep while other worlds are in it")
+                    raise RuntimeError(f"world {world} stepped outside the frame barrier while other worlds are at it")
                 self._advance({world: goal})
                 return
             self._pending[world] = goal
@@ -479,7 +481,7 @@ class ClothScene:
     def step_frame(self, targets: np.ndarray | Sequence[np.ndarray] | None = None) -> None:
         """Advance one control frame, moving each gripper linearly to `targets[arm]` (sim m).
 
-        In a batch, every world advances; inside `ClothBatch.lockstep` this waits for the others.
+        In a batch, every world advances; inside `ClothBatch.frame_barrier` this waits for the others.
         """
         goal = None if targets is None else np.array([np.asarray(t, dtype=np.float64) for t in targets])
         if goal is not None and (goal.shape != (2, 3) or not np.isfinite(goal).all()):

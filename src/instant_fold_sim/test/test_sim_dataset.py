@@ -180,7 +180,7 @@ SAME_PHYSICS_ATOL = 0.01
 
 
 def test_cli_batches_garments_into_one_model_with_the_same_episodes(tmp_path):
-    """--worlds: several garments simulated together (a thread per world, in lockstep) give the
+    """--worlds: several garments simulated together (a thread per world, meeting at a frame barrier) give the
     episodes that one process per episode gives."""
     args = ["--preset", "cpu-small", "--garments", "proc:0", "proc:1", "--modes", "random_drag_1"]
     assert generate.main([*args, "--out", str(tmp_path / "batch.zarr"), "--worlds", "2"]) == 0

@@ -77,7 +77,7 @@ def _drag(scene: ClothScene, frames: int) -> np.ndarray:
     return goal
 
 
-def test_batched_worlds_step_in_lockstep_without_touching_each_other(small_garment, cpu_small):
+def test_batched_worlds_step_together_without_touching_each_other(small_garment, cpu_small):
     other = make_procedural_garment(1, spacing=cpu_small.garment_spacing)
     # Worlds 1 and 2 hold the same garment at the same place: only world separation keeps them apart.
     batch = ClothBatch([small_garment, other, other], cpu_small.sim)
@@ -94,13 +94,13 @@ def test_batched_worlds_step_in_lockstep_without_touching_each_other(small_garme
     t0 = a.sim_time
 
     # One thread per world: world 1 drags for 8 frames; world 0 steps 3 frames, then leaves and
-    # parks; world 2 is not in lockstep and simply holds.
+    # parks; world 2 is not at the frame barrier and simply holds.
     def drag() -> None:
-        with batch.lockstep(1):
+        with batch.frame_barrier(1):
             _drag(b, 8)
 
     def idle() -> None:
-        with batch.lockstep(0):
+        with batch.frame_barrier(0):
             for _ in range(3):
                 a.step_frame()
         a.park()
