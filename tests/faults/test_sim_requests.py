@@ -24,20 +24,20 @@ def world() -> SimWorld:
 
 
 def test_step_with_a_huge_end_time_is_refused(world: SimWorld) -> None:
-    frames, state = world.frames, world.gripper_state()
+    frames, state = world.frames, world.arm_state()
     with pytest.raises(SimWorldError, match="until"):
         world.step(state[:, :3], state[:, 3], until=world.sim_time + 1e9)
     assert world.frames == frames
 
 
 def test_step_to_a_target_metres_away_is_refused(world: SimWorld) -> None:
-    frames, state = world.frames, world.gripper_state()
+    frames, state = world.frames, world.arm_state()
     target = state[:, :3].copy()
     target[1, 0] += 5.0
     with pytest.raises(SimWorldError, match=r"target: 5\.00 m"):
         world.step(target, state[:, 3], until=world.sim_time + 0.1)
     assert world.frames == frames
-    np.testing.assert_array_equal(world.gripper_state(), state)
+    np.testing.assert_array_equal(world.arm_state(), state)
 
 
 @pytest.mark.ros

@@ -143,7 +143,7 @@ def from_episode(episode: Episode, name: str = "") -> Demonstration:
     kf = episode.keyframes
     if kf.size == 0:
         raise DemonstrationError("episode has no keyframes")
-    openness = episode.gripper_state[:, :, 3]
+    openness = episode.arm_state[:, :, 3]
     before = openness[np.maximum(kf - 1, 0)]
     after = openness[np.minimum(kf + 1, episode.num_frames - 1)]
     events = np.full((kf.size, 2), KeyframeEvent.MOTION, np.uint8)
@@ -156,7 +156,7 @@ def from_episode(episode: Episode, name: str = "") -> Demonstration:
         depth=episode.depth[kf],
         mask=episode.mask[kf],
         intrinsics=episode.intrinsics,
-        keypose=episode.gripper_state[kf],
+        keypose=episode.arm_state[kf],
         events=events,
         frame_index=kf.astype(np.int32),
         name=name or str(meta.get("episode_id", "")),

@@ -75,8 +75,8 @@ def test_keyframe_events_match_the_message_constants() -> None:
 def test_episode_keyframes_become_a_demonstration() -> None:
     episode = make_episode(t=6)
     episode.mask[:, 2:5, 2:5] = True
-    episode.gripper_state[:, :, 3] = 1.0
-    episode.gripper_state[2:4, 0, 3] = 0.0  # left closes at frame 2, opens at frame 4
+    episode.arm_state[:, :, 3] = 1.0
+    episode.arm_state[2:4, 0, 3] = 0.0  # left closes at frame 2, opens at frame 4
     episode.keyframes = np.array([2, 4, 5], np.int32)
     demo = from_episode(episode, name="ep")
     assert demo.events.tolist() == [
@@ -84,4 +84,4 @@ def test_episode_keyframes_become_a_demonstration() -> None:
         [KeyframeEvent.RELEASE, KeyframeEvent.MOTION],
         [KeyframeEvent.TERMINAL, KeyframeEvent.TERMINAL],
     ]
-    np.testing.assert_array_equal(demo.keypose, episode.gripper_state[[2, 4, 5]])
+    np.testing.assert_array_equal(demo.keypose, episode.arm_state[[2, 4, 5]])

@@ -31,11 +31,11 @@ def episodes():
 def test_synthetic_modes_share_the_start_state_and_differ_afterwards():
     a, b = make_episode(0, "right_over_left", 3, 16), make_episode(0, "bottom_up", 3, 16)
     np.testing.assert_array_equal(a.cloth_positions[0], b.cloth_positions[0])
-    np.testing.assert_array_equal(a.gripper_state[0], b.gripper_state[0])
-    assert np.abs(a.gripper_state[5] - b.gripper_state[5]).max() > 0.02
+    np.testing.assert_array_equal(a.arm_state[0], b.arm_state[0])
+    assert np.abs(a.arm_state[5] - b.arm_state[5]).max() > 0.02
     assert np.abs(a.cloth_positions[-1] - b.cloth_positions[-1]).max() > 0.05
     # Keyframes sit on the gripper events (close at grasp, open at release) and the last frame.
-    g = a.gripper_state[:, 0, 3]
+    g = a.arm_state[:, 0, 3]
     assert g[a.keyframes[1]] == 0 and g[a.keyframes[1] - 1] == 1
     assert g[a.keyframes[2]] == 1 and g[a.keyframes[2] - 1] == 0
     assert a.keyframes[-1] == a.num_frames - 1
@@ -46,14 +46,14 @@ def test_chunk_targets_rebuild_the_expert_actions(episodes):
     h = 4
     for t in (0, 10, e.num_frames - 2):
         d, grip, kd, kg = chunk_targets(e, t, h)
-        absolute = e.gripper_state[t, None, :, :3] + np.cumsum(d, 0)
+        absolute = e.arm_state[t, None, :, :3] + np.cumsum(d, 0)
         idx = np.minimum(np.arange(t, t + h), e.num_frames - 1)
         np.testing.assert_allclose(absolute, e.action[idx, :, :3], atol=1e-6)
         np.testing.assert_array_equal(grip, e.action[idx, :, 3])
         nxt = e.keyframes[e.keyframes > t]
         kf = nxt[0] if nxt.size else e.num_frames - 1
-        np.testing.assert_allclose(e.gripper_state[t, :, :3] + kd, e.gripper_state[kf, :, :3], atol=1e-6)
-        np.testing.assert_array_equal(kg, e.gripper_state[kf, :, 3])
+        np.testing.assert_allclose(e.arm_state[t, :, :3] + kd, e.arm_state[kf, :, :3], atol=1e-6)
+        np.testing.assert_array_equal(kg, e.arm_state[kf, :, 3])
     d, *_ = chunk_targets(e, e.num_frames - 1, h)
     np.testing.assert_allclose(d[1:], 0.0)  # past the end: hold the last action
 
@@ -61,13 +61,13 @@ def test_chunk_targets_rebuild_the_expert_actions(episodes):
 def test_recovery_relabel_returns_to_the_expert(episodes):
     e, t, h = episodes[0], 12, 4
     state, (d, grip, kd, _) = recovery_targets(e, t, h, np.random.default_rng(0), 0.03)
-    offset = state[:, :3] - e.gripper_state[t, :, :3]
+    offset = state[:, :3] - e.arm_state[t, :, :3]
     assert 0 < np.abs(offset).max() <= 0.03
     absolute = state[None, :, :3] + np.cumsum(d, 0)
     np.testing.assert_allclose(absolute[-1], e.action[t + h - 1, :, :3], atol=1e-6)  # rejoins the expert
     errors = np.linalg.norm(absolute - e.action[t : t + h, :, :3], axis=-1)
     assert np.all(np.diff(errors, axis=0) <= 1e-7)  # the error shrinks step by step
-    np.testing.assert_allclose(state[:, :3] + kd, chunk_targets(e, t, h)[2] + e.gripper_state[t, :, :3], atol=1e-6)
+    np.testing.assert_allclose(state[:, :3] + kd, chunk_targets(e, t, h)[2] + e.arm_state[t, :, :3], atol=1e-6)
     np.testing.assert_array_equal(grip, chunk_targets(e, t, h)[1])
 
 
@@ -100,7 +100,7 @@ def test_dataset_pairs_each_sample_with_a_sibling_demonstration(episodes):
         assert demo_idx != ep_idx
         assert demo.meta["garment_id"] == episodes[ep_idx].meta["garment_id"]
         assert demo.meta["mode"] == episodes[ep_idx].meta["mode"]
-        np.testing.assert_array_equal(sample.demo_gripper_state, demo.gripper_state[demo.keyframes])
+        np.testing.assert_array_equal(sample.demo_arm_state, demo.arm_state[demo.keyframes])
         np.testing.assert_array_equal(sample.cloth_positions, episodes[ep_idx].cloth_positions[t])
         assert sample.mode_id == ds.mode_ids[episodes[ep_idx].meta["mode"]]
 
@@ -108,12 +108,12 @@ def test_dataset_pairs_each_sample_with_a_sibling_demonstration(episodes):
 def with_holds(episode: TokenizedEpisode) -> TokenizedEpisode:
     """The episode with its arms frozen on frames 0-4 (a hold before the first move) and 10-14 (a
     wait before closing the gripper at frame 15), as the simulator records while the cloth settles."""
-    gs = episode.gripper_state.copy()
+    gs = episode.arm_state.copy()
     gs[:5] = gs[0]
     gs[10:15] = gs[10]
     gs[15:, 0, 3] = 1 - gs[15:, 0, 3]  # a gripper change is a move even without motion
     gs[15, :, :3] = gs[14, :, :3]
-    return dataclasses.replace(episode, gripper_state=gs).validate()
+    return dataclasses.replace(episode, arm_state=gs).validate()
 
 
 def test_moving_frames_keep_only_the_last_frame_of_each_hold(episodes):
@@ -123,7 +123,7 @@ def test_moving_frames_keep_only_the_last_frame_of_each_hold(episodes):
     assert not set(range(4)) & set(kept) and not set(range(10, 14)) & set(kept)
     assert e.num_frames - 1 not in kept
     # No two kept frames share an arm state (within 1 mm) unless their chunks agree.
-    states = e.gripper_state[kept].reshape(len(kept), -1)
+    states = e.arm_state[kept].reshape(len(kept), -1)
     for i, t in enumerate(kept):
         same = kept[np.linalg.norm(states - states[i], axis=1) < 1e-3]
         chunks = [chunk_targets(e, int(u), 4)[0] for u in same]
@@ -141,7 +141,7 @@ def test_dataset_augmentations_are_applied_at_their_rates(episodes):
     for i in range(300):
         ep_idx, t = ds.index[i % len(ds)]
         s = ds.sample(i % len(ds), rng)
-        moved += not np.allclose(s.gripper_state, episodes[ep_idx].gripper_state[t])
+        moved += not np.allclose(s.arm_state, episodes[ep_idx].arm_state[t])
         occluded += not s.cloth_valid.all()
     assert 60 <= moved <= 120  # ~30 % recovery perturbations
     assert occluded > 0
@@ -152,7 +152,7 @@ def test_collate_pads_demonstrations_with_a_frame_mask(episodes):
     rng = np.random.default_rng(0)
     a, b = ds.sample(0, rng), ds.sample(1, rng)
     b.demo_cloth_positions, b.demo_cloth_features = b.demo_cloth_positions[:2], b.demo_cloth_features[:2]
-    b.demo_cloth_valid, b.demo_gripper_state = b.demo_cloth_valid[:2], b.demo_gripper_state[:2]
+    b.demo_cloth_valid, b.demo_arm_state = b.demo_cloth_valid[:2], b.demo_arm_state[:2]
     batch = collate([a, b])
     assert batch.demo.cloth_positions.shape[:2] == (2, 4)
     assert batch.demo.frame_mask.tolist() == [[True] * 4, [True, True, False, False]]
@@ -165,9 +165,11 @@ def test_tokenized_episode_file_round_trip_and_errors(episodes, tmp_path):
     e = episodes[0]
     e.save(tmp_path / "ep.npz")
     loaded = TokenizedEpisode.load(tmp_path / "ep.npz")
-    for name in ("cloth_positions", "cloth_features", "cloth_valid", "gripper_state", "action", "keyframes"):
+    for name in ("cloth_positions", "cloth_features", "cloth_valid", "arm_state", "action", "keyframes"):
         np.testing.assert_array_equal(getattr(loaded, name), getattr(e, name))
     assert loaded.meta == e.meta
+    with np.load(tmp_path / "ep.npz") as f:  # the file format keeps its array name: old files stay readable
+        assert "gripper_state" in f.files and "arm_state" not in f.files
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(PolicyDataError, match="not a readable"):
         TokenizedEpisode.load(tmp_path / "bad.npz")
@@ -175,7 +177,7 @@ def test_tokenized_episode_file_round_trip_and_errors(episodes, tmp_path):
         e.cloth_positions.copy(),
         e.cloth_features,
         e.cloth_valid,
-        e.gripper_state,
+        e.arm_state,
         e.action,
         e.keyframes,
         e.meta,
@@ -188,7 +190,7 @@ def test_tokenized_episode_file_round_trip_and_errors(episodes, tmp_path):
             e.cloth_positions,
             e.cloth_features,
             e.cloth_valid,
-            e.gripper_state,
+            e.arm_state,
             e.action,
             e.keyframes,
             {"garment_id": "x"},
@@ -205,7 +207,7 @@ def test_tokenized_episode_from_an_episode():
         mask=np.ones((t, 4, 4), bool),
         intrinsics=np.eye(3, dtype=np.float32),
         extrinsics=np.eye(4, dtype=np.float32),
-        gripper_state=synthetic.gripper_state,
+        arm_state=synthetic.arm_state,
         action=synthetic.action,
         particles=np.zeros((t, 0, 3), np.float32),
         particle_visible=np.zeros((t, 0), bool),
@@ -232,7 +234,7 @@ def test_mode_ids_follow_the_generator_or_sorted_names(episodes):
             e.cloth_positions,
             e.cloth_features,
             e.cloth_valid,
-            e.gripper_state,
+            e.arm_state,
             e.action,
             e.keyframes,
             {"garment_id": "g", "mode": e.meta["mode"]},
@@ -245,7 +247,7 @@ def test_mode_ids_follow_the_generator_or_sorted_names(episodes):
             e.cloth_positions,
             e.cloth_features,
             e.cloth_valid,
-            e.gripper_state,
+            e.arm_state,
             e.action,
             e.keyframes,
             {**e.meta, "mode_id": 0},
@@ -261,17 +263,17 @@ def test_batches_with_shared_demonstrations_pair_garment_and_mode(episodes):
     rng = np.random.default_rng(2)
     for _ in range(10):
         batch = ds.draw_batch(rng, 8)
-        assert batch.demo.gripper_state.shape[0] == 3
+        assert batch.demo.arm_state.shape[0] == 3
         assert batch.demo_index.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
         for b, g in enumerate(batch.demo_index.tolist()):
             # The sample's own episode is a sibling of the demonstration (same garment and mode).
-            state = batch.obs.gripper_state[b].numpy()
-            owners = [i for i, e in enumerate(episodes) if any(np.array_equal(state, s) for s in e.gripper_state)]
-            demo_states = batch.demo.gripper_state[g].numpy()
+            state = batch.obs.arm_state[b].numpy()
+            owners = [i for i, e in enumerate(episodes) if any(np.array_equal(state, s) for s in e.arm_state)]
+            demo_states = batch.demo.arm_state[g].numpy()
             demos = [
                 i
                 for i, e in enumerate(episodes)
-                if np.array_equal(e.gripper_state[e.keyframes], demo_states[: e.keyframes.size])
+                if np.array_equal(e.arm_state[e.keyframes], demo_states[: e.keyframes.size])
             ]
             assert any(d in ds.siblings[o] for o in owners for d in demos)
     with pytest.raises(PolicyDataError, match="owners"):
@@ -302,8 +304,8 @@ def test_se2_augmentation_moves_scene_and_actions_together(episodes):
             continue
         transformed += 1
         # Fit the rigid motion on the cloth tokens; it must map the arms, chunk and keypose too.
-        src = np.concatenate([ref.cloth_positions, ref.gripper_state[:, :3]])
-        dst = np.concatenate([aug.cloth_positions, aug.gripper_state[:, :3]])
+        src = np.concatenate([ref.cloth_positions, ref.arm_state[:, :3]])
+        dst = np.concatenate([aug.cloth_positions, aug.arm_state[:, :3]])
         np.testing.assert_allclose(dst[:, 2], src[:, 2], atol=1e-6)  # depths unchanged
         c_src, c_dst = src[:, :2].mean(0), dst[:, :2].mean(0)
         u, _, vt = np.linalg.svd((src[:, :2] - c_src).T @ (dst[:, :2] - c_dst))
@@ -314,14 +316,14 @@ def test_se2_augmentation_moves_scene_and_actions_together(episodes):
             return (p[..., :2] - c_src) @ rot.T + c_dst
 
         np.testing.assert_allclose(move(src), dst[:, :2], atol=1e-5)
-        absolute = ref.gripper_state[None, :, :3] + np.cumsum(ref.traj_delta, 0)
-        absolute_aug = aug.gripper_state[None, :, :3] + np.cumsum(aug.traj_delta, 0)
+        absolute = ref.arm_state[None, :, :3] + np.cumsum(ref.traj_delta, 0)
+        absolute_aug = aug.arm_state[None, :, :3] + np.cumsum(aug.traj_delta, 0)
         np.testing.assert_allclose(move(absolute), absolute_aug[..., :2], atol=1e-5)
         np.testing.assert_allclose(absolute[..., 2], absolute_aug[..., 2], atol=1e-6)
-        keypose = ref.gripper_state[:, :3] + ref.keypose_delta
-        np.testing.assert_allclose(move(keypose), (aug.gripper_state[:, :3] + aug.keypose_delta)[:, :2], atol=1e-5)
+        keypose = ref.arm_state[:, :3] + ref.keypose_delta
+        np.testing.assert_allclose(move(keypose), (aug.arm_state[:, :3] + aug.keypose_delta)[:, :2], atol=1e-5)
         np.testing.assert_array_equal(aug.cloth_features, ref.cloth_features)
-        np.testing.assert_array_equal(aug.gripper_state[:, 3], ref.gripper_state[:, 3])
+        np.testing.assert_array_equal(aug.arm_state[:, 3], ref.arm_state[:, 3])
         # The demonstration moved rigidly too, but not by the observation's motion.
         demo_ref, demo_aug = ref.demo_cloth_positions.reshape(-1, 3), aug.demo_cloth_positions.reshape(-1, 3)
         np.testing.assert_allclose(
@@ -349,7 +351,7 @@ def test_decision_frames_are_drawn_with_their_weight(episodes, groups):
         first = [first_gripper_event(e) for e in episodes]
         rng = np.random.default_rng(seed)
         batches = [ds.draw_batch(rng, 8, augment=False) for _ in range(150)]
-        states = [s for b in batches for s in b.obs.gripper_state.numpy()]
+        states = [s for b in batches for s in b.obs.arm_state.numpy()]
         # Decision frames are the episodes' own frames before their first event; recover t by state.
         decision = 0
         for state in states:
@@ -357,7 +359,7 @@ def test_decision_frames_are_drawn_with_their_weight(episodes, groups):
                 (i, t)
                 for i, e in enumerate(episodes)
                 for t in range(e.num_frames)
-                if np.array_equal(e.gripper_state[t], state)
+                if np.array_equal(e.arm_state[t], state)
             ]
             decision += all(t < first[i] for i, t in owner)
         n_d = sum(t < first[i] for i, t in ds.index)

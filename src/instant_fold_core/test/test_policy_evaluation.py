@@ -39,11 +39,11 @@ def checkpoint(episodes, tmp_path_factory):
 
 def test_expert_first_grasp_is_where_each_gripper_first_closes(episodes):
     e = episodes[0]
-    frames = first_close_frames(e.gripper_state)
+    frames = first_close_frames(e.arm_state)
     for arm, f in enumerate(frames):
-        assert e.gripper_state[f, arm, 3] < 0.5 and (e.gripper_state[:f, arm, 3] >= 0.5).all()
-        np.testing.assert_array_equal(expert_first_grasp(e)[arm], e.gripper_state[f, arm, :3])
-    gs = e.gripper_state.copy()
+        assert e.arm_state[f, arm, 3] < 0.5 and (e.arm_state[:f, arm, 3] >= 0.5).all()
+        np.testing.assert_array_equal(expert_first_grasp(e)[arm], e.arm_state[f, arm, :3])
+    gs = e.arm_state.copy()
     gs[..., 3] = 1.0
     assert first_close_frames(gs).tolist() == [-1, -1]
     assert 0 <= first_moving_frame(e) < frames.min()
@@ -53,7 +53,7 @@ def test_rollout_feeds_back_executed_targets_until_the_grippers_close(episodes, 
     runner = PolicyRunner.from_checkpoint(checkpoint)
     demo = episodes[1]
     runner.load_demonstration(
-        demo.cloth_positions[demo.keyframes], demo.cloth_features[demo.keyframes], demo.gripper_state[demo.keyframes]
+        demo.cloth_positions[demo.keyframes], demo.cloth_features[demo.keyframes], demo.arm_state[demo.keyframes]
     )
     rollout = rollout_first_grasp(runner, episodes[0], max_frames=12, generator=torch.Generator().manual_seed(0))
     steps = runner.cfg.execute_steps
@@ -67,7 +67,7 @@ def test_rollout_feeds_back_executed_targets_until_the_grippers_close(episodes, 
             assert rollout.path[k, arm, 3] == 0 and (rollout.path[:k, arm, 3] == 1).all()
         else:
             assert np.isnan(rollout.grasp[arm]).all() and (rollout.path[:, arm, 3] == 1).all()
-    contact = first_close_frames(episodes[0].gripper_state).min()
+    contact = first_close_frames(episodes[0].arm_state).min()
     with pytest.raises(PolicyDataError, match="not before the first grasp"):
         rollout_first_grasp(runner, episodes[0], start=int(contact))
 

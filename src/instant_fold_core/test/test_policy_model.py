@@ -70,7 +70,7 @@ def make_batch(dataset: PolicyDataset, n: int = 4, seed: int = 0):
 def fixed_velocity(policy, batch, seed: int = 1):
     """Decoder output on fixed noisy actions (t = 0.5) through the full uncached path."""
     g = torch.Generator().manual_seed(seed)
-    b, h = batch.obs.gripper_state.shape[0], policy.cfg.horizon
+    b, h = batch.obs.arm_state.shape[0], policy.cfg.horizon
     z, zk = torch.randn(b, h, 2, 3, generator=g), torch.randn(b, 2, 3, generator=g)
     scene = policy.prepare_scene(batch.obs, policy.encode_context(batch.demo))
     return policy.velocity(scene, z, zk if policy.cfg.use_keypose_aux else None, torch.full((b,), 0.5))
@@ -98,7 +98,7 @@ def _pad_demo(demo: DemoTokens, extra: int, g: torch.Generator) -> DemoTokens:
         cat(demo.cloth_positions, torch.randn(b, extra, n, 3, generator=g)),
         cat(demo.cloth_features, torch.randn(b, extra, n, d, generator=g) * 5),
         cat(demo.cloth_valid, torch.rand(b, extra, n, generator=g) > 0.5),
-        cat(demo.gripper_state, torch.randn(b, extra, 2, 4, generator=g)),
+        cat(demo.arm_state, torch.randn(b, extra, 2, 4, generator=g)),
         cat(demo.frame_mask, torch.zeros(b, extra, dtype=torch.bool)),
         demo.mode_id,
     )
@@ -119,7 +119,7 @@ def test_padding_never_changes_valid_outputs(episodes, ablation):
         torch.cat((obs.cloth_positions, torch.randn(b, 7, 3, generator=g)), 1),
         torch.cat((obs.cloth_features, torch.randn(b, 7, d, generator=g) * 5), 1),
         torch.cat((obs.cloth_valid, torch.zeros(b, 7, dtype=torch.bool)), 1),
-        obs.gripper_state,
+        obs.arm_state,
     )
     padded = dataclasses.replace(batch, demo=_pad_demo(batch.demo, 3, g), obs=padded_obs)
     out = fixed_velocity(policy, padded)
@@ -156,11 +156,9 @@ def test_relative_attention_is_translation_invariant(episodes):
     moved = dataclasses.replace(
         batch,
         demo=dataclasses.replace(
-            demo, cloth_positions=demo.cloth_positions + shift, gripper_state=shift_state(demo.gripper_state)
+            demo, cloth_positions=demo.cloth_positions + shift, arm_state=shift_state(demo.arm_state)
         ),
-        obs=dataclasses.replace(
-            obs, cloth_positions=obs.cloth_positions + shift, gripper_state=shift_state(obs.gripper_state)
-        ),
+        obs=dataclasses.replace(obs, cloth_positions=obs.cloth_positions + shift, arm_state=shift_state(obs.arm_state)),
     )
     # The state encoders see absolute states, so compare with them made translation-blind.
     for module in (policy.tokenizer.state_encoder[0], policy.state_events.mlp[0]):
@@ -261,19 +259,19 @@ def test_language_conditioned_variant(episodes):
     runner = PolicyRunner(policy)
     runner.load_mode(1)
     ep = episodes[0]
-    chunk = runner.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.gripper_state[0])
+    chunk = runner.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.arm_state[0])
     other = PolicyRunner(policy)
     other.load_mode(0)
     chunk0 = other.predict(
         ep.cloth_positions[0],
         ep.cloth_features[0],
-        ep.gripper_state[0],
+        ep.arm_state[0],
         generator=torch.Generator().manual_seed(0),
     )
     chunk1 = runner.predict(
         ep.cloth_positions[0],
         ep.cloth_features[0],
-        ep.gripper_state[0],
+        ep.arm_state[0],
         generator=torch.Generator().manual_seed(0),
     )
     assert chunk.targets.shape == (policy.cfg.horizon, 2, 4)
@@ -282,25 +280,25 @@ def test_language_conditioned_variant(episodes):
     by_name = other.predict(
         ep.cloth_positions[0],
         ep.cloth_features[0],
-        ep.gripper_state[0],
+        ep.arm_state[0],
         generator=torch.Generator().manual_seed(0),
     )
     np.testing.assert_array_equal(by_name.targets, chunk1.targets)  # "bottom_up" is mode id 1
     with pytest.raises(PolicyInputError, match="unknown mode 'diagonal'"):
         other.load_mode("diagonal")
     with pytest.raises(PolicyInputError, match="language-conditioned"):
-        runner.load_demonstration(ep.cloth_positions[:2], ep.cloth_features[:2], ep.gripper_state[:2])
+        runner.load_demonstration(ep.cloth_positions[:2], ep.cloth_features[:2], ep.arm_state[:2])
 
 
 def test_runner_predicts_absolute_chunk_and_rejects_bad_input(episodes):
     policy, _ = make_policy(small_config(), episodes)
     runner = PolicyRunner(policy)
     ep = episodes[0]
-    obs = (ep.cloth_positions[3], ep.cloth_features[3], ep.gripper_state[3])
+    obs = (ep.cloth_positions[3], ep.cloth_features[3], ep.arm_state[3])
     with pytest.raises(PolicyInputError, match="no demonstration loaded"):
         runner.predict(*obs)
     kf = ep.keyframes
-    runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.gripper_state[kf])
+    runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.arm_state[kf])
     chunk = runner.predict(*obs, generator=torch.Generator().manual_seed(0))
     h = policy.cfg.horizon
     assert chunk.targets.shape == (h, 2, 4) and chunk.keypose.shape == (2, 4)
@@ -315,12 +313,12 @@ def test_runner_predicts_absolute_chunk_and_rejects_bad_input(episodes):
         runner.predict(obs[0], obs[1][:, :-1], obs[2])
     with pytest.raises(PolicyInputError, match="cloth_positions: expected shape"):
         runner.predict(obs[0][:-1], obs[1], obs[2])
-    with pytest.raises(PolicyInputError, match="gripper_state: expected shape"):
+    with pytest.raises(PolicyInputError, match="arm_state: expected shape"):
         runner.predict(obs[0], obs[1], obs[2][0])
     with pytest.raises(PolicyInputError, match="cloth_valid: a frame has no valid"):
         runner.predict(*obs, cloth_valid=np.zeros(len(obs[0]), bool))
-    with pytest.raises(PolicyInputError, match=r"demo\.gripper_state"):
-        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.gripper_state[kf][:-1])
+    with pytest.raises(PolicyInputError, match=r"demo\.arm_state"):
+        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.arm_state[kf][:-1])
     runner.clear_demonstration()
     assert not runner.has_demonstration
 
@@ -397,12 +395,12 @@ def test_runner_half_precision_matches_float32(episodes):
     chunks = []
     for dtype in (torch.float32, torch.bfloat16):
         runner = PolicyRunner(copy.deepcopy(policy), dtype=dtype)  # the runner casts its policy
-        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.gripper_state[kf])
+        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.arm_state[kf])
         chunks.append(
             runner.predict(
                 ep.cloth_positions[3],
                 ep.cloth_features[3],
-                ep.gripper_state[3],
+                ep.arm_state[3],
                 generator=torch.Generator().manual_seed(0),
             )
         )
@@ -418,11 +416,11 @@ def test_compiled_runner_matches_eager(episodes):
     targets = []
     for compile_ in (False, True):
         runner = PolicyRunner(copy.deepcopy(policy), compile=compile_)
-        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.gripper_state[kf])
+        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.arm_state[kf])
         chunk = runner.predict(
             ep.cloth_positions[2],
             ep.cloth_features[2],
-            ep.gripper_state[2],
+            ep.arm_state[2],
             generator=torch.Generator().manual_seed(0),
         )
         targets.append(chunk.targets)
@@ -500,9 +498,9 @@ def test_centroid_alignment_makes_the_policy_blind_to_where_the_demonstration_li
 
     def shifted_demo(batch):
         demo = batch.demo
-        state = torch.cat((demo.gripper_state[..., :3] + shift, demo.gripper_state[..., 3:]), -1)
+        state = torch.cat((demo.arm_state[..., :3] + shift, demo.arm_state[..., 3:]), -1)
         return dataclasses.replace(
-            batch, demo=dataclasses.replace(demo, cloth_positions=demo.cloth_positions + shift, gripper_state=state)
+            batch, demo=dataclasses.replace(demo, cloth_positions=demo.cloth_positions + shift, arm_state=state)
         )
 
     for alignment, blind in (("centroid", True), ("none", False)):

@@ -101,7 +101,7 @@ def test_first_grasps_follow_the_demonstrated_mode(episodes, trained):
             demo = episodes[demo_start, mode][1]
             kf = demo.keyframes
             runner.load_demonstration(
-                demo.cloth_positions[kf], demo.cloth_features[kf], demo.gripper_state[kf], demo.cloth_valid[kf]
+                demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf], demo.cloth_valid[kf]
             )
             rollout = rollout_first_grasp(runner, query, start, generator=torch.Generator().manual_seed(0))
             keypoints = query_raw.keypoints[start, : len(KEYPOINT_NAMES)]

@@ -50,7 +50,7 @@ def test_batched_tokens_equal_deployment_tokens(store, tokenizer_dir):
         np.testing.assert_allclose(tokenized.cloth_positions[t], ref.positions, atol=1e-6)
         np.testing.assert_allclose(tokenized.cloth_features[t], ref.features, atol=1e-5)
         np.testing.assert_array_equal(tokenized.cloth_valid[t], ref.valid)
-    np.testing.assert_array_equal(tokenized.gripper_state, episode.gripper_state)
+    np.testing.assert_array_equal(tokenized.arm_state, episode.arm_state)
     np.testing.assert_array_equal(tokenized.keyframes, episode.keyframes)
 
 

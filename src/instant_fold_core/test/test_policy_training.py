@@ -57,15 +57,15 @@ def _mode_distances(runner: PolicyRunner, episodes, query_start: int, demo_start
     for m in (0, 1):
         demo = episodes[2 * demo_start + m]
         kf = demo.keyframes
-        runner.load_demonstration(demo.cloth_positions[kf], demo.cloth_features[kf], demo.gripper_state[kf])
+        runner.load_demonstration(demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf])
         chunk = runner.predict(
             query.cloth_positions[0],
             query.cloth_features[0],
-            query.gripper_state[0],
+            query.arm_state[0],
             generator=torch.Generator().manual_seed(0),
         )
         for e, expert in enumerate(experts):
-            truth = expert.gripper_state[0, :, :3] + np.cumsum(chunk_targets(expert, 0, h)[0], 0)
+            truth = expert.arm_state[0, :, :3] + np.cumsum(chunk_targets(expert, 0, h)[0], 0)
             out[m, e] = np.linalg.norm(chunk.targets[..., :3] - truth, axis=-1).mean()
     return out
 
@@ -178,6 +178,6 @@ def test_gpu_mixed_precision_training_and_half_precision_inference(episodes, tmp
     kf = ep.keyframes
     for dtype in (torch.bfloat16, torch.float16):
         runner = PolicyRunner.from_checkpoint(tmp_path / CHECKPOINT_DIR, device="cuda", dtype=dtype)
-        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.gripper_state[kf])
-        chunk = runner.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.gripper_state[0])
+        runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.arm_state[kf])
+        chunk = runner.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.arm_state[0])
         assert np.isfinite(chunk.targets).all()

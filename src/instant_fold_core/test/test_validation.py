@@ -31,7 +31,7 @@ def make_episode(t: int = 4, m: int = 10, h: int = 8) -> Episode:
         mask=np.ones((t, h, h), bool),
         intrinsics=np.eye(3, dtype=np.float32),
         extrinsics=np.eye(4, dtype=np.float32),
-        gripper_state=np.zeros((t, 2, 4), np.float32),
+        arm_state=np.zeros((t, 2, 4), np.float32),
         action=np.zeros((t, 2, 4), np.float32),
         particles=np.zeros((t, m, 3), np.float32),
         particle_visible=np.ones((t, m), bool),
@@ -53,7 +53,7 @@ def test_valid_episode_passes() -> None:
     [
         ("depth", np.ones((4, 8, 7), np.float32), "depth: expected shape"),
         ("mask", np.ones((4, 8, 8), np.uint8), "mask: expected dtype bool"),
-        ("gripper_state", np.full((4, 2, 4), np.nan, np.float32), "gripper_state: contains"),
+        ("arm_state", np.full((4, 2, 4), np.nan, np.float32), "arm_state: contains"),
         ("particle_visible", np.ones((4, 9), bool), "particle_visible: expected shape"),
         ("keyframes", np.array([2, 1], np.int32), "keyframes: must be strictly increasing"),
         ("keyframes", np.array([0, 4], np.int32), "keyframes: must be strictly increasing"),

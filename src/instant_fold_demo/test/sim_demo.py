@@ -29,24 +29,24 @@ def episode_bag(path: Path, rgb, depth, intrinsics, fps: float) -> Path:
     return write_rgbd_bag(path, frames)
 
 
-def gripper_hands(gripper_state: np.ndarray, intrinsics: np.ndarray, fps: float, size: float = 14.0) -> ScriptedHands:
+def gripper_hands(arm_state: np.ndarray, intrinsics: np.ndarray, fps: float, size: float = 14.0) -> ScriptedHands:
     """Hands at the grippers: per frame and arm, the projected position and the pinch of its openness."""
     step = round(1e9 / fps)
     script = {}
-    for t, arms in enumerate(gripper_state):
+    for t, arms in enumerate(arm_state):
         stamp_ms = (10**9 + t * step) // 1_000_000
         script[stamp_ms] = [(a, project(arms[a, :3], intrinsics), pinch_of(arms[a, 3])) for a in (0, 1)]
     return ScriptedHands(script, size)
 
 
-def true_events(gripper_state: np.ndarray) -> list[tuple[int, str, int, np.ndarray]]:
+def true_events(arm_state: np.ndarray) -> list[tuple[int, str, int, np.ndarray]]:
     """(arm, kind, frame, position) of every grasp/release of the simulated grippers."""
-    closed = gripper_state[:, :, 3] < 0.5
+    closed = arm_state[:, :, 3] < 0.5
     out = []
-    for t in gripper_events(gripper_state):
+    for t in gripper_events(arm_state):
         for a in (0, 1):
             if closed[t, a] != closed[t - 1, a]:
-                out.append((a, "grasp" if closed[t, a] else "release", int(t), gripper_state[t, a, :3]))
+                out.append((a, "grasp" if closed[t, a] else "release", int(t), arm_state[t, a, :3]))
     return sorted(out, key=lambda e: (e[2], e[0]))
 
 

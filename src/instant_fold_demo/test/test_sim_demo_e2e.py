@@ -36,14 +36,14 @@ def simulated(tmp_path_factory: pytest.TempPathFactory):
     fps = float(episode.meta["fps"])
     bag = episode_bag(tmp_path_factory.mktemp("sim") / "demo_bag", episode.rgb, episode.depth, episode.intrinsics, fps)
     demo, report = demonstration_from_bag(
-        bag, gripper_hands(episode.gripper_state, episode.intrinsics, fps), SimMasks(episode.mask)
+        bag, gripper_hands(episode.arm_state, episode.intrinsics, fps), SimMasks(episode.mask)
     )
     return episode, demo, report
 
 
 def test_simulated_demonstration_is_recovered_from_its_bag(simulated, tmp_path: Path) -> None:
     episode, demo, report = simulated
-    truth = true_events(episode.gripper_state)
+    truth = true_events(episode.arm_state)
     found = [
         (("left", "right").index(e["arm"]), e["kind"], e["frame"], np.array(e["position"])) for e in report["events"]
     ]

@@ -246,7 +246,7 @@ class FoldingRollout:
         self.perturb = _Perturb(noise, rng)
         # Both grippers' (x, y, z, openness) after every frame, first the start: always kept (it is
         # small), since the evaluation reads the grasp and release events from it.
-        self.trace: list[np.ndarray] = [scene.gripper_states()]
+        self.trace: list[np.ndarray] = [scene.arm_states()]
         self.oracle: list[dict] = []
         self.size = scene.garment.size() * scene.config.garment_scale
 
@@ -264,7 +264,7 @@ class FoldingRollout:
             for arm, (_, openness) in enumerate(row):
                 self.scene.command_gripper(arm, openness)
             self.scene.step_frame([pos for pos, _ in row])
-            self.trace.append(self.scene.gripper_states())
+            self.trace.append(self.scene.arm_states())
 
     def _observe(self, row: list[tuple[np.ndarray, float]] | None) -> None:
         t0 = time.perf_counter()
@@ -276,7 +276,7 @@ class FoldingRollout:
         r.mask.append(frame.mask)
         r.visible.append(frame.particle_visible)
         r.particles.append(pos)
-        r.state.append(self.scene.gripper_states())
+        r.state.append(self.scene.arm_states())
         cmd = row if row is not None else self._current()
         r.action.append(np.array([[*p, o] for p, o in cmd]))
         r.render_s += time.perf_counter() - t0
@@ -541,7 +541,7 @@ def _to_episode(rollout: FoldingRollout, config: GenerationConfig) -> Episode:
     particles = to_cam(np.stack(r.particles))
     state = np.stack(r.state)
     action = np.stack(r.action)
-    gripper_state = np.concatenate([to_cam(state[..., :3]), state[..., 3:].astype(np.float32)], -1)
+    arm_state = np.concatenate([to_cam(state[..., :3]), state[..., 3:].astype(np.float32)], -1)
     act = np.concatenate([to_cam(action[..., :3]), action[..., 3:].astype(np.float32)], -1)
     extrinsics = t_wc.copy()
     extrinsics[:3, 3] *= s
@@ -551,13 +551,13 @@ def _to_episode(rollout: FoldingRollout, config: GenerationConfig) -> Episode:
         mask=np.stack(r.mask),
         intrinsics=cam.intrinsics.astype(np.float32),
         extrinsics=extrinsics.astype(np.float32),
-        gripper_state=gripper_state,
+        arm_state=arm_state,
         action=act,
         particles=particles,
         particle_visible=np.stack(r.visible),
         keypoints=particles[:, rollout.kp_ids],
         keypoint_particle_ids=rollout.kp_ids.astype(np.int32),
-        keyframes=extract_keyframes(gripper_state),
+        keyframes=extract_keyframes(arm_state),
         meta={
             "fps": rollout.fps,
             "obs_scale": s,

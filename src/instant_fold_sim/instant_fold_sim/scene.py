@@ -417,7 +417,7 @@ class ClothScene:
         """Which particles the solver moves (held and parked ones are not)."""
         return (self.batch.model.particle_flags.numpy()[self.first : self.end] & int(ParticleFlags.ACTIVE)) != 0
 
-    def gripper_states(self) -> np.ndarray:
+    def arm_states(self) -> np.ndarray:
         """[2, 4] (x, y, z, openness) per arm in sim-space world coordinates."""
         return np.array([[*g.position, g.openness] for g in self.grippers], dtype=np.float64)
 

@@ -105,7 +105,7 @@ class WorldLink(SimLinkBase):
             self.world.step(self.target, self.openness, until)
         except SimWorldError as exc:
             raise DriverError(f"sim driver: step refused: {exc}") from exc
-        return self.world.gripper_state(), self.world.sim_time
+        return self.world.arm_state(), self.world.sim_time
 
 
 class SimArmDriver(ArmDriver):

@@ -149,7 +149,7 @@ class SimNode(Node):
         else:
             response.success = True
         response.sim_time = self.world.sim_time
-        response.state = self.world.gripper_state().astype(np.float64).ravel().tolist()
+        response.state = self.world.arm_state().astype(np.float64).ravel().tolist()
         response.home = self.world.home().ravel().tolist()
         return response
 

@@ -126,9 +126,9 @@ class SimWorld:
 
     # ------------------------------------------------------------------ state and observation
 
-    def gripper_state(self) -> np.ndarray:
+    def arm_state(self) -> np.ndarray:
         """[2, 4] (x, y, z, openness) per arm, camera frame, real metres."""
-        s = self.scene.gripper_states()
+        s = self.scene.arm_states()
         return np.concatenate([self.camera_from_world(s[:, :3]), s[:, 3:]], axis=1)
 
     def home(self) -> np.ndarray:
@@ -174,13 +174,13 @@ class SimWorld:
         n = int(np.floor((until - self.sim_time) * self.fps + 1e-6))
         if n <= 0:
             return 0
-        move = np.linalg.norm(target - self.gripper_state()[:, :3], axis=1)
+        move = np.linalg.norm(target - self.arm_state()[:, :3], axis=1)
         if (move > MAX_STEP_MOVE_M).any():
             raise SimWorldError(
                 f"target: {move.max():.2f} m from the gripper; one step moves a gripper at most {MAX_STEP_MOVE_M:g} m"
             )
         goal = self.world_from_camera(target)
-        start = self.scene.gripper_states()[:, :3]
+        start = self.scene.arm_states()[:, :3]
         for k in range(1, n + 1):
             waypoint = start + (goal - start) * (k / n)
             self._rollout.execute([[(waypoint[arm], float(openness[arm])) for arm in range(2)]])

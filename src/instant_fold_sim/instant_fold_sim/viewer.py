@@ -38,8 +38,8 @@ def annotate(ep: Episode, t: int, label: str | None = None) -> Image.Image:
     draw = ImageDraw.Draw(img)
     for (u, v), colour in zip(_project(ep, ep.keypoints[t].astype(np.float64)), KEYPOINT_COLOURS, strict=True):
         draw.ellipse([u - 3, v - 3, u + 3, v + 3], outline=colour, width=2)
-    for arm, (u, v) in enumerate(_project(ep, ep.gripper_state[t, :, :3].astype(np.float64))):
-        closed = ep.gripper_state[t, arm, 3] < 0.5
+    for arm, (u, v) in enumerate(_project(ep, ep.arm_state[t, :, :3].astype(np.float64))):
+        closed = ep.arm_state[t, arm, 3] < 0.5
         box = [u - 5, v - 5, u + 5, v + 5]
         draw.rectangle(box, outline=(255, 255, 0), fill=(255, 255, 0) if closed else None, width=2)
     if label:

@@ -235,7 +235,7 @@ def test_sim_world_over_the_bridge_follows_the_embedded_newton_scene(stand_in: B
     remote = SimWorld(GARMENT, SEED, "cpu-small", record=False, bridge=stand_in)
     local = SimWorld(GARMENT, SEED, "cpu-small", record=False)
     assert np.allclose(remote.scene.positions(), local.scene.positions(), atol=1e-6)
-    assert np.array_equal(remote.gripper_state(), local.gripper_state())
+    assert np.array_equal(remote.arm_state(), local.arm_state())
     kp = local.camera_from_world(local.keypoints_world()[:1])[0]
     plan = [  # reach above the left sleeve tip, close, lift (lockstep: time advances by `until`)
         (np.stack([kp + np.array([0, 0, -0.05]), local.home()[1]]), np.ones(2), 0.5),
@@ -246,8 +246,8 @@ def test_sim_world_over_the_bridge_follows_the_embedded_newton_scene(stand_in: B
     for target, openness, until in plan:
         assert remote.step(target, openness, until) == local.step(target, openness, until)
         assert remote.sim_time == local.sim_time == pytest.approx(until)
-    assert np.allclose(remote.gripper_state(), local.gripper_state(), atol=1e-9)
-    assert remote.gripper_state()[0, 3] == 0.0
+    assert np.allclose(remote.arm_state(), local.arm_state(), atol=1e-9)
+    assert remote.arm_state()[0, 3] == 0.0
     moved = np.linalg.norm(local.keypoints_world()[0] - local.initial_keypoints[0])
     assert moved > 0.1  # the sleeve was carried
     assert np.abs(remote.scene.positions() - local.scene.positions()).max() < 2e-3

@@ -84,9 +84,9 @@ def test_isaac_lab_scene_steps_on_cpu_from_the_project_start_state() -> None:
         world = SimWorld(GARMENT, SEED, "cpu-small", record=False, bridge=client)
         local = SimWorld(GARMENT, SEED, "cpu-small", record=False)
         assert np.allclose(world.keypoints_world(), local.keypoints_world(), atol=0.02)
-        assert np.allclose(world.gripper_state()[:, :3], local.gripper_state()[:, :3], atol=0.02)
+        assert np.allclose(world.arm_state()[:, :3], local.arm_state()[:, :3], atol=0.02)
         obs = world.observe()
         assert obs.rgb.shape == (*obs.depth.shape, 3) and obs.mask.mean() > 0.02
-        target = world.gripper_state()[:, :3] + np.array([[0.05, 0.0, 0.0], [0.0, 0.05, 0.0]])
+        target = world.arm_state()[:, :3] + np.array([[0.05, 0.0, 0.0], [0.0, 0.05, 0.0]])
         assert world.step(target, np.ones(2), 0.5) == 10
-        assert np.allclose(world.gripper_state()[:, :3], target, atol=0.02)
+        assert np.allclose(world.arm_state()[:, :3], target, atol=0.02)

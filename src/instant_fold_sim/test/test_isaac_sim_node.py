@@ -85,13 +85,13 @@ def test_sim_node_with_the_bridge_serves_camera_and_lockstep(tmp_path: Path, ros
 
             read = step(np.zeros((2, 3)), np.ones(2), -1.0)
             assert read.success and read.sim_time == 0.0
-            assert np.allclose(np.asarray(read.state).reshape(2, 4), local.gripper_state())
+            assert np.allclose(np.asarray(read.state).reshape(2, 4), local.arm_state())
             assert np.allclose(np.asarray(read.home).reshape(2, 3), local.home())
-            target = local.gripper_state()[:, :3] + np.array([[0.05, 0.0, 0.0], [0.0, 0.05, 0.0]])
+            target = local.arm_state()[:, :3] + np.array([[0.05, 0.0, 0.0], [0.0, 0.05, 0.0]])
             moved = step(target, np.ones(2), 0.2)
             local.step(target, np.ones(2), 0.2)
             assert moved.success and moved.sim_time == pytest.approx(0.2)
-            assert np.allclose(np.asarray(moved.state).reshape(2, 4), local.gripper_state(), atol=1e-9)
+            assert np.allclose(np.asarray(moved.state).reshape(2, 4), local.arm_state(), atol=1e-9)
             stamp_ns = round(0.2 * 1e9)
             assert probe.spin_until(
                 lambda: any(m.header.stamp.sec * 10**9 + m.header.stamp.nanosec == stamp_ns for m in color), 30

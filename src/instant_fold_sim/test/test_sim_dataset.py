@@ -23,7 +23,7 @@ def _episode(t: int = 6, m: int = 20, res: int = 16) -> Episode:
         mask=rng.random((t, res, res)) > 0.5,
         intrinsics=np.eye(3, dtype=np.float32),
         extrinsics=np.eye(4, dtype=np.float32),
-        gripper_state=rng.random((t, 2, 4)).astype(np.float32),
+        arm_state=rng.random((t, 2, 4)).astype(np.float32),
         action=rng.random((t, 2, 4)).astype(np.float32),
         particles=rng.random((t, m, 3)).astype(np.float32),
         particle_visible=rng.random((t, m)) > 0.3,
@@ -39,9 +39,11 @@ def test_store_roundtrip_is_exact_and_crash_safe(tmp_path):
     ep = _episode()
     store.write("a", ep)
     back = store.read("a")
-    for field in ("rgb", "depth", "mask", "gripper_state", "particles", "particle_visible", "keyframes"):
+    for field in ("rgb", "depth", "mask", "arm_state", "particles", "particle_visible", "keyframes"):
         np.testing.assert_array_equal(getattr(back, field), getattr(ep, field))
     assert back.meta["np_value"] == 1.5 and back.meta["flag"] is True
+    # The format keeps its array name for the arm state: stores written before stay readable.
+    assert (tmp_path / "s.zarr" / "episodes" / "a" / "gripper_state").is_dir()
     # A crashed writer leaves only a hidden temporary group: it is not an episode and is cleaned.
     (tmp_path / "s.zarr" / "episodes" / ".tmp-b-123").mkdir()
     assert store.names() == ["a"] and store.clean_partial() == 1
@@ -72,7 +74,7 @@ def test_keyframes_follow_grasps_releases_and_sequential_motion():
     assert kf[0] == 0 and kf[-1] == t - 1
     assert {10, 25, 38, 45} <= set(kf)  # grasps and releases
     assert any(abs(k - 30) <= 1 for k in kf) and any(abs(k - 35) <= 1 for k in kf)  # left stops, right starts
-    with pytest.raises(ValueError, match="gripper_state"):
+    with pytest.raises(ValueError, match="arm_state"):
         extract_keyframes(np.zeros((3, 4)))
 
 
@@ -101,7 +103,7 @@ def test_cli_writes_a_readable_dataset_and_resumes(tmp_path, monkeypatch):
     assert item["rgb"].shape == (t, 256, 256, 3)
     assert item["depth"].shape == (t, 256, 256) and (item["depth"] > 0).all()
     assert item["mask"].shape == (t, 256, 256) and item["mask"].any(dim=(1, 2)).all()
-    assert item["gripper_state"].shape == (t, 2, 4) and item["action"].shape == (t, 2, 4)
+    assert item["arm_state"].shape == (t, 2, 4) and item["action"].shape == (t, 2, 4)
     assert item["particle_visible"].shape == (t, m) and item["particle_visible"].float().mean() > 0.3
     assert item["keypoints"].shape == (t, 7, 3) and item["keyframes"][-1] == t - 1
     meta = item["meta"]

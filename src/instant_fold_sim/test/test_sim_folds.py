@@ -44,7 +44,7 @@ def test_sleeve_fold_then_body_fold_pass_the_oracle(cpu_small):
     # The garment really is folded: its footprint shrank a lot and its keypoints stacked up.
     assert _fold_area(ep.particles[-1]) < 0.6 * _fold_area(ep.particles[0])
     # Gripper closes and opens: grasp/release keyframes exist, and the terminal frame is one.
-    closed = ep.gripper_state[:, :, 3] < 0.5
+    closed = ep.arm_state[:, :, 3] < 0.5
     assert closed.any() and not closed[-1].any()
     assert ep.keyframes[-1] == ep.num_frames - 1 and len(ep.keyframes) >= 4
 

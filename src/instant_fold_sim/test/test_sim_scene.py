@@ -25,7 +25,7 @@ def test_grasp_moves_pinned_particles_and_release_frees_them(small_garment, cpu_
     scene.grippers[0].position = settled[tip].copy()
     held = scene.grasp(0)
     assert tip in held and len(held) >= 1
-    assert scene.gripper_states()[0, 3] == 0.0
+    assert scene.arm_states()[0, 3] == 0.0
     assert not scene.active()[held].any() and scene.active().sum() == scene.num_particles - len(held)
 
     lift = settled[tip] + [0.1, 0.0, 0.3]
@@ -39,7 +39,7 @@ def test_grasp_moves_pinned_particles_and_release_frees_them(small_garment, cpu_
     assert np.abs(lifted[far] - settled[far]).max() < 0.05
 
     scene.release(0)
-    assert scene.grippers[0].held.size == 0 and scene.gripper_states()[0, 3] == 1.0
+    assert scene.grippers[0].held.size == 0 and scene.arm_states()[0, 3] == 1.0
     assert scene.active().all()
     scene.step_frame([lift + np.array([0.0, 0.0, 0.2]), scene.grippers[1].position])
     scene.settle(40)

@@ -36,7 +36,7 @@ def test_observation_is_the_cloth_in_real_metres(world: SimWorld) -> None:
 
 def test_time_only_moves_when_stepped_and_grasps_carry_the_cloth(world: SimWorld) -> None:
     start_frames = world.frames
-    state = world.gripper_state()
+    state = world.arm_state()
     assert world.step(state[:, :3], state[:, 3], until=world.sim_time) == 0
     assert world.frames == start_frames
     # move the left gripper onto the left sleeve tip (camera frame), close, lift 6 cm, open
@@ -44,20 +44,20 @@ def test_time_only_moves_when_stepped_and_grasps_carry_the_cloth(world: SimWorld
     target = state[:, :3].copy()
     target[0] = tip
     assert world.step(target, np.ones(2), until=world.sim_time + 0.1) == 2
-    assert np.allclose(world.gripper_state()[0, :3], tip, atol=1e-9)
+    assert np.allclose(world.arm_state()[0, :3], tip, atol=1e-9)
     assert world.stamp_ns() == (world.frames * 1_000_000_000) // 20
     before = world.keypoints_world()[KEYPOINT_NAMES.index("top_left")].copy()
     lifted = target.copy()
     lifted[0, 2] -= 0.06  # towards the camera = up
     world.step(lifted, np.array([0.0, 1.0]), until=world.sim_time + 0.15)
-    assert world.gripper_state()[0, 3] == 0.0 and world.scene.grippers[0].held.size > 0
+    assert world.arm_state()[0, 3] == 0.0 and world.scene.grippers[0].held.size > 0
     after = world.keypoints_world()[KEYPOINT_NAMES.index("top_left")]
     assert after[2] - before[2] > 0.08  # sim space is twice real: 6 cm real = 12 cm sim
     world.step(lifted, np.ones(2), until=world.sim_time + 0.05)
     assert world.scene.grippers[0].held.size == 0
     episode = world.episode("test", "S")
     assert episode.num_frames == world.frames + 1
-    closed = episode.gripper_state[:, 0, 3] < 0.5
+    closed = episode.arm_state[:, 0, 3] < 0.5
     assert closed.any() and not closed[-1]
     assert {int(np.flatnonzero(closed)[0]), int(np.flatnonzero(closed)[-1]) + 1} <= set(episode.keyframes.tolist())
 
@@ -101,8 +101,8 @@ def test_viewer_writes_the_recorded_rollout(world: SimWorld, tmp_path) -> None:
 
     from instant_fold_sim.viewer import keyframe_strip, video
 
-    world.step(world.gripper_state()[:, :3], np.array([0.0, 1.0]), until=world.sim_time + 0.05)
-    world.step(world.gripper_state()[:, :3], np.ones(2), until=world.sim_time + 0.05)
+    world.step(world.arm_state()[:, :3], np.array([0.0, 1.0]), until=world.sim_time + 0.05)
+    world.step(world.arm_state()[:, :3], np.ones(2), until=world.sim_time + 0.05)
     episode = world.episode("test", "S")
     assert len(episode.keyframes) >= 3
     strip = Image.open(keyframe_strip(episode, tmp_path / "strip.png", max_panels=2))

@@ -29,7 +29,7 @@ def in_process(max_steps: int = QUERIES):
     server = PolicyServer.from_checkpoints(MODELS / "policy", MODELS / "encoder", "cpu", seed=0)
     load_condition(server, load_demonstration(MODELS / DEFAULT_DEMO), "")
     world = SimWorld("proc:1", SEED, "cpu-small", record=False)
-    start = world.gripper_state()
+    start = world.arm_state()
     return start, world, run_rollout(world, server, max_steps)
 
 
@@ -38,7 +38,7 @@ def test_in_process_rollout_runs_the_fold_loop_in_lockstep() -> None:
     assert result.outcome == FoldOutcome.STEP_LIMIT and result.queries == QUERIES
     assert result.frames == world.frames == 2 * QUERIES  # k = 2 executed steps of one frame per query
     assert result.record.frames == 2 * QUERIES
-    moved = np.linalg.norm(world.gripper_state()[:, :3] - start[:, :3], axis=1)
+    moved = np.linalg.norm(world.arm_state()[:, :3] - start[:, :3], axis=1)
     assert (moved > 1e-3).all()  # the policy moved both arms
     # Repeatable: the sampler is reseeded with the demonstration, the simulation is deterministic.
     _, _, again = in_process()

@@ -23,15 +23,15 @@ def _close_gaps(flags: np.ndarray, min_run: int) -> np.ndarray:
     return out
 
 
-def gripper_events(gripper_state: np.ndarray) -> np.ndarray:
+def gripper_events(arm_state: np.ndarray) -> np.ndarray:
     """Frames (int, increasing) whose open/closed state (openness < 0.5 = closed) differs from the
     previous frame's for some arm: every grasp and release of [T, 2, 4] arm states."""
-    closed = np.asarray(gripper_state)[:, :, 3] < 0.5
+    closed = np.asarray(arm_state)[:, :, 3] < 0.5
     return np.flatnonzero((closed[1:] != closed[:-1]).any(axis=1)) + 1
 
 
 def extract_keyframes(
-    gripper_state: np.ndarray, move_tol: float = 1e-3, min_run: int = 6, min_separation: int = 3
+    arm_state: np.ndarray, move_tol: float = 1e-3, min_run: int = 6, min_separation: int = 3
 ) -> np.ndarray:
     """Keyframe indices (int32, increasing) from per-frame arm states [T, 2, 4].
 
@@ -42,9 +42,9 @@ def extract_keyframes(
     are always kept; motion transitions closer than `min_separation` frames to an already
     chosen keyframe are redundant and dropped.
     """
-    gs = np.asarray(gripper_state, dtype=np.float64)
+    gs = np.asarray(arm_state, dtype=np.float64)
     if gs.ndim != 3 or gs.shape[1:] != (2, 4) or gs.shape[0] == 0:
-        raise ValueError(f"gripper_state: expected [T, 2, 4], got {gs.shape}")
+        raise ValueError(f"arm_state: expected [T, 2, 4], got {gs.shape}")
     t = gs.shape[0]
     events = gripper_events(gs).tolist()
     motion: list[int] = []

@@ -57,7 +57,7 @@ class Episode:
         mask: bool [T, H, W] cloth segmentation.
         intrinsics: float32 [3, 3] pinhole matrix K of the (square) images.
         extrinsics: float32 [4, 4] pose of the camera in the world (T_world_camera).
-        gripper_state: float32 [T, 2, 4] measured (x, y, z, openness) per arm at each frame.
+        arm_state: float32 [T, 2, 4] measured (x, y, z, openness) per arm at each frame.
         action: float32 [T, 2, 4] absolute target (x, y, z, openness) per arm commanded at
             each frame (reached at frame t + 1).
         particles: float32 [T, M, 3] simulator particle positions (M <= 2000), or an empty
@@ -75,7 +75,7 @@ class Episode:
     mask: np.ndarray
     intrinsics: np.ndarray
     extrinsics: np.ndarray
-    gripper_state: np.ndarray
+    arm_state: np.ndarray
     action: np.ndarray
     particles: np.ndarray
     particle_visible: np.ndarray
@@ -103,7 +103,7 @@ class Episode:
             "mask": ((t, h, w), np.bool_),
             "intrinsics": ((3, 3), np.float32),
             "extrinsics": ((4, 4), np.float32),
-            "gripper_state": ((t, 2, 4), np.float32),
+            "arm_state": ((t, 2, 4), np.float32),
             "action": ((t, 2, 4), np.float32),
             "particles": ((t, m, 3), np.float32),
             "particle_visible": ((t, m), np.bool_),

@@ -69,7 +69,7 @@ class EpisodeDataset(Dataset):
             "mask": torch.from_numpy(ep.mask),
             "intrinsics": torch.from_numpy(ep.intrinsics),
             "extrinsics": torch.from_numpy(ep.extrinsics),
-            "gripper_state": torch.from_numpy(ep.gripper_state),
+            "arm_state": torch.from_numpy(ep.arm_state),
             "action": torch.from_numpy(ep.action),
             "particles": torch.from_numpy(ep.particles),
             "particle_visible": torch.from_numpy(ep.particle_visible),

@@ -42,7 +42,7 @@ ARRAY_FIELDS = (
     "mask",
     "intrinsics",
     "extrinsics",
-    "gripper_state",
+    "arm_state",
     "action",
     "particles",
     "particle_visible",
@@ -50,8 +50,11 @@ ARRAY_FIELDS = (
     "keypoint_particle_ids",
     "keyframes",
 )
+#: Episode fields stored under another array name: the arm state kept the name it had when the
+#: format (version 1) was fixed, so existing stores stay readable.
+STORED_AS = {"arm_state": "gripper_state"}
 #: Fields with a leading time axis: chunked one frame per chunk for cheap random frame access.
-PER_FRAME = {"rgb", "depth", "mask", "gripper_state", "action", "particles", "particle_visible", "keypoints"}
+PER_FRAME = {"rgb", "depth", "mask", "arm_state", "action", "particles", "particle_visible", "keypoints"}
 #: Episode attribute: every chunk file was written (zeros too), so a missing one is a loss.
 ALL_CHUNKS = "all_chunks_written"
 
@@ -88,7 +91,7 @@ class EpisodeStore:
                     {
                         "format": FORMAT,
                         "version": VERSION,
-                        "fields": list(ARRAY_FIELDS),
+                        "fields": [STORED_AS.get(f, f) for f in ARRAY_FIELDS],
                         "keypoint_names": list(KEYPOINT_NAMES),
                         "arm_names": list(ARM_NAMES),
                         "arm_state_fields": list(ARM_STATE_FIELDS),
@@ -151,7 +154,7 @@ class EpisodeStore:
                 chunks = tuple(max(1, c) for c in chunks)
                 # Every chunk is written, zeros too: a chunk file missing on read is then a loss.
                 z = group.create_array(
-                    field,
+                    STORED_AS.get(field, field),
                     shape=arr.shape,
                     dtype=arr.dtype,
                     chunks=chunks,
@@ -186,7 +189,7 @@ class EpisodeStore:
         """`field` of episode `name`, refused if a chunk file is missing: zarr would read it back as
         zeros (a lost action chunk became a [0, 0, 0, 0] label). Stores written before every chunk
         was kept (no `ALL_CHUNKS` attribute) may lack all-zero chunks legitimately; not checked."""
-        arr = group[field]
+        arr = group[STORED_AS.get(field, field)]
         assert isinstance(arr, zarr.Array)
         if group.attrs.get(ALL_CHUNKS) and arr.nchunks_initialized != arr.nchunks:
             raise StoreError(

@@ -69,7 +69,7 @@ def load_frames(episode: Episode, frames: np.ndarray, image_size: int) -> dict[s
         "depth": depth,
         "mask": mask,
         "intrinsics": k,
-        "gripper": torch.from_numpy(episode.gripper_state[frames, :, :3]),
+        "gripper": torch.from_numpy(episode.arm_state[frames, :, :3]),
         "particles": torch.from_numpy(episode.particles[frames]),
         "particle_visible": vis,
         "keypoints": torch.from_numpy(episode.keypoints[frames]),

@@ -199,7 +199,7 @@ def synthetic_episode(cloth: ClothIdentity, seed: int, frames: int = 8, image_si
         mask=np.stack(out["mask"]),
         intrinsics=k,
         extrinsics=np.eye(4, dtype=np.float32),
-        gripper_state=grip,
+        arm_state=grip,
         action=np.concatenate([grip[1:], grip[-1:]]),
         particles=particles,
         particle_visible=np.stack(out["visible"]),

@@ -45,13 +45,13 @@ class DemoTokens:
     """Context keyframes of one demonstration per batch element, padded to K frames.
 
     cloth_positions [B, K, N, 3], cloth_features [B, K, N, D], cloth_valid bool [B, K, N],
-    gripper_state [B, K, 2, 4], frame_mask bool [B, K] (False = padding), mode_id long [B].
+    arm_state [B, K, 2, 4], frame_mask bool [B, K] (False = padding), mode_id long [B].
     """
 
     cloth_positions: torch.Tensor
     cloth_features: torch.Tensor
     cloth_valid: torch.Tensor
-    gripper_state: torch.Tensor
+    arm_state: torch.Tensor
     frame_mask: torch.Tensor
     mode_id: torch.Tensor
 
@@ -62,12 +62,12 @@ class DemoTokens:
 @dataclass
 class ObservationTokens:
     """Current observation: cloth_positions [B, N, 3], cloth_features [B, N, D], cloth_valid [B, N],
-    gripper_state [B, 2, 4] (x, y, z, openness per arm, camera frame)."""
+    arm_state [B, 2, 4] (x, y, z, openness per arm, camera frame)."""
 
     cloth_positions: torch.Tensor
     cloth_features: torch.Tensor
     cloth_valid: torch.Tensor
-    gripper_state: torch.Tensor
+    arm_state: torch.Tensor
 
     def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> ObservationTokens:
         return _to(self, device, dtype)
@@ -107,21 +107,21 @@ class TokenizedEpisode:
     """An episode whose frames were tokenised by the frozen cloth tokenizer.
 
     cloth_positions float32 [T, N, 3], cloth_features float32 [T, N, D], cloth_valid bool [T, N],
-    gripper_state / action float32 [T, 2, 4] (as in `Episode`), keyframes int32 [K], and meta
+    arm_state / action float32 [T, 2, 4] (as in `Episode`), keyframes int32 [K], and meta
     with at least `garment_id` and `mode` (optionally `mode_id`, used by language conditioning).
     """
 
     cloth_positions: np.ndarray
     cloth_features: np.ndarray
     cloth_valid: np.ndarray
-    gripper_state: np.ndarray
+    arm_state: np.ndarray
     action: np.ndarray
     keyframes: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def num_frames(self) -> int:
-        return int(self.gripper_state.shape[0])
+        return int(self.arm_state.shape[0])
 
     @classmethod
     def from_episode(
@@ -133,7 +133,7 @@ class TokenizedEpisode:
             np.asarray(positions, np.float32),
             np.asarray(features, np.float32),
             np.asarray(valid, bool),
-            episode.gripper_state,
+            episode.arm_state,
             episode.action,
             episode.keyframes,
             dict(episode.meta),
@@ -146,7 +146,7 @@ class TokenizedEpisode:
             "cloth_positions": (self.cloth_positions, (t, n, 3)),
             "cloth_features": (self.cloth_features, (t, n, self.cloth_features.shape[-1])),
             "cloth_valid": (self.cloth_valid, (t, n)),
-            "gripper_state": (self.gripper_state, (t, 2, 4)),
+            "arm_state": (self.arm_state, (t, 2, 4)),
             "action": (self.action, (t, 2, 4)),
         }
         for name, (arr, shape) in checks.items():
@@ -173,7 +173,7 @@ class TokenizedEpisode:
             cloth_positions=self.cloth_positions,
             cloth_features=self.cloth_features,
             cloth_valid=self.cloth_valid,
-            gripper_state=self.gripper_state,
+            gripper_state=self.arm_state,  # the array name of the .npz files written so far
             action=self.action,
             keyframes=self.keyframes,
             meta_json=np.array(json.dumps(self.meta)),
@@ -203,6 +203,7 @@ class TokenizedEpisode:
             raise PolicyDataError(f"{path}: meta_json is not valid JSON ({exc})") from exc
         if not isinstance(meta, dict):
             raise PolicyDataError(f"{path}: meta_json must hold a JSON object")
+        arrays["arm_state"] = arrays.pop("gripper_state")
         return cls(**arrays, meta=meta).validate()
 
 
@@ -213,11 +214,11 @@ class PolicySample:
     demo_cloth_positions: np.ndarray  # [K, N, 3]
     demo_cloth_features: np.ndarray  # [K, N, D]
     demo_cloth_valid: np.ndarray  # [K, N]
-    demo_gripper_state: np.ndarray  # [K, 2, 4]
+    demo_arm_state: np.ndarray  # [K, 2, 4]
     cloth_positions: np.ndarray  # [N, 3]
     cloth_features: np.ndarray  # [N, D]
     cloth_valid: np.ndarray  # [N]
-    gripper_state: np.ndarray  # [2, 4]
+    arm_state: np.ndarray  # [2, 4]
     traj_delta: np.ndarray  # [H, 2, 3]
     traj_gripper: np.ndarray  # [H, 2]
     keypose_delta: np.ndarray  # [2, 3]
@@ -235,14 +236,14 @@ def chunk_targets(
     state at the first keyframe after t (the last frame when none is left), as an offset
     from the current position. `state` overrides the measured state (recovery augmentation).
     """
-    state = episode.gripper_state[t] if state is None else state
+    state = episode.arm_state[t] if state is None else state
     idx = np.minimum(np.arange(t, t + horizon), episode.num_frames - 1)
     targets = episode.action[idx]  # [H, 2, 4]
     prev = np.concatenate([state[None, :, :3], targets[:-1, :, :3]], 0)
     traj_delta = (targets[..., :3] - prev).astype(np.float32)
     later = episode.keyframes[episode.keyframes > t]
     kf = int(later[0]) if later.size else episode.num_frames - 1
-    keypose = episode.gripper_state[kf]
+    keypose = episode.arm_state[kf]
     keypose_delta = (keypose[:, :3] - state[:, :3]).astype(np.float32)
     return traj_delta, targets[..., 3].astype(np.float32), keypose_delta, keypose[:, 3].astype(np.float32)
 
@@ -265,7 +266,7 @@ def collate(samples: list[PolicySample], demo_owner: list[int] | None = None) ->
         if sorted(first) != list(range(len(first))):
             raise PolicyDataError(f"collate: demo owners must number groups 0..G-1, got {sorted(first)}")
         holders = [samples[first[g]] for g in range(len(first))]
-    k_max = max(s.demo_gripper_state.shape[0] for s in holders)
+    k_max = max(s.demo_arm_state.shape[0] for s in holders)
 
     def pad(arr: np.ndarray) -> np.ndarray:
         out = np.zeros((k_max, *arr.shape[1:]), arr.dtype)
@@ -280,18 +281,16 @@ def collate(samples: list[PolicySample], demo_owner: list[int] | None = None) ->
 
     frame_mask = torch.zeros(len(holders), k_max, dtype=torch.bool)
     for i, s in enumerate(holders):
-        frame_mask[i, : s.demo_gripper_state.shape[0]] = True
+        frame_mask[i, : s.demo_arm_state.shape[0]] = True
     demo = DemoTokens(
         stack_demo("demo_cloth_positions"),
         stack_demo("demo_cloth_features"),
         stack_demo("demo_cloth_valid"),
-        stack_demo("demo_gripper_state"),
+        stack_demo("demo_arm_state"),
         frame_mask,
         torch.tensor([s.mode_id for s in holders], dtype=torch.long),
     )
-    obs = ObservationTokens(
-        stack("cloth_positions"), stack("cloth_features"), stack("cloth_valid"), stack("gripper_state")
-    )
+    obs = ObservationTokens(stack("cloth_positions"), stack("cloth_features"), stack("cloth_valid"), stack("arm_state"))
     target = ActionTargets(stack("traj_delta"), stack("traj_gripper"), stack("keypose_delta"), stack("keypose_gripper"))
     index = None if demo_owner is None else torch.tensor(demo_owner, dtype=torch.long)
     return PolicyBatch(demo, obs, target, index)

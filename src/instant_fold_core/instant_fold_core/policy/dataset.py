@@ -37,7 +37,7 @@ class DemoArrays:
     cloth_positions: np.ndarray
     cloth_features: np.ndarray
     cloth_valid: np.ndarray
-    gripper_state: np.ndarray
+    arm_state: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class PolicyDataset:
         """Keyframes of episode `demo_idx` as a context demonstration (own SE(2) draw when augmenting)."""
         d = self.episodes[demo_idx]
         kf = d.keyframes
-        positions, state = d.cloth_positions[kf], d.gripper_state[kf]
+        positions, state = d.cloth_positions[kf], d.arm_state[kf]
         if self._se2(augment, rng):
             tf = self._draw_transform(rng)
             positions, state = tf.points(positions), tf.states(state)
@@ -164,7 +164,7 @@ class PolicyDataset:
         episode = self.episodes[ep_idx]
         if demo is None:
             demo = self.demo(self.draw_demo(ep_idx, rng), rng, augment)
-        state = episode.gripper_state[t].copy()
+        state = episode.arm_state[t].copy()
         positions, valid = episode.cloth_positions[t], episode.cloth_valid[t]
         if augment and rng.random() < self.train.recovery_prob:
             state, (traj_delta, traj_grip, kp_delta, kp_grip) = recovery_targets(
@@ -182,7 +182,7 @@ class PolicyDataset:
             demo.cloth_positions,
             demo.cloth_features,
             demo.cloth_valid,
-            demo.gripper_state,
+            demo.arm_state,
             positions,
             episode.cloth_features[t],
             valid,
@@ -244,13 +244,13 @@ class PolicyDataset:
 
 def first_gripper_event(episode: TokenizedEpisode) -> int:
     """First frame of the first gripper change (the first grasp); the episode length if none."""
-    events = gripper_events(episode.gripper_state)
+    events = gripper_events(episode.arm_state)
     return int(events[0]) if events.size else episode.num_frames
 
 
 def last_gripper_event(episode: TokenizedEpisode) -> int:
     """First frame of the last gripper change (grasp or release); the episode length if none."""
-    events = gripper_events(episode.gripper_state)
+    events = gripper_events(episode.arm_state)
     return int(events[-1]) if events.size else episode.num_frames
 
 
@@ -266,7 +266,7 @@ def moving_frames(episode: TokenizedEpisode, tol_m: float = 1e-3) -> np.ndarray:
     Of a hold (consecutive frames with the same arm state) only the last frame is kept: its chunk
     starts the next move, and no kept frame shares its state with a different chunk.
     """
-    gs = episode.gripper_state
+    gs = episode.arm_state
     moved = np.linalg.norm(np.diff(gs[:, :, :3], axis=0), axis=-1) > tol_m
     toggled = np.diff(gs[:, :, 3], axis=0) != 0
     return np.flatnonzero((moved | toggled).any(axis=1))
@@ -298,7 +298,7 @@ def recovery_targets(
     Returns the perturbed state and the relabelled (deltas, gripper, keypose delta, keypose gripper).
     """
     offset = rng.uniform(-noise_m, noise_m, size=(2, 3)).astype(np.float32)
-    state = episode.gripper_state[t].copy()
+    state = episode.arm_state[t].copy()
     state[:, :3] += offset
     idx = np.minimum(np.arange(t, t + horizon), episode.num_frames - 1)
     fade = (1 - (np.arange(horizon) + 1) / horizon).astype(np.float32)

@@ -23,25 +23,25 @@ from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
 from instant_fold_core.policy.inference import PolicyRunner
 
 
-def first_close_frames(gripper_state: np.ndarray) -> np.ndarray:
+def first_close_frames(arm_state: np.ndarray) -> np.ndarray:
     """Per arm, the first frame whose gripper is closed (openness < 0.5), -1 if it never closes."""
-    closed = np.asarray(gripper_state)[:, :, 3] < 0.5
+    closed = np.asarray(arm_state)[:, :, 3] < 0.5
     return np.array([int(np.argmax(c)) if c.any() else -1 for c in closed.T])
 
 
 def expert_first_grasp(episode: TokenizedEpisode) -> np.ndarray:
     """[2, 3] position of each arm when it first closes in the recorded episode (NaN if never)."""
-    frames = first_close_frames(episode.gripper_state)
+    frames = first_close_frames(episode.arm_state)
     out = np.full((2, 3), np.nan, np.float32)
     for arm, f in enumerate(frames):
         if f >= 0:
-            out[arm] = episode.gripper_state[f, arm, :3]
+            out[arm] = episode.arm_state[f, arm, :3]
     return out
 
 
 def first_moving_frame(episode: TokenizedEpisode, tol_m: float = 1e-3) -> int:
     """The first frame from which an arm moves (the end of the initial hold), 0 if none moves."""
-    step = np.linalg.norm(np.diff(episode.gripper_state[:, :, :3], axis=0), axis=-1)
+    step = np.linalg.norm(np.diff(episode.arm_state[:, :, :3], axis=0), axis=-1)
     moving = np.flatnonzero((step > tol_m).any(axis=1))
     return int(moving[0]) if moving.size else 0
 
@@ -70,12 +70,12 @@ def rollout_first_grasp(
     closure (the cloth is untouched until then, so this is what the policy would see). The arm state
     is the previous executed target, as in the simulator loop where targets are reached next frame.
     """
-    contact = first_close_frames(episode.gripper_state)
+    contact = first_close_frames(episode.arm_state)
     contact = int(contact[contact >= 0].min()) if (contact >= 0).any() else episode.num_frames
     start = first_moving_frame(episode) if start is None else start
     if not 0 <= start < contact:
         raise PolicyDataError(f"start: frame {start} is not before the first grasp (frame {contact})")
-    state = episode.gripper_state[start].astype(np.float32).copy()
+    state = episode.arm_state[start].astype(np.float32).copy()
     grasp = np.full((2, 3), np.nan, np.float32)
     frames = np.full(2, -1)
     path: list[np.ndarray] = []
@@ -121,7 +121,7 @@ def first_grasp_errors(
         demo = pool[0]
         kf = demo.keyframes
         runner.load_demonstration(
-            demo.cloth_positions[kf], demo.cloth_features[kf], demo.gripper_state[kf], demo.cloth_valid[kf]
+            demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf], demo.cloth_valid[kf]
         )
         rollout = rollout_first_grasp(
             runner, query, max_frames=max_frames, generator=torch.Generator().manual_seed(seed)

@@ -77,7 +77,7 @@ def sample_cached(
     keys/values and the AdaLN schedule are computed once, then only the action branch runs per step."""
     steps = policy.cfg.num_inference_steps
     scene = policy.prepare_scene(obs, context, steps)
-    noise_traj, noise_kp = draw_noise(policy, obs.gripper_state.shape[0], scene.proprio, generator)
+    noise_traj, noise_kp = draw_noise(policy, obs.arm_state.shape[0], scene.proprio, generator)
     return euler_sample(partial(policy.velocity, scene), noise_traj, noise_kp, steps)
 
 
@@ -89,8 +89,8 @@ def sample_naive(
     steps: int | None = None,
 ) -> SampledActions:
     """Reference path that recomputes everything (demo encoding, fusion, K/V) at every step."""
-    b = obs.gripper_state.shape[0]
-    noise_traj, noise_kp = draw_noise(policy, b, obs.gripper_state, generator)
+    b = obs.arm_state.shape[0]
+    noise_traj, noise_kp = draw_noise(policy, b, obs.arm_state, generator)
 
     def velocity(z: torch.Tensor, zk: torch.Tensor | None, t: torch.Tensor, step: int) -> DecoderOutput:
         return policy.velocity(policy.prepare_scene(obs, policy.encode_context(demo)), z, zk, t)
@@ -209,7 +209,7 @@ class PolicyRunner:
         self,
         cloth_positions: Array,
         cloth_features: Array,
-        gripper_state: Array,
+        arm_state: Array,
         cloth_valid: Array | None = None,
     ) -> None:
         """Encode and cache the K context keyframes ([K, N, 3], [K, N, D], [K, 2, 4], [K, N])."""
@@ -219,7 +219,7 @@ class PolicyRunner:
         k = pos.shape[0]
         if k == 0:
             raise PolicyInputError("demo: needs at least one keyframe")
-        state = _array("demo.gripper_state", gripper_state, (k, 2, 4))
+        state = _array("demo.arm_state", arm_state, (k, 2, 4))
         demo = DemoTokens(
             self._tensor(pos[None]),
             self._tensor(feat[None]),
@@ -258,7 +258,7 @@ class PolicyRunner:
         self,
         cloth_positions: Array,
         cloth_features: Array,
-        gripper_state: Array,
+        arm_state: Array,
         cloth_valid: Array | None = None,
         generator: torch.Generator | None = None,
     ) -> ActionChunk:
@@ -266,7 +266,7 @@ class PolicyRunner:
         if self._context is None:
             raise PolicyInputError("no demonstration loaded: call load_demonstration() (or load_mode()) first")
         pos, feat, val = self._cloth("", cloth_positions, cloth_features, cloth_valid, ())
-        state = _array("gripper_state", gripper_state, (2, 4))
+        state = _array("arm_state", arm_state, (2, 4))
         obs = ObservationTokens(
             self._tensor(pos[None]),
             self._tensor(feat[None]),
@@ -274,7 +274,7 @@ class PolicyRunner:
             self._tensor(state[None]),
         )
         sampled = sample_cached(self.policy, obs, self._context, generator)
-        positions, openness, keypose = absolute_actions(self.policy, sampled, obs.gripper_state)
+        positions, openness, keypose = absolute_actions(self.policy, sampled, obs.arm_state)
         # The contract refuses a diverged model's NaN here (`NonFiniteError`), before any sending.
         return ActionChunk(
             positions[0].cpu().numpy(),

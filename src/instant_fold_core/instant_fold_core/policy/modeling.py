@@ -133,7 +133,7 @@ class InstantFoldPolicy(nn.Module):
             pos = torch.zeros(b, 1, 3, dtype=tokens.dtype, device=tokens.device)
             valid = torch.ones(b, 1, dtype=torch.bool, device=tokens.device)
         else:
-            state = demo.gripper_state if self.cfg.use_proprio_in_context else None
+            state = demo.arm_state if self.cfg.use_proprio_in_context else None
             tokens, pos, valid = self.tokenizer.scene(
                 demo.cloth_positions, demo.cloth_features, demo.cloth_valid, state
             )
@@ -143,7 +143,7 @@ class InstantFoldPolicy(nn.Module):
                 tokens, pos = torch.cat((tokens, s_tok), 1), torch.cat((pos, s_pos), 1)
                 valid = torch.cat((valid, s_valid), 1)
             if self.state_events is not None:
-                events = self.state_events(demo.gripper_state, demo.frame_mask)
+                events = self.state_events(demo.arm_state, demo.frame_mask)
         fusion_kv = [block.context_kv(tokens, pos, valid) for block in self.fusion]
         anchor = None
         if self.cfg.demo_alignment == "centroid" and self.mode_embedding is None:
@@ -157,9 +157,7 @@ class InstantFoldPolicy(nn.Module):
         With `steps`, the AdaLN modulations of the whole Euler schedule (t = 1, 1 - 1/steps, ...)
         are computed here in one batch instead of once per step.
         """
-        x, pos, valid = self.tokenizer.scene(
-            obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.gripper_state
-        )
+        x, pos, valid = self.tokenizer.scene(obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.arm_state)
         # scene + offset: the scene in the demonstration's frame (queries of the fusion layers);
         # demonstration - offset: the demonstration in the scene's frame (state-event tokens).
         offset = torch.zeros_like(pos[:, :1])
@@ -171,8 +169,8 @@ class InstantFoldPolicy(nn.Module):
             x = torch.cat((x, context.event_tokens), 1)
             pos = torch.cat((pos, context.event_positions - offset), 1)
             valid = torch.cat((valid, context.event_valid), 1)
-        proprio = self.denoiser.proprio_condition(self.tokenizer.robot(obs.gripper_state))
-        scene = SceneCache(self.denoiser.context_kv(x, pos, valid), proprio, obs.gripper_state[..., :3])
+        proprio = self.denoiser.proprio_condition(self.tokenizer.robot(obs.arm_state))
+        scene = SceneCache(self.denoiser.context_kv(x, pos, valid), proprio, obs.arm_state[..., :3])
         if steps is not None:
             b = proprio.shape[0]
             ts = euler_times(steps, proprio.device, proprio.dtype).repeat_interleave(b)

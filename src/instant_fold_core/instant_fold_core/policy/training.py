@@ -152,9 +152,9 @@ def action_error(policy: InstantFoldPolicy, dataset: PolicyDataset, indices: lis
     was_training = policy.training
     policy.eval()
     sampled = sample_cached(policy, batch.obs, policy.encode_context(batch.demo), gen)
-    pred, _, _ = absolute_actions(policy, sampled, batch.obs.gripper_state)
+    pred, _, _ = absolute_actions(policy, sampled, batch.obs.arm_state)
     policy.train(was_training)
-    truth = batch.obs.gripper_state[:, None, :, :3] + torch.cumsum(batch.target.traj_delta, 1)
+    truth = batch.obs.arm_state[:, None, :, :3] + torch.cumsum(batch.target.traj_delta, 1)
     return float((pred - truth).norm(dim=-1).mean())
 
 

@@ -27,7 +27,7 @@ class Expert:
     @classmethod
     def from_episode(cls, episode: TokenizedEpisode, frame: int, horizon: int) -> Expert:
         deltas, _, keypose_delta, _ = chunk_targets(episode, frame, horizon)
-        current = episode.gripper_state[frame, :, :3]
+        current = episode.arm_state[frame, :, :3]
         return cls(current + np.cumsum(deltas, 0), current + keypose_delta)
 
 
@@ -50,12 +50,12 @@ def plot_demo_conditioning(
     fig, ax = plt.subplots(figsize=(9, 6))
     cloth = episode.cloth_positions[frame][episode.cloth_valid[frame]]
     ax.scatter(cloth[:, 0], cloth[:, 1], s=14, c="0.7", label="cloth tokens (now)")
-    state = episode.gripper_state[frame]
+    state = episode.arm_state[frame]
     ax.scatter(state[:, 0], state[:, 1], s=90, c="k", marker="s", label="grippers (now)")
     for i, (name, demo) in enumerate(demos.items()):
         colour = colours[i % len(colours)]
         kf = demo.keyframes
-        runner.load_demonstration(demo.cloth_positions[kf], demo.cloth_features[kf], demo.gripper_state[kf])
+        runner.load_demonstration(demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf])
         chunk = runner.predict(
             episode.cloth_positions[frame],
             episode.cloth_features[frame],

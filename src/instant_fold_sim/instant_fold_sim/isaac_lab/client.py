@@ -211,7 +211,7 @@ def scene_spec(start: StartState, config: GenerationConfig, physics_preset: str)
         intrinsics=camera.intrinsics,
         T_world_camera=t,
         resolution=int(camera.resolution),
-        grippers=np.concatenate([scene.gripper_states()[:, :3] * s, scene.gripper_states()[:, 3:]], axis=1),
+        grippers=np.concatenate([scene.arm_states()[:, :3] * s, scene.arm_states()[:, 3:]], axis=1),
         home=np.asarray(config.motion.home, np.float64) * s,
         fps=float(scene.config.fps),
         world_scale=float(s),
@@ -270,16 +270,14 @@ class RemoteScene:
     def positions(self) -> np.ndarray:
         return self._positions.copy()
 
-    def gripper_states(self) -> np.ndarray:
+    def arm_states(self) -> np.ndarray:
         return np.array([[*g.position, g.openness] for g in self.grippers], dtype=np.float64)
 
     def command_gripper(self, arm: int, openness: float) -> None:
         self._openness[arm] = float(openness)
 
     def step_frame(self, targets: np.ndarray | list[np.ndarray] | None = None) -> None:
-        goal = (
-            self.gripper_states()[:, :3] if targets is None else np.array([np.asarray(t, np.float64) for t in targets])
-        )
+        goal = self.arm_states()[:, :3] if targets is None else np.array([np.asarray(t, np.float64) for t in targets])
         if goal.shape != (2, 3) or not np.isfinite(goal).all():
             raise ValueError(f"targets: expected finite [2, 3] gripper positions, got {goal.shape}")
         reply, out = self.client.request(

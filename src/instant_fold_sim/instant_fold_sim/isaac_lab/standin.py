@@ -80,7 +80,7 @@ class NewtonStandIn(Backend):
     def state(self) -> BackendState:
         scene, spec = self._scene()
         s = spec.world_scale
-        g = scene.gripper_states()
+        g = scene.arm_states()
         g[:, :3] *= s
         return BackendState(scene.positions() * s, g, scene.cloth_speed() * s)
 
