@@ -79,7 +79,7 @@ class Query(Generic[Tokens]):
 
     tokens: Tokens
     tokens_ns: int
-    state: np.ndarray  # [2, 4] camera frame
+    arm_state: np.ndarray  # [2, 4] camera frame
 
 
 @dataclass(frozen=True)

@@ -283,7 +283,7 @@ class PolicyServerNode(Node):
                 if decision.hold and loop.latest_state is not None:
                     self._hold(loop.latest_state)
                 return self._finish(goal_handle, decision.outcome, decision.message, loop, started)
-            tokens, state = decision.tokens, decision.state
+            tokens, state = decision.tokens, decision.arm_state
             try:
                 chunk, _ = self._predict(tokens, state, self.steps_to_execute, generator)
             except REQUEST_ERRORS as exc:

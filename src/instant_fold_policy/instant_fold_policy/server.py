@@ -124,7 +124,7 @@ class PolicyServer:
     def predict(
         self,
         tokens: TokenArrays,
-        state: np.ndarray,
+        arm_state: np.ndarray,
         steps_to_execute: int = 0,
         encoder_id: str = "",
         generator: torch.Generator | None = None,
@@ -137,7 +137,7 @@ class PolicyServer:
         if encoder_id and self.encoder_id and encoder_id != self.encoder_id:
             raise PolicyServerError(f"tokens come from encoder {encoder_id}, the server uses {self.encoder_id}")
         noise = self.generator if generator is None else generator
-        chunk = self.runner.predict(tokens.positions, tokens.features, state, tokens.valid, noise)
+        chunk = self.runner.predict(tokens.positions, tokens.features, arm_state, tokens.valid, noise)
         if steps_to_execute and steps_to_execute != chunk.steps_to_execute:
             chunk = dataclasses.replace(chunk, steps_to_execute=steps_to_execute)
         return chunk

@@ -43,7 +43,7 @@ def test_home_at_start_is_not_a_finished_fold() -> None:
     observe(loop, state(), 0, "first")
     decision = query(loop)
     assert decision.tokens == "first" and decision.tokens_ns == 0
-    np.testing.assert_array_equal(decision.state, state())
+    np.testing.assert_array_equal(decision.arm_state, state())
     assert loop.finished is None and loop.step == 0
 
 
@@ -100,7 +100,7 @@ def test_tokens_older_than_the_last_chunk_end_wait_even_with_a_fresh_state() -> 
     loop.on_tokens("new", 500_000_000)
     decision = query(loop, 0.1)
     assert decision.tokens == "new" and decision.tokens_ns == 500_000_000
-    np.testing.assert_array_equal(decision.state, state(left=AWAY))
+    np.testing.assert_array_equal(decision.arm_state, state(left=AWAY))
 
 
 def test_a_state_older_than_the_tokens_waits_for_one_that_is_not() -> None:
@@ -111,11 +111,11 @@ def test_a_state_older_than_the_tokens_waits_for_one_that_is_not() -> None:
     loop.on_state(state(left=AWAY), 199)
     assert isinstance(loop.next(0.0), Wait)
     loop.on_state(state(left=(0.1, 0.0, 1.0)), 200)  # the same instant is fresh
-    np.testing.assert_array_equal(query(loop).state, state(left=(0.1, 0.0, 1.0)))
+    np.testing.assert_array_equal(query(loop).arm_state, state(left=(0.1, 0.0, 1.0)))
     loop.on_state(state(left=(0.2, 0.0, 1.0)), 250)  # a newer state is the one the policy sees
     decision = query(loop)
     assert decision.tokens_ns == 200
-    np.testing.assert_array_equal(decision.state, state(left=(0.2, 0.0, 1.0)))
+    np.testing.assert_array_equal(decision.arm_state, state(left=(0.2, 0.0, 1.0)))
 
 
 # -- events and completion ----------------------------------------------------------------------

@@ -117,7 +117,7 @@ def run_rollout(
             finish = decision
             break
         try:
-            prediction = server.predict(decision.tokens, decision.state, steps_to_execute, generator=noise)
+            prediction = server.predict(decision.tokens, decision.arm_state, steps_to_execute, generator=noise)
         except POLICY_ERRORS as exc:
             finish = loop.fail(f"policy query failed: {exc}")
             break
