@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from instant_fold.graph import GraphError, find_graph, load_graph
+from instant_fold.graph import find_graph, load_graph
 from instant_fold.runner import RunnerError, find_executable
+from instant_fold_core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -53,12 +54,12 @@ def test_ros_arguments_name_params_and_remaps(tmp_path: Path) -> None:
     ],
 )
 def test_malformed_graphs_are_rejected(tmp_path: Path, text: str, message: str) -> None:
-    with pytest.raises(GraphError, match=message):
+    with pytest.raises(ConfigError, match=message):
         load_graph(_write(tmp_path, text))
 
 
 def test_unknown_graph_and_missing_executable() -> None:
-    with pytest.raises(GraphError, match="graph 'nope' not found"):
+    with pytest.raises(ConfigError, match="graph 'nope' not found"):
         find_graph("nope")
     node = load_graph(find_graph("graph_check")).nodes[0]
     with pytest.raises(RunnerError, match="no executable 'missing'"):

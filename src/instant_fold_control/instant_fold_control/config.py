@@ -18,6 +18,7 @@ import numpy as np
 import yaml
 
 from instant_fold_control.transforms import Extrinsics, TransformError
+from instant_fold_core.errors import ConfigError
 
 #: Arm order everywhere (messages, arrays): index 0 = left, 1 = right.
 ARMS: tuple[str, str] = ("left", "right")
@@ -25,10 +26,6 @@ ARMS: tuple[str, str] = ("left", "right")
 #: the real robot, 4 in simulation), and small enough that validating, clamping and checking one
 #: chunk takes milliseconds, so a chunk can never hold the controller's thread.
 DEFAULT_MAX_CHUNK_STEPS = 64
-
-
-class ConfigError(ValueError):
-    """A robot config file is missing or malformed; the message names the field."""
 
 
 @dataclass(frozen=True)

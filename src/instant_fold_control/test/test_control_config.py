@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from instant_fold_control.config import ConfigError, find_robot_config, load_robot_config, parse_robot_config
+from instant_fold_control.config import find_robot_config, load_robot_config, parse_robot_config
+from instant_fold_core.errors import ConfigError
 
 
 @pytest.mark.parametrize("robot", ["dobot", "franka", "sim"])

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from instant_fold_core.errors import ConfigError
+
 #: The only `backbone_kwargs` passed on to timm: the ViT's size, as numbers. timm's
 #: `create_model` also takes `checkpoint_path`, `pretrained_cfg_overlay` and the like, which read
 #: files or fetch from the network; a config (a checkpoint's config.json from anywhere) must not
@@ -20,10 +22,6 @@ import yaml
 BACKBONE_KWARGS = ("embed_dim", "depth", "num_heads", "patch_size", "mlp_ratio", "img_size", "drop_path_rate")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the field."""
 
 
 @dataclass

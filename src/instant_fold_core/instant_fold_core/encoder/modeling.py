@@ -14,6 +14,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from instant_fold_core.errors import ConfigError
+
 from ..checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ..geometry import (
     GeometryError,
@@ -25,7 +27,7 @@ from ..geometry import (
     sample_features,
 )
 from .backbone import MultiLayerBackbone
-from .configuration import ConfigError, EncoderConfig
+from .configuration import EncoderConfig
 
 TOKENIZER_KIND = "cloth_tokenizer"
 

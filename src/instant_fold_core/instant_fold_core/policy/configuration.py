@@ -15,10 +15,7 @@ from typing import Any
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A configuration is inconsistent or names unknown fields; the message names the field."""
-
+from instant_fold_core.errors import ConfigError
 
 #: Values of `PolicyConfig.demo_alignment`.
 DEMO_ALIGNMENTS: tuple[str, ...] = ("none", "centroid")

@@ -31,8 +31,9 @@ from instant_fold_core.checkpoint import WEIGHTS_FILE, CheckpointError
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.device import resolve_device
 from instant_fold_core.encoder.modeling import ClothTokenizer
+from instant_fold_core.errors import ConfigError
 from instant_fold_core.geometry import GeometryError
-from instant_fold_core.policy.configuration import ConfigError, load_config
+from instant_fold_core.policy.configuration import load_config
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
 
 MANIFEST = "tokenizer.json"

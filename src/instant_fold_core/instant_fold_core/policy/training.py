@@ -28,7 +28,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
-from instant_fold_core.policy.configuration import ConfigError, InstantFoldPolicyConfig, load_config
+from instant_fold_core.errors import ConfigError
+from instant_fold_core.policy.configuration import InstantFoldPolicyConfig, load_config
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, collate
 from instant_fold_core.policy.dataset import PolicyDataset
 from instant_fold_core.policy.inference import sample_cached, to_absolute
