@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from instant_fold_core.config import check_keys, read_yaml
 from instant_fold_core.errors import ConfigError
 
 CONFIG_DIR_NAME = "config"
@@ -78,11 +77,9 @@ def find_graph(name_or_path: str) -> Path:
 
 def _node_from_dict(index: int, entry: Any, config_dir: Path) -> NodeSpec:
     where = f"nodes[{index}]"
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(entry).__name__}")
-    unknown = set(entry) - {"name", "package", "executable", "parameters", "remappings", "arguments", "required"}
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
+    check_keys(
+        where, entry, optional={"name", "package", "executable", "parameters", "remappings", "arguments", "required"}
+    )
     for key in ("name", "package", "executable"):
         if not isinstance(entry.get(key), str) or not entry[key]:
             raise ConfigError(f"{where}.{key}: required string")
@@ -109,14 +106,15 @@ def _node_from_dict(index: int, entry: Any, config_dir: Path) -> NodeSpec:
 def load_graph(path: str | Path) -> GraphSpec:
     """Load and validate a graph file."""
     path = Path(path)
+    data = read_yaml(path, "graph")
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read graph ({exc})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
-        raise ConfigError(f"{path}: expected a mapping with a non-empty 'nodes' list")
-    config_dir = path.resolve().parent.parent
-    nodes = tuple(_node_from_dict(i, entry, config_dir) for i, entry in enumerate(data["nodes"]))
+        check_keys("", data, {"nodes"}, {"name"})
+        if not isinstance(data["nodes"], list) or not data["nodes"]:
+            raise ConfigError("nodes: expected a non-empty list")
+        config_dir = path.resolve().parent.parent
+        nodes = tuple(_node_from_dict(i, entry, config_dir) for i, entry in enumerate(data["nodes"]))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         raise ConfigError(f"{path}: node names must be unique, got {names}")

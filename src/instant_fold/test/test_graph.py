@@ -45,10 +45,11 @@ def test_ros_arguments_name_params_and_remaps(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("nodes: []\n", "non-empty 'nodes'"),
+        ("nodes: []\n", "nodes: expected a non-empty list"),
+        ("name: g\nnode: []\n", r"missing \['nodes'\]"),
         ("nodes:\n  - {name: a, package: p}\n", r"nodes\[0\]\.executable"),
         ("nodes:\n  - {name: a, package: p, executable: e, parameters: [missing.yaml]}\n", "no such file"),
-        ("nodes:\n  - {name: a, package: p, executable: e, colour: red}\n", "unknown keys"),
+        ("nodes:\n  - {name: a, package: p, executable: e, colour: red}\n", r"unknown keys \['nodes\[0\]\.colour'\]"),
         ("nodes:\n  - {name: a, package: p, executable: e}\n  - {name: a, package: p, executable: e}\n", "unique"),
         ("nodes: [\n", "cannot read graph"),
     ],

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from instant_fold_control.config import config_dirs
+from instant_fold_core.config import check_keys, read_yaml
 from instant_fold_core.errors import ConfigError
 from instant_fold_sim.garments import expand_proc_range, garment_id_of
 from instant_fold_sim.generate import episode_seed
@@ -81,10 +80,10 @@ class BenchmarkSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchmarkSpec:
-        missing = [f for f in FIELDS if f not in data]
-        unknown = sorted(set(data) - set(FIELDS))
-        if missing or unknown:
-            raise ConfigError(f"benchmark spec: missing fields {missing}, unknown fields {unknown}")
+        try:
+            check_keys("", data, FIELDS)
+        except ConfigError as exc:
+            raise ConfigError(f"benchmark spec: {exc}") from None
         try:
             seen = tuple(Context.parse(c) for c in data["seen"])
             heldout = tuple(Context.parse(c) for c in data["heldout"] or [])
@@ -131,13 +130,7 @@ class BenchmarkSpec:
             if not found:
                 raise ConfigError(f"benchmark {name_or_path!r}: no such file (searched {[str(c) for c in candidates]})")
             path = found[0]
-        try:
-            data = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: cannot read the benchmark spec ({exc})") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping of {list(FIELDS)}")
-        return cls.from_dict(data)
+        return cls.from_dict(read_yaml(path, "the benchmark spec"))
 
     @property
     def contexts(self) -> tuple[Context, ...]:

@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import yaml
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from instant_fold_core.config import Presets, load_file
 from instant_fold_core.errors import ConfigError
 
 from .. import losses
@@ -87,32 +87,6 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ConfigError(f"training config: unknown field(s) {sorted(unknown)}")
-        return cls(**data)
-
-
-def train_preset(name: str) -> TrainConfig:
-    """`paper`: P=12, K=8, 15 frames; `cpu-small`: 2 cloths x 2 trajectories, a few hundred steps."""
-    if name == "paper":
-        return TrainConfig()
-    if name == "cpu-small":
-        return TrainConfig(
-            steps=300,
-            clothes_per_batch=2,
-            trajectories_per_cloth=2,
-            max_frames=8,
-            lr=1e-3,
-            warmup_steps=20,
-            save_every=100,
-            log_every=10,
-            loss_block=1024,
-        )
-    raise ConfigError(f"preset: unknown training preset {name!r} (expected 'paper' or 'cpu-small')")
-
 
 @dataclass
 class PretrainConfig:
@@ -125,22 +99,37 @@ class PretrainConfig:
         return {"encoder": self.encoder.to_dict(), "training": self.training.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PretrainConfig:
-        return cls(EncoderConfig.from_dict(data.get("encoder", {})), TrainConfig.from_dict(data.get("training", {})))
-
-    @classmethod
     def load(cls, spec: str) -> PretrainConfig:
-        """A preset name (`paper`, `cpu-small`) or a YAML file with `encoder:` / `training:`."""
-        if spec in ("paper", "cpu-small"):
-            return cls(preset(spec), train_preset(spec))
-        path = Path(spec)
-        if not path.is_file():
-            raise ConfigError(f"config: {spec!r} is neither a preset nor a YAML file")
-        data = yaml.safe_load(path.read_text()) or {}
-        base = cls.load(data.pop("preset")) if "preset" in data else cls()
-        enc = {**base.encoder.to_dict(), **data.get("encoder", {})}
-        tr = {**base.training.to_dict(), **data.get("training", {})}
-        return cls(EncoderConfig.from_dict(enc), TrainConfig.from_dict(tr))
+        """A preset name (`paper`, `cpu-small`) or a YAML file with `encoder:` / `training:` sections,
+        optionally starting from `preset: NAME`."""
+        if spec in PRESETS:
+            return PRESETS.get(spec)
+        if not Path(spec).is_file():
+            raise ConfigError(f"config: {spec!r} is neither a preset {list(PRESETS)} nor a YAML file")
+        return load_file(spec, PRESETS, cls)
+
+
+def _cpu_small() -> PretrainConfig:
+    # 2 cloths x 2 trajectories, a few hundred steps: trainable on two CPU cores.
+    training = TrainConfig(
+        steps=300,
+        clothes_per_batch=2,
+        trajectories_per_cloth=2,
+        max_frames=8,
+        lr=1e-3,
+        warmup_steps=20,
+        save_every=100,
+        log_every=10,
+        loss_block=1024,
+    )
+    return PretrainConfig(preset("cpu-small"), training)
+
+
+#: Encoder + pretraining hyper-parameters by name (what `--config NAME` selects): `paper` (P=12
+#: cloths x K=8 trajectories, 15 frames) and `cpu-small`; each pairs the encoder preset of its name.
+PRESETS: Presets[PretrainConfig] = Presets("encoder pretraining")
+PRESETS.register("paper", PretrainConfig)
+PRESETS.register("cpu-small", _cpu_small)
 
 
 class PretrainModel(nn.Module):
