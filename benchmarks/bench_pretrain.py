@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 
 from instant_fold_core.encoder import ClothTokenizer, preset
+from instant_fold_core.encoder.probe import correspondence_probe, format_probe_table, pca_figure
 from instant_fold_core.encoder.synthetic import synthetic_dataset
 from instant_fold_core.encoder.training import PretrainConfig, PretrainModel, pretrain
-from instant_fold_core.probe import correspondence_probe, format_probe_table, pca_figure
 
 
 def main() -> None:

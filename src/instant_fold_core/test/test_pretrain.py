@@ -192,7 +192,7 @@ def test_cpu_small_pretraining_lowers_the_loss_and_improves_pck5_on_heldout_clot
     from instant_fold_core.checkpoint import load_checkpoint
     from instant_fold_core.encoder.data import PKSampler, PretrainDataset
     from instant_fold_core.encoder.modeling import load_strict
-    from instant_fold_core.probe import correspondence_probe
+    from instant_fold_core.encoder.probe import correspondence_probe
 
     config = PretrainConfig.load("cpu-small")
     config.training.steps = 200

@@ -29,12 +29,12 @@ from tqdm import tqdm
 from instant_fold_core.config import Presets, load_file
 from instant_fold_core.errors import ConfigError
 
-from .. import losses
-from ..augment import ColorJitter, occlude_with_grippers, random_gripper_centers
 from ..checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
 from ..dataset.schema import Episode
 from ..device import resolve_device
 from ..geometry import backproject_depth, project_points
+from . import losses
+from .augment import ColorJitter, occlude_with_grippers, random_gripper_centers
 from .configuration import EncoderConfig, preset
 from .data import PKSampler, PretrainDataset, TrajectoryBatch
 from .modeling import ClothTokenizer, ContrastiveHead, load_strict
