@@ -232,7 +232,3 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(summary['skipped'])} skipped -> {summary['out']}"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
