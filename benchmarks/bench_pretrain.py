@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 
 from instant_fold_core.encoder import ClothTokenizer, preset
+from instant_fold_core.encoder.probe import correspondence_probe, format_probe_table, pca_figure
 from instant_fold_core.encoder.synthetic import synthetic_dataset
 from instant_fold_core.encoder.training import PretrainConfig, PretrainModel, pretrain
-from instant_fold_core.probe import correspondence_probe, format_probe_table, pca_figure
 
 
 def main() -> None:
@@ -49,7 +49,7 @@ def main() -> None:
     untrained = PretrainModel(config.encoder, config.training).tokenizer.eval()  # the run's initial weights
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="encoder_pretrain_"))
     t0 = time.perf_counter()
-    summary = pretrain(train, config, run_dir, progress=True)
+    summary = pretrain(train, config, run_dir)
     wall = time.perf_counter() - t0
     hist = summary["history"]
     trained = ClothTokenizer.from_pretrained(run_dir / "tokenizer")
@@ -84,10 +84,10 @@ def main() -> None:
 def eval_loss_at_fixed_tau(config: PretrainConfig, episodes, run_dir: Path) -> list[float]:
     """Same-cloth loss (no augmentation, tau = 0.1) on one fixed batch for the initial and the
     trained tokenizer + head, so the comparison is not confounded by temperature annealing."""
-    from instant_fold_core.checkpoint import load_checkpoint
+    from instant_fold_core.checkpoint import load_strict
     from instant_fold_core.encoder.data import PKSampler, PretrainDataset
-    from instant_fold_core.encoder.modeling import load_strict
-    from instant_fold_core.encoder.training import PretrainModel, latest_checkpoint
+    from instant_fold_core.encoder.training import PretrainModel
+    from instant_fold_core.trainer import TRAIN_STATE_DIR, read_train_state
 
     cfg = dataclasses.replace(config.training, color_jitter=False, occlusion_prob=0.0)
     data = PretrainDataset(episodes, config.encoder.image_size, max_frames=cfg.max_frames)
@@ -95,8 +95,7 @@ def eval_loss_at_fixed_tau(config: PretrainConfig, episodes, run_dir: Path) -> l
     torch.manual_seed(cfg.seed)
     initial = PretrainModel(config.encoder, cfg).eval()
     trained = PretrainModel(config.encoder, cfg).eval()
-    tensors, _ = load_checkpoint(latest_checkpoint(run_dir))
-    load_strict(trained, {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}, run_dir)
+    load_strict(trained, read_train_state(run_dir / TRAIN_STATE_DIR).prefixed("model."), run_dir)
     return [float(m(batch, 0.1, torch.Generator().manual_seed(0))["same"]) for m in (initial, trained)]
 
 

@@ -69,7 +69,7 @@ else
   tokenizer=$work/encoder/tokenizer
   stage "2/5 encoder pretraining ($encoder_steps steps)"
   "$py" -m instant_fold_training.pretrain_encoder --config "$encoder" --data "$store" --split train \
-    --steps "$encoder_steps" --device "$device" --output "$work/encoder" --resume auto --no-progress
+    --steps "$encoder_steps" --device "$device" --out "$work/encoder" --resume
 fi
 
 stage "3/5 tokenising"
@@ -115,8 +115,10 @@ for s in stages:  # a resumed run appends again; the first start of every stage 
 keys = list(first)
 minutes = {k: round((first[b] - first[k]).total_seconds() / 60, 1) for k, b in zip(keys, keys[1:])}
 log = [json.loads(line) for line in (work / "policy" / "log.jsonl").read_text().splitlines()]
-encoder_log = work / "encoder" / "metrics.jsonl"
-encoder = [json.loads(line) for line in encoder_log.read_text().splitlines()] if encoder_log.is_file() else []
+# Encoder runs begun before the shared training scaffold logged to metrics.jsonl (records without "event").
+logs = [work / "encoder" / name for name in ("metrics.jsonl", "log.jsonl")]
+encoder = [json.loads(line) for path in logs if path.is_file() for line in path.read_text().splitlines()]
+encoder = [r for r in encoder if r.get("event", "train") == "train"]
 evaluation = json.loads((work / "policy_eval.json").read_text())
 summary = {
     "stage_minutes": minutes,

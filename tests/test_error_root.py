@@ -22,13 +22,6 @@ EXEMPT_MODULES = {
     "instant_fold_sim.isaac_lab.assets",
     "instant_fold_control.testing.dobot_server",
 }
-#: The per-package `ConfigError` copies that the config consolidation of the same issue replaces by
-#: `instant_fold_core.errors.ConfigError` (entries that no longer exist are ignored).
-PENDING = {
-    ("instant_fold_control.config", "ConfigError"),
-    ("instant_fold_core.policy.configuration", "ConfigError"),
-    ("instant_fold_core.encoder.configuration", "ConfigError"),
-}
 
 
 def _modules() -> dict[str, tuple[ast.Module, bool]]:
@@ -101,6 +94,6 @@ def test_every_exception_class_derives_from_the_root() -> None:
     unrooted = [
         f"{module}.{name}"
         for module, name in exceptions
-        if module not in EXEMPT_MODULES and (module, name) not in PENDING and not _rooted((module, name), classes)
+        if module not in EXEMPT_MODULES and not _rooted((module, name), classes)
     ]
     assert not unrooted, f"exception classes outside the InstantFoldError root: {unrooted}"

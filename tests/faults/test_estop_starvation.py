@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from instant_fold_control.config import DEFAULT_MAX_CHUNK_STEPS, ConfigError, load_robot_config, parse_robot_config
+from instant_fold_control.config import DEFAULT_MAX_CHUNK_STEPS, load_robot_config, parse_robot_config
 from instant_fold_control.controller import DualArmController
 from instant_fold_control.safety import LOG_BURST, LogLimiter
 from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
+from instant_fold_core.errors import ConfigError
 
 ROBOTS = Path(__file__).parents[2] / "config" / "robots"
 DEEP = [[-0.2, 0.0, 1.5], [0.2, 0.0, 1.5]]  # both grippers 0.57 m below the workspace floor (into the table)

@@ -27,7 +27,8 @@ import pytest
 from instant_fold import sim_fold
 from instant_fold.fold_graph import models_dir
 from instant_fold_core.checkpoint import CheckpointError
-from instant_fold_core.encoder.configuration import ConfigError, EncoderConfig, preset
+from instant_fold_core.encoder.configuration import EncoderConfig, preset
+from instant_fold_core.errors import ConfigError
 from instant_fold_core.paths import PathNotAllowed, allowed_roots, resolve_under
 
 DEMO = models_dir() / sim_fold.DEFAULT_DEMO

@@ -18,7 +18,8 @@ import pytest
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.dataset.zarr_store import EpisodeStore, StoreError
 from instant_fold_core.encoder.synthetic import make_cloth, synthetic_episode
-from instant_fold_core.policy.configuration import ConfigError, preset
+from instant_fold_core.errors import ConfigError
+from instant_fold_core.policy.configuration import preset
 from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_core.policy.synthetic import synthetic_episodes
 from instant_fold_core.testing import untrained_checkpoints

@@ -45,10 +45,10 @@ def test_train_policy_never_overwrites_a_run_without_resume(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("steps", ["-1", "0"])
-def test_pretrain_encoder_refuses_non_positive_steps(tmp_path, steps):
+def test_pretrain_encoder_refuses_non_positive_steps(tmp_path, capsys, steps):
     out = tmp_path / "enc"
-    with pytest.raises(SystemExit, match="steps: must be >= 1"):
-        encoder_training.main(["--synthetic", "1", "1", "2", "--steps", steps, "--output", str(out)])
+    assert encoder_training.main(["--synthetic", "1", "1", "2", "--steps", steps, "--out", str(out)]) == 2
+    assert "steps: must be >= 1" in capsys.readouterr().err
     assert not out.exists()
 
 

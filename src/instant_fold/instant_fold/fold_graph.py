@@ -31,7 +31,8 @@ from typing import Any
 
 import yaml
 
-from instant_fold.graph import GraphError, GraphSpec, NodeSpec, config_dirs
+from instant_fold.graph import GraphSpec, NodeSpec, config_dirs
+from instant_fold_core.errors import ConfigError
 
 ROBOTS_WITH_CAMERA = {"sim"}
 CAMERAS = ("realsense", "playback", "bag", "sim")
@@ -74,7 +75,7 @@ class FoldOptions:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(arguments) - known)
         if unknown:
-            raise GraphError(f"fold graph: unknown arguments {unknown}; known: {sorted(known)}")
+            raise ConfigError(f"fold graph: unknown arguments {unknown}; known: {sorted(known)}")
         return cls(**{k: str(v) for k, v in arguments.items()})
 
     def resolved(self) -> FoldOptions:
@@ -82,24 +83,24 @@ class FoldOptions:
         camera = self.camera or ("sim" if self.robot in ROBOTS_WITH_CAMERA else "realsense")
         segmentation = self.segmentation or ("sim" if camera == "sim" else "plane")
         if camera not in CAMERAS:
-            raise GraphError(f"camera:={camera}: expected one of {list(CAMERAS)}")
+            raise ConfigError(f"camera:={camera}: expected one of {list(CAMERAS)}")
         if segmentation not in SEGMENTATIONS:
-            raise GraphError(f"segmentation:={segmentation}: expected one of {list(SEGMENTATIONS)}")
+            raise ConfigError(f"segmentation:={segmentation}: expected one of {list(SEGMENTATIONS)}")
         if (camera == "sim") != (self.robot == "sim"):
-            raise GraphError(
+            raise ConfigError(
                 f"camera:={camera} with robot:={self.robot}: the simulator is camera and robot at once "
                 "(use both or neither)"
             )
         if segmentation == "sim" and camera != "sim":
-            raise GraphError("segmentation:=sim needs camera:=sim (the mask comes from the simulator)")
+            raise ConfigError("segmentation:=sim needs camera:=sim (the mask comes from the simulator)")
         if camera in ("playback", "bag") and not self.playback_file:
-            raise GraphError(f"camera:={camera} needs playback_file:=<recording>")
+            raise ConfigError(f"camera:={camera} needs playback_file:=<recording>")
         if camera != "sim" and any((self.garment, self.seed, self.mode, self.variant)):
-            raise GraphError("garment/seed/mode/variant choose the simulated start state: they need camera:=sim")
+            raise ConfigError("garment/seed/mode/variant choose the simulated start state: they need camera:=sim")
         if camera != "sim" and (self.sim_backend or self.sim_device):
-            raise GraphError("sim_backend/sim_device choose the simulator: they need robot:=sim")
+            raise ConfigError("sim_backend/sim_device choose the simulator: they need robot:=sim")
         if self.sim_backend and self.sim_backend not in SIM_BACKENDS:
-            raise GraphError(f"sim_backend:={self.sim_backend}: expected one of {list(SIM_BACKENDS)}")
+            raise ConfigError(f"sim_backend:={self.sim_backend}: expected one of {list(SIM_BACKENDS)}")
         models = models_dir()
         return FoldOptions(
             robot=self.robot,
@@ -123,7 +124,7 @@ def _config_file(name: str) -> Path:
     for directory in config_dirs():
         if (directory / name).is_file():
             return directory / name
-    raise GraphError(f"config file {name} not found in {[str(d) for d in config_dirs()]}")
+    raise ConfigError(f"config file {name} not found in {[str(d) for d in config_dirs()]}")
 
 
 def _node(name: str, package: str, executable: str, config: str, required: bool = False) -> NodeSpec:
@@ -190,6 +191,6 @@ def parse_launch_arguments(argv: list[str]) -> dict[str, str]:
     for arg in argv:
         name, sep, value = arg.partition(":=")
         if not sep or not name:
-            raise GraphError(f"argument {arg!r}: expected name:=value")
+            raise ConfigError(f"argument {arg!r}: expected name:=value")
         out[name] = value
     return out

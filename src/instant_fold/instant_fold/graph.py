@@ -13,16 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from instant_fold_core.config import check_keys, read_yaml
 from instant_fold_core.errors import ConfigError
 
 CONFIG_DIR_NAME = "config"
 GRAPHS_DIR_NAME = "graphs"
-
-
-class GraphError(ConfigError):
-    """A graph file is missing or malformed; the message says which entry."""
 
 
 @dataclass(frozen=True)
@@ -77,28 +72,26 @@ def find_graph(name_or_path: str) -> Path:
         if path.is_file():
             return path.resolve()
     searched = ", ".join(str(d / GRAPHS_DIR_NAME) for d in config_dirs())
-    raise GraphError(f"graph '{name_or_path}' not found (searched {searched})")
+    raise ConfigError(f"graph '{name_or_path}' not found (searched {searched})")
 
 
 def _node_from_dict(index: int, entry: Any, config_dir: Path) -> NodeSpec:
     where = f"nodes[{index}]"
-    if not isinstance(entry, dict):
-        raise GraphError(f"{where}: expected a mapping, got {type(entry).__name__}")
-    unknown = set(entry) - {"name", "package", "executable", "parameters", "remappings", "arguments", "required"}
-    if unknown:
-        raise GraphError(f"{where}: unknown keys {sorted(unknown)}")
+    check_keys(
+        where, entry, optional={"name", "package", "executable", "parameters", "remappings", "arguments", "required"}
+    )
     for key in ("name", "package", "executable"):
         if not isinstance(entry.get(key), str) or not entry[key]:
-            raise GraphError(f"{where}.{key}: required string")
+            raise ConfigError(f"{where}.{key}: required string")
     parameters = []
     for params in entry.get("parameters", []):
         path = Path(params) if Path(params).is_absolute() else config_dir / params
         if not path.is_file():
-            raise GraphError(f"{where}.parameters: no such file {path}")
+            raise ConfigError(f"{where}.parameters: no such file {path}")
         parameters.append(path)
     remappings = entry.get("remappings", {})
     if not isinstance(remappings, dict):
-        raise GraphError(f"{where}.remappings: expected a mapping of topic -> topic")
+        raise ConfigError(f"{where}.remappings: expected a mapping of topic -> topic")
     return NodeSpec(
         name=entry["name"],
         package=entry["package"],
@@ -113,15 +106,16 @@ def _node_from_dict(index: int, entry: Any, config_dir: Path) -> NodeSpec:
 def load_graph(path: str | Path) -> GraphSpec:
     """Load and validate a graph file."""
     path = Path(path)
+    data = read_yaml(path, "graph")
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise GraphError(f"{path}: cannot read graph ({exc})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
-        raise GraphError(f"{path}: expected a mapping with a non-empty 'nodes' list")
-    config_dir = path.resolve().parent.parent
-    nodes = tuple(_node_from_dict(i, entry, config_dir) for i, entry in enumerate(data["nodes"]))
+        check_keys("", data, {"nodes"}, {"name"})
+        if not isinstance(data["nodes"], list) or not data["nodes"]:
+            raise ConfigError("nodes: expected a non-empty list")
+        config_dir = path.resolve().parent.parent
+        nodes = tuple(_node_from_dict(i, entry, config_dir) for i, entry in enumerate(data["nodes"]))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
-        raise GraphError(f"{path}: node names must be unique, got {names}")
+        raise ConfigError(f"{path}: node names must be unique, got {names}")
     return GraphSpec(name=str(data.get("name", path.stem)), nodes=nodes)

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import IO
 
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml, parse_launch_arguments
-from instant_fold.graph import GraphError, GraphSpec, NodeSpec, find_graph, load_graph
-from instant_fold_core.errors import ExternalError
+from instant_fold.graph import GraphSpec, NodeSpec, find_graph, load_graph
+from instant_fold_core.errors import ConfigError, ExternalError
 
 
 class RunnerError(ExternalError):
@@ -209,7 +209,7 @@ def load_graph_with_arguments(name: str, arguments: Sequence[str], params_dir: P
         path.write_text(parameters_yaml(params))
         return graph, [path]
     if arguments:
-        raise GraphError(f"graph '{name}' takes no name:=value arguments (got {list(arguments)})")
+        raise ConfigError(f"graph '{name}' takes no name:=value arguments (got {list(arguments)})")
     return load_graph(find_graph(name)), []
 
 
@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             graph, generated = load_graph_with_arguments(args.graph, args.arguments, Path(tmp))
             runner = ProcessRunner(graph, extra_parameters=[*generated, *args.params_file])
             runner.start()
-        except (GraphError, RunnerError) as exc:
+        except (ConfigError, RunnerError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         for sig in STOP_SIGNALS:

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml, parse_launch_arguments
-from instant_fold.graph import GraphError
 from instant_fold.runner import load_graph_with_arguments
+from instant_fold_core.errors import ConfigError
 
 
 def names(options: FoldOptions) -> list[str]:
@@ -72,7 +72,7 @@ def test_models_default_to_the_models_folder_and_demo_is_passed() -> None:
     ],
 )
 def test_inconsistent_choices_are_refused(options: FoldOptions, message: str) -> None:
-    with pytest.raises(GraphError, match=message):
+    with pytest.raises(ConfigError, match=message):
         build_fold_graph(options)
 
 
@@ -87,11 +87,11 @@ def test_runner_takes_launch_style_arguments(tmp_path: Path) -> None:
     graph, files = load_graph_with_arguments("fold", ["robot:=sim", "seed:=4"], tmp_path)
     assert graph.name == "fold" and files == [tmp_path / "fold_params.yaml"]
     assert yaml.safe_load(files[0].read_text())["sim"]["ros__parameters"]["seed"] == 4
-    with pytest.raises(GraphError, match="unknown arguments"):
+    with pytest.raises(ConfigError, match="unknown arguments"):
         load_graph_with_arguments("fold", ["robots:=sim"], tmp_path)
-    with pytest.raises(GraphError, match="name:=value"):
+    with pytest.raises(ConfigError, match="name:=value"):
         parse_launch_arguments(["robot=sim"])
-    with pytest.raises(GraphError, match="takes no name:=value"):
+    with pytest.raises(ConfigError, match="takes no name:=value"):
         load_graph_with_arguments("graph_check", ["robot:=sim"], tmp_path)
 
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from instant_fold.graph import GraphError, find_graph, load_graph
+from instant_fold.graph import find_graph, load_graph
 from instant_fold.runner import RunnerError, find_executable
+from instant_fold_core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -44,21 +45,22 @@ def test_ros_arguments_name_params_and_remaps(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("nodes: []\n", "non-empty 'nodes'"),
+        ("nodes: []\n", "nodes: expected a non-empty list"),
+        ("name: g\nnode: []\n", r"missing \['nodes'\]"),
         ("nodes:\n  - {name: a, package: p}\n", r"nodes\[0\]\.executable"),
         ("nodes:\n  - {name: a, package: p, executable: e, parameters: [missing.yaml]}\n", "no such file"),
-        ("nodes:\n  - {name: a, package: p, executable: e, colour: red}\n", "unknown keys"),
+        ("nodes:\n  - {name: a, package: p, executable: e, colour: red}\n", r"unknown keys \['nodes\[0\]\.colour'\]"),
         ("nodes:\n  - {name: a, package: p, executable: e}\n  - {name: a, package: p, executable: e}\n", "unique"),
         ("nodes: [\n", "cannot read graph"),
     ],
 )
 def test_malformed_graphs_are_rejected(tmp_path: Path, text: str, message: str) -> None:
-    with pytest.raises(GraphError, match=message):
+    with pytest.raises(ConfigError, match=message):
         load_graph(_write(tmp_path, text))
 
 
 def test_unknown_graph_and_missing_executable() -> None:
-    with pytest.raises(GraphError, match="graph 'nope' not found"):
+    with pytest.raises(ConfigError, match="graph 'nope' not found"):
         find_graph("nope")
     node = load_graph(find_graph("graph_check")).nodes[0]
     with pytest.raises(RunnerError, match="no executable 'missing'"):

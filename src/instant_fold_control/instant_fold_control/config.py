@@ -9,15 +9,16 @@ reach and the calibration, not on how the controller is run.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from instant_fold_control.transforms import Extrinsics, TransformError
+from instant_fold_core.config import check_keys, read_yaml
+from instant_fold_core.errors import ConfigError
 
 #: Arm order everywhere (messages, arrays): index 0 = left, 1 = right.
 ARMS: tuple[str, str] = ("left", "right")
@@ -25,10 +26,6 @@ ARMS: tuple[str, str] = ("left", "right")
 #: the real robot, 4 in simulation), and small enough that validating, clamping and checking one
 #: chunk takes milliseconds, so a chunk can never hold the controller's thread.
 DEFAULT_MAX_CHUNK_STEPS = 64
-
-
-class ConfigError(ValueError):
-    """A robot config file is missing or malformed; the message names the field."""
 
 
 @dataclass(frozen=True)
@@ -111,10 +108,7 @@ def find_robot_config(robot: str) -> Path:
 def load_robot_config(path: str | Path) -> RobotConfig:
     """Read and validate a robot config file."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read robot config ({exc})") from exc
+    data = read_yaml(path, "robot config")
     try:
         return parse_robot_config(data, name=path.stem, source=path)
     except ConfigError as exc:
@@ -123,14 +117,14 @@ def load_robot_config(path: str | Path) -> RobotConfig:
 
 def parse_robot_config(data: Any, name: str = "robot", source: Path | None = None) -> RobotConfig:
     """Validate a robot config given as a mapping (what the YAML file holds)."""
-    _mapping("<root>", data, {"driver", "camera_frame", "safety", "arms"}, {"name"})
-    safety = _mapping(
+    check_keys("", data, {"driver", "camera_frame", "safety", "arms"}, {"name"})
+    safety = check_keys(
         "safety",
         data["safety"],
         {"workspace_min", "workspace_max", "max_speed", "min_gripper_distance", "watchdog_timeout", "max_chunk_age"},
         {"max_chunk_steps"},
     )
-    arms = _mapping("arms", data["arms"], set(ARMS))
+    arms = check_keys("arms", data["arms"], set(ARMS))
     return RobotConfig(
         name=str(data.get("name", name)),
         driver=_string("driver", data["driver"]),
@@ -151,7 +145,7 @@ def parse_robot_config(data: Any, name: str = "robot", source: Path | None = Non
 
 def _arm(name: str, entry: Any) -> ArmConfig:
     where = f"arms.{name}"
-    entry = _mapping(where, entry, {"base_frame", "base_from_camera"}, {"driver"})
+    entry = check_keys(where, entry, {"base_frame", "base_from_camera"}, {"driver"})
     try:
         extrinsics = Extrinsics.from_config(f"{where}.base_from_camera", entry["base_from_camera"])
     except TransformError as exc:
@@ -160,18 +154,6 @@ def _arm(name: str, entry: Any) -> ArmConfig:
     if not isinstance(driver, Mapping):
         raise ConfigError(f"{where}.driver: expected a mapping of driver parameters")
     return ArmConfig(name, _string(f"{where}.base_frame", entry["base_frame"]), extrinsics, dict(driver))
-
-
-def _mapping(where: str, value: Any, required: set[str], optional: Collection[str] = ()) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
-    missing = sorted(required - set(value))
-    if missing:
-        raise ConfigError(f"{where}: missing {missing}")
-    unknown = sorted(set(value) - required - set(optional))
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {unknown}")
-    return value
 
 
 def _string(where: str, value: Any) -> str:

@@ -24,13 +24,13 @@ from rclpy.node import Node
 from rclpy.time import Time
 from std_srvs.srv import Trigger
 
-from instant_fold_control.config import ConfigError, RobotConfig, find_robot_config, load_robot_config
+from instant_fold_control.config import RobotConfig, find_robot_config, load_robot_config
 from instant_fold_control.control_loop import ControlLoop
 from instant_fold_control.controller import DualArmController
 from instant_fold_control.drivers import make_robot_drivers
 from instant_fold_control.drivers.base import DriverError, RobotDrivers
 from instant_fold_control.safety import LOG_PERIOD_S
-from instant_fold_core.errors import InvalidInputError
+from instant_fold_core.errors import ConfigError, InvalidInputError
 from instant_fold_interfaces.msg import ActionChunk, DualArmState
 from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header
 from instant_fold_ros.node_main import run_node

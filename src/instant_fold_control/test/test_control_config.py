@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from instant_fold_control.config import ConfigError, find_robot_config, load_robot_config, parse_robot_config
+from instant_fold_control.config import find_robot_config, load_robot_config, parse_robot_config
+from instant_fold_core.errors import ConfigError
 
 
 @pytest.mark.parametrize("robot", ["dobot", "franka", "sim"])
@@ -23,7 +24,7 @@ def test_unknown_robot_lists_where_it_looked() -> None:
 def test_errors_name_the_field(robot_dict) -> None:
     data = robot_dict()
     del data["safety"]["max_speed"]
-    with pytest.raises(ConfigError, match=r"safety: missing \['max_speed'\]"):
+    with pytest.raises(ConfigError, match=r"safety: missing \['safety.max_speed'\]"):
         parse_robot_config(data)
     with pytest.raises(ConfigError, match=r"safety\.workspace: min"):
         parse_robot_config(robot_dict(workspace_min=[0.5, 0.0, 0.0]))
@@ -35,5 +36,5 @@ def test_errors_name_the_field(robot_dict) -> None:
         parse_robot_config(data)
     data = robot_dict()
     data["arms"]["right"]["extra"] = 1
-    with pytest.raises(ConfigError, match=r"arms.right: unknown keys \['extra'\]"):
+    with pytest.raises(ConfigError, match=r"arms.right: unknown keys \['arms.right.extra'\]"):
         parse_robot_config(data)

@@ -311,7 +311,9 @@ def test_bad_parameters_name_the_field() -> None:
         DobotParams.from_mapping("left", {"host": "x", "servo_rate_hz": 20})
     with pytest.raises(DriverError, match=r"arms\.left\.driver\.host: required"):
         DobotParams.from_mapping("left", {})
-    with pytest.raises(DriverError, match=r"unknown Dobot parameters \['speed'\]"):
+    with pytest.raises(
+        DriverError, match=r"Dobot parameters: arms.left.driver: unknown keys \['arms.left.driver.speed'\]"
+    ):
         DobotParams.from_mapping("left", {"host": "x", "speed": 1})
     with pytest.raises(DriverError, match="gripper_io"):
         DobotParams.from_mapping("left", {"host": "x", "gripper_io": "vacuum"})

@@ -186,6 +186,10 @@ def test_params_are_validated() -> None:
         FrankaParams.from_mapping("left", {"host": "x", "orientation": [1, 1, 0, 0]})
     with pytest.raises(DriverError, match="relative_dynamics_factor"):
         FrankaParams.from_mapping("left", {"host": "x", "relative_dynamics_factor": 2})
+    with pytest.raises(
+        DriverError, match=r"Franka parameters: arms.left.driver: unknown keys \['arms.left.driver.speed'\]"
+    ):
+        FrankaParams.from_mapping("left", {"host": "x", "speed": 1})
     params = FrankaParams.from_mapping("left", {"host": "x", "orientation": [0, 0, 0, 1]})
     assert params.orientation == (0.0, 0.0, 0.0, 1.0)
 

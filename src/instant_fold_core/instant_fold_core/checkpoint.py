@@ -98,3 +98,17 @@ def load_checkpoint(
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(f"checkpoint {directory}: {WEIGHTS_FILE} is corrupt ({exc})") from exc
     return tensors, config
+
+
+def load_strict(model: torch.nn.Module, tensors: dict[str, torch.Tensor], source: str | Path) -> None:
+    """load_state_dict(strict) with a `CheckpointError` that lists mismatching keys and shapes."""
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    wrong = sorted(k for k in set(expected) & set(tensors) if expected[k].shape != tensors[k].shape)
+    if missing or unexpected or wrong:
+        raise CheckpointError(
+            f"checkpoint {source}: weights do not match the model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}, wrong shape {wrong[:5]}"
+        )
+    model.load_state_dict(tensors, strict=True)

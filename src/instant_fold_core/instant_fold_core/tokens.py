@@ -37,20 +37,33 @@ def tokenize_frame(tokenizer, frame: RGBDFrame, mask: np.ndarray, deterministic:
     is first resampled to the distortion-free camera with the same K, which is what the
     tokenizer's pinhole back-projection and feature sampling assume.
     """
-    import torch
-
     frame.validate()
     check_array("mask", mask, frame.depth.shape, np.bool_)
     color, depth, mask = rectify(frame.color, frame.depth, mask, frame.intrinsics, frame.distortion)
+    positions, features, valid = tokenize_batch(
+        tokenizer, color[None], depth[None], mask[None], frame.intrinsics, deterministic
+    )
+    return TokenArrays(positions[0], features[0], valid[0]).validate()
+
+
+def tokenize_batch(
+    tokenizer,
+    color: np.ndarray,
+    depth: np.ndarray,
+    mask: np.ndarray,
+    intrinsics: np.ndarray,
+    deterministic: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cloth tokens (positions [B, N, 3], features [B, N, D], valid [B, N]) of B undistorted frames.
+
+    The one path from pixels to tokens for deployment (`tokenize_frame`) and policy training data
+    (`policy.tokenize_episodes`); the arrays are those of `encoder.preprocess.rgbd_tensors`.
+    """
+    import torch
+
+    from instant_fold_core.encoder.preprocess import rgbd_tensors
+
     device = next(tokenizer.parameters()).device
     with torch.inference_mode():
-        out = tokenizer(
-            torch.from_numpy(color).to(device).permute(2, 0, 1)[None].float().div(255.0),
-            torch.from_numpy(depth).to(device)[None],
-            torch.from_numpy(mask).to(device)[None],
-            torch.from_numpy(frame.intrinsics).to(device)[None],
-            deterministic=deterministic,
-        )
-    return TokenArrays(
-        out.positions[0].float().cpu().numpy(), out.features[0].float().cpu().numpy(), out.valid[0].cpu().numpy()
-    ).validate()
+        out = tokenizer(*rgbd_tensors(color, depth, mask, intrinsics, device), deterministic=deterministic)
+    return out.positions.float().cpu().numpy(), out.features.float().cpu().numpy(), out.valid.cpu().numpy()

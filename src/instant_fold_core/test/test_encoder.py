@@ -10,6 +10,8 @@ from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.encoder import ClothTokenizer, ClothTokens, EncoderConfig, preset
 from instant_fold_core.encoder.backbone import MultiLayerBackbone
 from instant_fold_core.encoder.lora import LoRALinear
+from instant_fold_core.encoder.training import PretrainConfig
+from instant_fold_core.errors import ConfigError
 from instant_fold_core.geometry import GeometryError, backproject_depth
 
 
@@ -212,8 +214,10 @@ def test_config_yaml_round_trip_and_validation(tmp_path):
     import yaml
 
     path.write_text(yaml.safe_dump({"encoder": {**cfg.to_dict(), "layers": list(cfg.layers)}}))
-    assert EncoderConfig.from_yaml(path) == cfg
-    with pytest.raises(ValueError, match="unknown field"):
+    assert PretrainConfig.load(str(path)).encoder == cfg
+    with pytest.raises(ConfigError, match=r"unknown keys \['encoder.nope'\]"):
         EncoderConfig.from_dict({"nope": 1})
+    with pytest.raises(ConfigError, match=r"encoder.image_size: expected an integer, got '96'"):
+        EncoderConfig.from_dict({"image_size": "96"})
     with pytest.raises(ValueError, match="near/far"):
         EncoderConfig(near=2.0, far=1.0)

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from instant_fold_core.losses import (
+from instant_fold_core.encoder.losses import (
     LossInputError,
     annealed_temperature,
     batch_global_same_cloth_loss,
@@ -99,7 +99,7 @@ def test_blockwise_logsumexp_gradcheck():
 def test_loss_is_low_when_features_encode_the_particle():
     """Features equal to a particle embedding give a lower loss than random features."""
     tp, _, pp, pv = random_pool(f=8, n=16, m=30, seed=5, dtype=torch.float32)
-    a, _ = __import__("instant_fold_core.losses", fromlist=["x"]).assign_tokens_to_particles(tp, pp, pv)
+    a, _ = __import__("instant_fold_core.encoder.losses", fromlist=["x"]).assign_tokens_to_particles(tp, pp, pv)
     emb = F.normalize(torch.randn(30, 32), dim=-1)
     good = same_cloth_contrastive_loss(tp, emb[a], pp, pv, 0.01, 0.1)
     bad = same_cloth_contrastive_loss(tp, torch.randn(8, 16, 32), pp, pv, 0.01, 0.1)

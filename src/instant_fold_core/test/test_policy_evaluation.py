@@ -33,7 +33,7 @@ def checkpoint(episodes, tmp_path_factory):
     cfg = preset("cpu-small")
     cfg.train.steps, cfg.train.batch_size, cfg.train.log_every, cfg.train.checkpoint_every = 4, 4, 4, 4
     out = tmp_path_factory.mktemp("run")
-    train(cfg.validate(), episodes, out, log=False)
+    train(cfg.validate(), episodes, out, echo=False)
     return out / CHECKPOINT_DIR
 
 

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.contracts import ChunkRepresentation
-from instant_fold_core.policy.configuration import ConfigError, InstantFoldPolicyConfig, load_config, preset
+from instant_fold_core.errors import ConfigError
+from instant_fold_core.policy.configuration import InstantFoldPolicyConfig, load_config, preset
 from instant_fold_core.policy.data import DemoTokens, ObservationTokens, collate
 from instant_fold_core.policy.dataset import PolicyDataset
 from instant_fold_core.policy.inference import PolicyInputError, PolicyRunner, sample_cached, sample_naive

@@ -76,7 +76,7 @@ def trained(episodes, tmp_path_factory):
     cfg.train.steps, cfg.train.noise_samples, cfg.train.log_every, cfg.train.checkpoint_every = 1600, 8, 100, 400
     cfg.train.se2_prob, cfg.train.demos_per_batch = 0.5, 4
     out = tmp_path_factory.mktemp("policy")
-    history = train(cfg.validate(), [tok for _, tok in episodes.values()], out, log=False)
+    history = train(cfg.validate(), [tok for _, tok in episodes.values()], out, echo=False)
     return history, out / CHECKPOINT_DIR
 
 

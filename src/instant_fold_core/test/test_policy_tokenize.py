@@ -13,11 +13,13 @@ pytest.importorskip("zarr", reason="episode stores need zarr 3 (Python >= 3.11)"
 from instant_fold_core.dataset.zarr_store import EpisodeStore
 from instant_fold_core.encoder.configuration import preset as encoder_preset
 from instant_fold_core.encoder.modeling import ClothTokenizer
+from instant_fold_core.encoder.preprocess import rgbd_tensors
 from instant_fold_core.encoder.synthetic import synthetic_dataset
 from instant_fold_core.policy.data import TokenizedEpisode
 from instant_fold_core.policy.tokenize_episodes import MANIFEST, main, tokenize_episode
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import tokenize_frame
+from instant_fold_core.validation import ValidationError
 
 ORACLE = {"good_a": 0.05, "good_b": 0.1, "bad": 0.3}
 
@@ -52,6 +54,28 @@ def test_batched_tokens_equal_deployment_tokens(store, tokenizer_dir):
         np.testing.assert_array_equal(tokenized.cloth_valid[t], ref.valid)
     np.testing.assert_array_equal(tokenized.arm_state, episode.arm_state)
     np.testing.assert_array_equal(tokenized.keyframes, episode.keyframes)
+    # One frame per batch: training data and deployment take the same path, so bit-identical tokens.
+    single = tokenize_episode(tokenizer, episode, batch_size=1)
+    for t in range(episode.num_frames):
+        ref = tokenize_frame(
+            tokenizer, RGBDFrame(episode.rgb[t], episode.depth[t], episode.intrinsics), episode.mask[t]
+        )
+        np.testing.assert_array_equal(single.cloth_positions[t], ref.positions)
+        np.testing.assert_array_equal(single.cloth_features[t], ref.features)
+        np.testing.assert_array_equal(single.cloth_valid[t], ref.valid)
+
+
+def test_preprocessing_scales_colour_and_refuses_non_uint8_images():
+    color = np.zeros((2, 4, 5, 3), np.uint8)
+    color[0, 1, 2] = (255, 51, 0)
+    depth, mask = np.ones((2, 4, 5), np.float32), np.ones((2, 4, 5), bool)
+    k = np.eye(3)
+    out = rgbd_tensors(color, depth, mask, k)
+    assert out.rgb.shape == (2, 3, 4, 5) and out.rgb.dtype == torch.float32
+    assert out.rgb[0, :, 1, 2].tolist() == pytest.approx([1.0, 0.2, 0.0])
+    assert out.intrinsics.shape == (2, 3, 3) and out.mask.dtype == torch.bool
+    with pytest.raises(ValidationError, match=r"color: expected uint8 \[B, H, W, 3\], got float32"):
+        rgbd_tensors(color.astype(np.float32) / 255, depth, mask, k)
 
 
 def test_cli_filters_by_oracle_and_resumes(store, tokenizer_dir, tmp_path, capsys):

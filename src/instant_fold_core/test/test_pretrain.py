@@ -1,26 +1,19 @@
-"""Encoder pretraining: a run logs and checkpoints, resumes exactly, fails clearly, runs DDP."""
+"""Encoder pretraining: a run logs and checkpoints, resumes exactly (old layout too), fails clearly
+(DDP under torchrun: instant_fold_training's test_trainer_cli)."""
 
 import dataclasses
 import json
-import os
-import socket
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
-from instant_fold_core.checkpoint import CheckpointError
+from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from instant_fold_core.encoder import ClothTokenizer
 from instant_fold_core.encoder.synthetic import synthetic_dataset
-from instant_fold_core.encoder.training import (
-    PretrainConfig,
-    PretrainModel,
-    load_training_checkpoint,
-    main,
-    pretrain,
-)
+from instant_fold_core.encoder.training import PretrainConfig, PretrainModel, main, pretrain, restore
+from instant_fold_core.trainer import LOG_FILE, TRAIN_STATE_DIR, read_log
 
 
 def tiny_config(steps: int) -> PretrainConfig:
@@ -47,56 +40,79 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
 
 
 def test_run_logs_checkpoints_and_resumes_exactly(episodes, tmp_path):
-    full = pretrain(episodes, tiny_config(3), tmp_path / "full", progress=False)
-    assert [r["step"] for r in full["history"]] == [0, 1, 2]
+    full = pretrain(episodes, tiny_config(3), tmp_path / "full", echo=False)
+    assert [r["step"] for r in full["history"]] == [1, 2, 3]
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in full["history"])
-    logged = [json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in logged] == [0, 1, 2] and {"same", "cross", "tau", "lr"} <= set(logged[0])
-    assert (tmp_path / "full" / "checkpoints" / "step_2").is_dir()
-    assert (tmp_path / "full" / "checkpoints" / "step_3").is_dir()
+    logged = read_log(tmp_path / "full" / LOG_FILE)
+    assert [r["event"] for r in logged] == ["start", "train", "train", "train", "end"]
+    assert [r["step"] for r in logged[1:4]] == [1, 2, 3] and {"same", "cross", "tau", "lr"} <= set(logged[1])
     tok = ClothTokenizer.from_pretrained(tmp_path / "full" / "tokenizer")
     assert not any("head" in k for k in tok.state_dict())
+    assert (
+        ClothTokenizer.from_pretrained(tmp_path / "full" / TRAIN_STATE_DIR).state_dict().keys()
+        == tok.state_dict().keys()
+    )
 
-    # an interrupted run: only the step-2 checkpoint survives, training resumes from it
-    import shutil
-
-    shutil.copytree(tmp_path / "full" / "checkpoints" / "step_2", tmp_path / "split" / "checkpoints" / "step_2")
-    resumed = pretrain(episodes, tiny_config(3), tmp_path / "split", resume="auto", progress=False)
-    assert resumed["start_step"] == 2 and [r["step"] for r in resumed["history"]] == [2]
-    a = weights(tmp_path / "full" / "checkpoints" / "step_3")
-    b = weights(tmp_path / "split" / "checkpoints" / "step_3")
+    # an interrupted run (stopped after step 2, where its train state was saved) resumes exactly
+    two = pretrain(episodes, tiny_config(3), tmp_path / "split", echo=False, stop_at=2)
+    assert two["start_step"] == 0
+    first = weights(tmp_path / "split" / TRAIN_STATE_DIR)
+    with pytest.raises(CheckpointError, match="--resume"):
+        pretrain(episodes, tiny_config(3), tmp_path / "split", echo=False)
+    resumed = pretrain(episodes, tiny_config(3), tmp_path / "split", resume=True, echo=False)
+    assert resumed["start_step"] == 2 and [r["step"] for r in resumed["history"]] == [3]
+    a = weights(tmp_path / "full" / TRAIN_STATE_DIR)
+    b = weights(tmp_path / "split" / TRAIN_STATE_DIR)
     assert a.keys() == b.keys()
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a), "resumed run diverged from the full run"
     # training changed the trainable weights
-    first = weights(tmp_path / "full" / "checkpoints" / "step_2")
-    assert not torch.allclose(first["head.net.0.weight"], a["head.net.0.weight"])
+    assert not torch.allclose(first["model.head.net.0.weight"], a["model.head.net.0.weight"])
+
+
+def test_a_run_in_the_old_checkpoints_layout_resumes(episodes, tmp_path):
+    """Runs written before the shared scaffold kept `checkpoints/step_N/` with unprefixed model
+    tensors and `optimizer.*` moments; `--resume` continues them."""
+    cfg = tiny_config(2)
+    pretrain(episodes, cfg, tmp_path / "new", echo=False)
+    tensors, config = load_checkpoint(tmp_path / "new" / TRAIN_STATE_DIR)
+    old = {k.replace("model.", "", 1).replace("optim.", "optimizer.", 1): v for k, v in tensors.items()}
+    state = json.loads((tmp_path / "new" / TRAIN_STATE_DIR / "train_state.json").read_text())
+    save_checkpoint(tmp_path / "old" / "checkpoints" / "step_2", old, config, {"train_state": state})
+    model = PretrainModel(cfg.encoder, cfg.training)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
+    assert restore(tmp_path / "old", model, opt) == 2
+    expected = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in expected.items())
 
 
 def test_corrupt_or_mismatched_training_checkpoints_fail_clearly(episodes, tmp_path):
     cfg = tiny_config(2)
-    pretrain(episodes, cfg, tmp_path, progress=False)
-    ckpt = tmp_path / "checkpoints" / "step_2"
+    pretrain(episodes, cfg, tmp_path, echo=False)
+    ckpt = tmp_path / TRAIN_STATE_DIR
     model = PretrainModel(cfg.encoder, cfg.training)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
-    assert load_training_checkpoint(ckpt, model, opt) == 2
+    assert restore(tmp_path, model, opt) == 2
+    state = (ckpt / "train_state.json").read_bytes()
     (ckpt / "train_state.json").unlink()
     with pytest.raises(CheckpointError, match="train_state.json"):
-        load_training_checkpoint(ckpt, model, opt)
+        restore(tmp_path, model, opt)
+    (ckpt / "train_state.json").write_bytes(state)
     data = (ckpt / "model.safetensors").read_bytes()
     (ckpt / "model.safetensors").write_bytes(data[:100])
     with pytest.raises(CheckpointError, match="corrupt"):
-        load_training_checkpoint(ckpt, model, opt)
+        restore(tmp_path, model, opt)
     other = dataclasses.replace(cfg.encoder, feature_dim=16)
-    pretrain(episodes, PretrainConfig(other, cfg.training), tmp_path / "other", progress=False)
+    pretrain(episodes, PretrainConfig(other, cfg.training), tmp_path / "other", echo=False)
     with pytest.raises(CheckpointError, match="do not match"):
-        load_training_checkpoint(tmp_path / "other" / "checkpoints" / "step_2", model, opt)
+        restore(tmp_path / "other", model, opt)
+    (tmp_path / "other" / TRAIN_STATE_DIR / "config.json").write_text('{"kind": "cloth_tokenizer"}')
     with pytest.raises(CheckpointError, match="not an encoder pretraining"):
-        load_training_checkpoint(tmp_path / "tokenizer", model, opt)
+        restore(tmp_path / "other", model, opt)
 
 
 def test_cli_requires_data_and_runs_on_synthetic_episodes(tmp_path, capsys):
-    with pytest.raises(SystemExit, match="no training data"):
-        main(["--output", str(tmp_path / "x")])
+    assert main(["--out", str(tmp_path / "x")]) == 2
+    assert "pretrain_encoder: no training data" in capsys.readouterr().err
     cfg_path = tmp_path / "cfg.yaml"
     import yaml
 
@@ -115,7 +131,7 @@ def test_cli_requires_data_and_runs_on_synthetic_episodes(tmp_path, capsys):
             [
                 "--config",
                 str(cfg_path),
-                "--output",
+                "--out",
                 str(tmp_path / "run"),
                 "--synthetic",
                 "2",
@@ -123,7 +139,6 @@ def test_cli_requires_data_and_runs_on_synthetic_episodes(tmp_path, capsys):
                 "4",
                 "--steps",
                 "2",
-                "--no-progress",
             ]
         )
         == 0
@@ -132,67 +147,13 @@ def test_cli_requires_data_and_runs_on_synthetic_episodes(tmp_path, capsys):
     assert (tmp_path / "run" / "tokenizer" / "model.safetensors").is_file()
 
 
-def test_ddp_with_two_cpu_processes(tmp_path):
-    cfg_path = tmp_path / "cfg.yaml"
-    import yaml
-
-    small = tiny_config(2)
-    cfg_path.write_text(
-        yaml.safe_dump(
-            {
-                "preset": "cpu-small",
-                "encoder": {"image_size": 48, "num_tokens": 32, "backbone_kwargs": small.encoder.backbone_kwargs},
-                "training": {"max_frames": 4, "log_every": 1},
-            }
-        )
-    )
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]),
-    }
-    with socket.socket() as sock:  # a free port: other test sessions may share the machine
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        port,
-        "-m",
-        "instant_fold_core.encoder.training",
-        "--config",
-        str(cfg_path),
-        "--output",
-        str(tmp_path / "ddp"),
-        "--synthetic",
-        "4",
-        "2",
-        "4",
-        "--steps",
-        "2",
-        "--device",
-        "cpu",
-        "--no-progress",
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "steps 0->2" in proc.stdout
-    records = [json.loads(x) for x in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in records] == [0, 1]
-    ClothTokenizer.from_pretrained(tmp_path / "ddp" / "tokenizer")
-
-
 @pytest.mark.slow
 def test_cpu_small_pretraining_lowers_the_loss_and_improves_pck5_on_heldout_cloths(tmp_path):
     """A few minutes of cpu-small pretraining on synthetic cloths beats the untrained encoder."""
-    from instant_fold_core.checkpoint import load_checkpoint
+    from instant_fold_core.checkpoint import load_strict
     from instant_fold_core.encoder.data import PKSampler, PretrainDataset
-    from instant_fold_core.encoder.modeling import load_strict
-    from instant_fold_core.probe import correspondence_probe
+    from instant_fold_core.encoder.probe import correspondence_probe
+    from instant_fold_core.trainer import read_train_state
 
     config = PretrainConfig.load("cpu-small")
     config.training.steps = 200
@@ -200,10 +161,9 @@ def test_cpu_small_pretraining_lowers_the_loss_and_improves_pck5_on_heldout_clot
     heldout = synthetic_dataset(3, 2, 8, config.encoder.image_size, first_cloth=1000)
     torch.manual_seed(config.training.seed)
     initial = PretrainModel(config.encoder, config.training).eval()
-    pretrain(train, config, tmp_path, progress=False)
+    pretrain(train, config, tmp_path, echo=False)
     trained = PretrainModel(config.encoder, config.training).eval()
-    tensors, _ = load_checkpoint(tmp_path / "checkpoints" / "step_200")
-    load_strict(trained, {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}, tmp_path)
+    load_strict(trained, read_train_state(tmp_path / TRAIN_STATE_DIR).prefixed("model."), tmp_path)
 
     # the same-cloth loss on a fixed batch at a fixed temperature, without augmentation
     quiet = dataclasses.replace(config.training, color_jitter=False, occlusion_prob=0.0)
@@ -242,10 +202,10 @@ def test_cli_reads_an_episode_store_by_split(tmp_path, capsys):
             }
         )
     )
-    args = ["--config", str(cfg_path), "--data", str(tmp_path / "store"), "--steps", "1", "--no-progress"]
-    assert main([*args, "--output", str(tmp_path / "run")]) == 0
+    args = ["--config", str(cfg_path), "--data", str(tmp_path / "store"), "--steps", "1"]
+    assert main([*args, "--out", str(tmp_path / "run")]) == 0
     assert "tokenizer saved" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="no episode of split 'validation'"):
-        main([*args, "--output", str(tmp_path / "run2"), "--split", "validation"])
-    with pytest.raises(SystemExit, match="pretrain_encoder: .*missing"):
-        main([*args, "--output", str(tmp_path / "run3"), "--data", str(tmp_path / "missing")])
+    assert main([*args, "--out", str(tmp_path / "run2"), "--split", "validation"]) == 2
+    assert "no episode of split 'validation'" in capsys.readouterr().err
+    assert main([*args, "--out", str(tmp_path / "run3"), "--data", str(tmp_path / "missing")]) == 2
+    assert re.search(r"pretrain_encoder: .*missing", capsys.readouterr().err)

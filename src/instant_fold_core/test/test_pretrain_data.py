@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from instant_fold_core.augment import (
+from instant_fold_core.dataset.filtering import motion_filter
+from instant_fold_core.encoder.augment import (
     ColorJitter,
     gripper_template,
     occlude_with_grippers,
     random_gripper_centers,
 )
-from instant_fold_core.dataset.filtering import motion_filter
 from instant_fold_core.encoder.data import DataError, PKSampler, PretrainDataset
 from instant_fold_core.encoder.synthetic import make_cloth, synthetic_episode
 from instant_fold_core.validation import ValidationError

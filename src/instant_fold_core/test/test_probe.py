@@ -4,8 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from instant_fold_core.encoder import ClothTokenizer, preset
-from instant_fold_core.encoder.synthetic import make_cloth, synthetic_episode
-from instant_fold_core.probe import (
+from instant_fold_core.encoder.probe import (
     EncodedTrajectory,
     correspondence_probe,
     keypoint_correspondence_errors,
@@ -14,6 +13,7 @@ from instant_fold_core.probe import (
     pca_colours,
     pca_figure,
 )
+from instant_fold_core.encoder.synthetic import make_cloth, synthetic_episode
 
 
 def oracle_trajectory(features_from_particle: bool, seed: int) -> EncodedTrajectory:

@@ -29,6 +29,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from instant_fold_core.dataset.zarr_store import EpisodeStore
+from instant_fold_core.errors import ConfigError
 from instant_fold_core.parallel import run_jobs
 
 from .garments import (
@@ -273,7 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.episodes_per < 1:
         parser.error(f"--episodes-per must be at least 1, got {args.episodes_per}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    cfg = preset(args.preset)
+    try:
+        cfg = preset(args.preset)
+    except ConfigError as exc:
+        parser.error(f"--preset: {exc}")
     garments = expand_garments(args.garments, args.split, cfg.garment_spacing, cfg.max_particles)
     try:
         jobs = make_jobs(garments, _resolve_modes(args.modes), _parse_list(args.variants), args.episodes_per, args.seed)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from instant_fold_core.config import Presets
 from instant_fold_core.dataset.keyframes import extract_keyframes
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
 from instant_fold_core.errors import InstantFoldError
@@ -117,23 +118,26 @@ class GenerationConfig:
         return asdict(self)
 
 
-PRESETS: dict[str, GenerationConfig] = {
-    "paper": GenerationConfig(),
+def _cpu_small() -> GenerationConfig:
     # Coarser garments (~250-450 particles) and a cheaper solver: the CPU data preset.
-    "cpu-small": GenerationConfig(
+    return GenerationConfig(
         name="cpu-small",
         sim=ClothSimConfig(substeps=8, iterations=8, grasp_radius=0.09),
         garment_spacing=0.035,
         max_particles=600,
         motion=MotionConfig(final_settle_frames=8),
-    ),
-}
+    )
+
+
+#: Named generation configs (the `--preset` of data generation, the sim node's `preset`).
+PRESETS: Presets[GenerationConfig] = Presets("sim")
+PRESETS.register("paper", GenerationConfig)
+PRESETS.register("cpu-small", _cpu_small)
 
 
 def preset(name: str) -> GenerationConfig:
-    if name not in PRESETS:
-        raise KeyError(f"preset {name!r} unknown; choose from {sorted(PRESETS)}")
-    return PRESETS[name]
+    """The generation preset `name` (a fresh copy); an unknown name is a ConfigError."""
+    return PRESETS.get(name)
 
 
 class EpisodeFailed(InstantFoldError, RuntimeError):
@@ -480,7 +484,7 @@ def run_episode(
 ) -> Episode:
     """Simulate `mode`/`variant` on `garment` with everything random drawn from `seed`
     (on `scene`, a batch world holding this garment, when given)."""
-    config = config or PRESETS["paper"]
+    config = config or preset("paper")
     t_start = time.perf_counter()
     start = start_state(garment, seed, config, keypoint_ids, scene)
     scene, dr, attempts = start.scene, start.dr, start.layout_attempts

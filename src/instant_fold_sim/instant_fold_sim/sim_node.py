@@ -34,6 +34,7 @@ from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image
 
+from instant_fold_core.errors import ConfigError
 from instant_fold_core.paths import PathNotAllowed, resolve_under
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_interfaces.srv import EvaluateFold, SimStep
@@ -191,7 +192,7 @@ class SimNode(Node):
 def main(args: list[str] | None = None) -> int:
     try:
         return run_node(SimNode, args)
-    except (GarmentError, KeypointError, EpisodeFailed, BridgeError, KeyError) as exc:
+    except (GarmentError, KeypointError, EpisodeFailed, BridgeError, ConfigError) as exc:
         # A start state that cannot be simulated (unknown garment or preset, bad mesh, no layout
         # in view): a clear message and exit code 1, not a traceback.
         print(f"sim_node: {exc}", file=sys.stderr)

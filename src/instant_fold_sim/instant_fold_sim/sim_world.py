@@ -79,9 +79,7 @@ class SimWorld:
         camera frames then come from that simulator, and the same-init score compares its final
         keypoints with the Newton oracle run from the same start."""
         # The stand-in steps with the named preset's physics; a custom config has no name to send.
-        preset_name = (
-            config if isinstance(config, str) else next((k for k, v in PRESETS.items() if v is config), "custom")
-        )
+        preset_name = config if isinstance(config, str) else next((k for k in PRESETS if preset(k) == config), "custom")
         self.config = preset(config) if isinstance(config, str) else config
         self.garment_spec, self.seed = garment, int(seed)
         self.garment = resolve_garment(

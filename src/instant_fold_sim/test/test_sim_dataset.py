@@ -10,7 +10,6 @@ import pytest
 from instant_fold_core.dataset.filtering import motion_filter
 from instant_fold_core.dataset.keyframes import extract_keyframes
 from instant_fold_core.dataset.schema import META_KEYS, Episode
-from instant_fold_core.dataset.torch_dataset import EpisodeDataset
 from instant_fold_core.dataset.zarr_store import EpisodeStore, StoreError
 from instant_fold_sim import generate
 
@@ -94,44 +93,44 @@ def test_cli_writes_a_readable_dataset_and_resumes(tmp_path, monkeypatch):
     out = tmp_path / "sim.zarr"
     args = ["--out", str(out), "--preset", "cpu-small", "--garments", "proc:0", "--modes", "random_drag_1"]
     assert generate.main(args) == 0
-    ds = EpisodeDataset(out)
-    assert len(ds) == 1
-    item = ds[0]
-    t = item["rgb"].shape[0]
-    m = item["particles"].shape[1]
+    store = EpisodeStore(out)
+    (name,) = store.names()
+    item = store.read(name)
+    t = item.rgb.shape[0]
+    m = item.particles.shape[1]
     assert t > 10 and 100 < m <= 2000
-    assert item["rgb"].shape == (t, 256, 256, 3)
-    assert item["depth"].shape == (t, 256, 256) and (item["depth"] > 0).all()
-    assert item["mask"].shape == (t, 256, 256) and item["mask"].any(dim=(1, 2)).all()
-    assert item["arm_state"].shape == (t, 2, 4) and item["action"].shape == (t, 2, 4)
-    assert item["particle_visible"].shape == (t, m) and item["particle_visible"].float().mean() > 0.3
-    assert item["keypoints"].shape == (t, 7, 3) and item["keyframes"][-1] == t - 1
-    meta = item["meta"]
+    assert item.rgb.shape == (t, 256, 256, 3)
+    assert item.depth.shape == (t, 256, 256) and (item.depth > 0).all()
+    assert item.mask.shape == (t, 256, 256) and item.mask.any(axis=(1, 2)).all()
+    assert item.arm_state.shape == (t, 2, 4) and item.action.shape == (t, 2, 4)
+    assert item.particle_visible.shape == (t, m) and item.particle_visible.mean() > 0.3
+    assert item.keypoints.shape == (t, 7, 3) and item.keyframes[-1] == t - 1
+    meta = item.meta
     for key in (*META_KEYS, "garment", "randomization", "sim_config", "oracle"):
         assert key in meta
     assert meta["split"] == meta["garment"]["split"] == "train" and meta["randomization"]["sleeve_mode"] in "NLRB"
     assert meta["garment_id"] == meta["garment"]["id"]
     json.dumps(meta)
     # Geometry is consistent: keypoints are their particles, and particles project into the image.
-    ids = item["keypoint_particle_ids"].long()
-    np.testing.assert_allclose(item["keypoints"], item["particles"][:, ids], atol=1e-6)
-    k = item["intrinsics"].double()
-    p = item["particles"][0].double()
+    ids = item.keypoint_particle_ids.astype(np.int64)
+    np.testing.assert_allclose(item.keypoints, item.particles[:, ids], atol=1e-6)
+    k = item.intrinsics.astype(np.float64)
+    p = item.particles[0].astype(np.float64)
     uv = (p[:, :2] / p[:, 2:3]) * k.diagonal()[:2] + k[:2, 2]
     assert (uv > 0).all() and (uv < 255).all()
     # Depth at a visible particle's pixel equals the particle's depth (same camera frame, metres).
-    vis = item["particle_visible"][0]
-    px = uv.round().long().clamp(0, 255)
-    d = item["depth"][0][px[vis, 1], px[vis, 0]].double()
-    assert (d - p[vis, 2]).abs().median() < 0.01
+    vis = item.particle_visible[0]
+    px = np.clip(np.round(uv).astype(np.int64), 0, 255)
+    d = item.depth[0][px[vis, 1], px[vis, 0]].astype(np.float64)
+    assert np.median(np.abs(d - p[vis, 2])) < 0.01
 
-    # Frame subsets for the trainers: context keyframes and motion-filtered pretraining frames.
-    kf = EpisodeDataset(out, frames="keyframes")[0]
-    assert kf["frame_index"].tolist() == item["keyframes"].tolist()
-    assert kf["rgb"].shape[0] == len(item["keyframes"]) == kf["keyframes"].shape[0]
-    motion = EpisodeDataset(out, frames="motion")[0]
-    assert 2 <= motion["rgb"].shape[0] <= 15 and motion["frame_index"][0] == 0
-    assert len(EpisodeDataset(out, split="heldout")) == 0
+    # Frame subsets as the trainers read them: context keyframes and motion-filtered frames.
+    kf = store.read(name, frames=item.keyframes.astype(np.int64))
+    assert kf.rgb.shape[0] == len(item.keyframes)
+    np.testing.assert_array_equal(kf.rgb, item.rgb[item.keyframes])
+    moving = motion_filter(item.particles)
+    assert 2 <= len(moving) <= 15 and moving[0] == 0
+    assert store.read(name, frames=moving).num_frames == len(moving)
 
     # Resume: a second run simulates nothing and leaves the finished episode untouched.
     before = {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()}
@@ -142,7 +141,7 @@ def test_cli_writes_a_readable_dataset_and_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(generate, "run_episode", boom)
     assert generate.main(args) == 0
     assert {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()} == before
-    assert EpisodeStore(out).names() == [item["name"]]
+    assert EpisodeStore(out).names() == [name]
 
 
 def test_jobs_have_stable_distinct_seeds_and_cycle_variants():

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from instant_fold_control.config import config_dirs
+from instant_fold_core.config import check_keys, read_yaml
 from instant_fold_core.errors import ConfigError
 from instant_fold_sim.garments import expand_proc_range, garment_id_of
 from instant_fold_sim.generate import episode_seed
@@ -38,10 +37,6 @@ FIELDS = (
     "oracle_runs",
     "max_steps",
 )
-
-
-class BenchmarkError(ConfigError):
-    """A spec that cannot be run; the message names the field."""
 
 
 @dataclass(frozen=True)
@@ -85,15 +80,15 @@ class BenchmarkSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchmarkSpec:
-        missing = [f for f in FIELDS if f not in data]
-        unknown = sorted(set(data) - set(FIELDS))
-        if missing or unknown:
-            raise BenchmarkError(f"benchmark spec: missing fields {missing}, unknown fields {unknown}")
+        try:
+            check_keys("", data, FIELDS)
+        except ConfigError as exc:
+            raise ConfigError(f"benchmark spec: {exc}") from None
         try:
             seen = tuple(Context.parse(c) for c in data["seen"])
             heldout = tuple(Context.parse(c) for c in data["heldout"] or [])
         except OracleBankError as exc:
-            raise BenchmarkError(f"benchmark spec: {exc}") from None
+            raise ConfigError(f"benchmark spec: {exc}") from None
         spec = cls(
             str(data["name"]),
             str(data["preset"]),
@@ -111,21 +106,19 @@ class BenchmarkSpec:
 
     def validate(self) -> None:
         if self.preset not in PRESETS:
-            raise BenchmarkError(f"benchmark spec: preset {self.preset!r} unknown; choose from {sorted(PRESETS)}")
+            raise ConfigError(f"benchmark spec: preset {self.preset!r} unknown; choose from {sorted(PRESETS)}")
         if not self.garments or not self.start_ks or not self.seen:
-            raise BenchmarkError(
-                "benchmark spec: needs at least one garment, one start (start_ks) and one seen context"
-            )
+            raise ConfigError("benchmark spec: needs at least one garment, one start (start_ks) and one seen context")
         if self.demo_k in self.start_ks:
-            raise BenchmarkError(
+            raise ConfigError(
                 f"benchmark spec: demo_k {self.demo_k} is also a start: the demonstration must "
                 "come from another start state"
             )
         labels = [c.label for c in self.contexts]
         if len(set(labels)) != len(labels):
-            raise BenchmarkError(f"benchmark spec: a context is listed twice in {labels}")
+            raise ConfigError(f"benchmark spec: a context is listed twice in {labels}")
         if self.oracle_runs < 2 or self.max_steps < 1:
-            raise BenchmarkError("benchmark spec: oracle_runs must be >= 2 and max_steps >= 1")
+            raise ConfigError("benchmark spec: oracle_runs must be >= 2 and max_steps >= 1")
 
     @classmethod
     def load(cls, name_or_path: str) -> BenchmarkSpec:
@@ -135,17 +128,9 @@ class BenchmarkSpec:
             candidates = [d / "benchmarks" / f"{name_or_path}.yaml" for d in config_dirs()]
             found = [c for c in candidates if c.is_file()]
             if not found:
-                raise BenchmarkError(
-                    f"benchmark {name_or_path!r}: no such file (searched {[str(c) for c in candidates]})"
-                )
+                raise ConfigError(f"benchmark {name_or_path!r}: no such file (searched {[str(c) for c in candidates]})")
             path = found[0]
-        try:
-            data = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise BenchmarkError(f"{path}: cannot read the benchmark spec ({exc})") from None
-        if not isinstance(data, dict):
-            raise BenchmarkError(f"{path}: expected a mapping of {list(FIELDS)}")
-        return cls.from_dict(data)
+        return cls.from_dict(read_yaml(path, "the benchmark spec"))
 
     @property
     def contexts(self) -> tuple[Context, ...]:

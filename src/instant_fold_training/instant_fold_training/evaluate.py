@@ -34,13 +34,13 @@ from typing import Any
 from tqdm import tqdm
 
 from instant_fold_core.checkpoint import CheckpointError, checkpoint_id
-from instant_fold_core.errors import InstantFoldError
+from instant_fold_core.errors import ConfigError, InstantFoldError
 from instant_fold_core.parallel import run_jobs
 from instant_fold_policy.server import PolicyServerError
 from instant_fold_sim.oracle_bank import BankKey, OracleBank, OracleBankError
 from instant_fold_sim.outcome import FoldRecord
 
-from .benchmark import BenchmarkError, BenchmarkSpec, Init, RolloutJob
+from .benchmark import BenchmarkSpec, Init, RolloutJob
 from .scoring import ROWS, families, oracle_uv, score_rows, summarize_rows, table
 
 REPO = Path(__file__).resolve().parents[3]
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--workers must be >= 1 and --max-steps >= 0")
     try:
         summary = evaluate(args)
-    except (BenchmarkError, OracleBankError, EvaluationError, CheckpointError) as exc:
+    except (ConfigError, OracleBankError, EvaluationError, CheckpointError) as exc:
         print(f"evaluate: {exc}", file=sys.stderr)
         return 2
     print(table(row_labels(summary)))

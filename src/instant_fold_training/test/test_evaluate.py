@@ -116,7 +116,7 @@ def test_bad_benchmark_and_checkpoint_are_clear_errors(tmp_path: Path, capsys) -
     bad = tmp_path / "bench.yaml"
     bad.write_text("name: x\n")
     assert main(["--benchmark", str(bad), "--out", str(tmp_path / "b")]) == 2
-    assert "missing fields" in capsys.readouterr().err
+    assert "benchmark spec: <root>: missing ['demo_k', 'garments'," in capsys.readouterr().err
     empty = tmp_path / "empty_checkpoint"
     empty.mkdir()
     args = ["--benchmark", "tiny", "--checkpoint", str(empty), "--out", str(tmp_path / "c")]

@@ -42,6 +42,8 @@ from instant_fold_control.drivers.base import (
     DriverError,
     RobotDrivers,
 )
+from instant_fold_core.config import check_keys
+from instant_fold_core.errors import ConfigError
 
 MIN_SERVO_RATE_HZ = 33.0
 MAX_SERVO_RATE_HZ = 125.0  # the controller's servo cycle is 8 ms
@@ -71,15 +73,15 @@ class DobotParams:
     @classmethod
     def from_mapping(cls, arm: str, values: Mapping[str, Any]) -> DobotParams:
         where = f"arms.{arm}.driver"
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(values) - known)
         if "speed_factor" in values:
             raise DriverError(
                 f"{where}.speed_factor: not supported: the global SpeedFactor does not limit ServoP streaming; "
                 "limit the arm's speed with safety.max_speed"
             )
-        if unknown:
-            raise DriverError(f"{where}: unknown Dobot parameters {unknown} (known: {sorted(known)})")
+        try:
+            check_keys(where, values, optional=cls.__dataclass_fields__)
+        except ConfigError as exc:
+            raise DriverError(f"Dobot parameters: {exc}") from None
         if "host" not in values:
             raise DriverError(f"{where}.host: required (the arm controller's IP address)")
         kwargs = dict(values)

@@ -42,6 +42,8 @@ from instant_fold_control.drivers.base import (
     DriverError,
     RobotDrivers,
 )
+from instant_fold_core.config import check_keys
+from instant_fold_core.errors import ConfigError
 
 INSTALL_HINT = "the franka driver needs franky: pip install franky-control==2.0.0"
 
@@ -70,9 +72,10 @@ class FrankaParams:
     @classmethod
     def from_mapping(cls, arm: str, values: Mapping[str, Any]) -> FrankaParams:
         where = f"arms.{arm}.driver"
-        unknown = sorted(set(values) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise DriverError(f"{where}: unknown Franka parameters {unknown}")
+        try:
+            check_keys(where, values, optional=cls.__dataclass_fields__)
+        except ConfigError as exc:
+            raise DriverError(f"Franka parameters: {exc}") from None
         if "host" not in values:
             raise DriverError(f"{where}.host: required (the arm's FCI address)")
         kwargs = dict(values)

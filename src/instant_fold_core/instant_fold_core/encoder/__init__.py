@@ -1,6 +1,6 @@
 """Deformation-aware cloth encoder: tokenizer (DINOv3 + LoRA + projection) and its pretraining."""
 
-from .configuration import ConfigError, EncoderConfig, preset
+from .configuration import EncoderConfig, preset
 from .modeling import (
     ClothTokenizer,
     ClothTokens,
@@ -13,7 +13,6 @@ from .modeling import (
 __all__ = [
     "ClothTokenizer",
     "ClothTokens",
-    "ConfigError",
     "ContrastiveHead",
     "EncoderConfig",
     "ProjectionModule",

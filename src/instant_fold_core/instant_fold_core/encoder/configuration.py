@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
+from instant_fold_core.config import Presets, build
+from instant_fold_core.errors import ConfigError
 
 #: The only `backbone_kwargs` passed on to timm: the ViT's size, as numbers. timm's
 #: `create_model` also takes `checkpoint_path`, `pretrained_cfg_overlay` and the like, which read
@@ -20,10 +20,6 @@ import yaml
 BACKBONE_KWARGS = ("embed_dim", "depth", "num_heads", "patch_size", "mlp_ratio", "img_size", "drop_path_rate")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the field."""
 
 
 @dataclass
@@ -104,63 +100,33 @@ class EncoderConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EncoderConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"encoder config: unknown field(s) {sorted(unknown)}")
-        defaults = cls()
-        for key, value in data.items():
-            if not _same_kind(value, getattr(defaults, key)):
-                raise ConfigError(f"encoder config: {key}: expected {_kind(getattr(defaults, key))}, got {value!r}")
-        return cls(**data)
+        """From a checkpoint's `encoder` section or YAML; unknown or ill-typed keys are ConfigErrors."""
+        return build(cls, data, "encoder")
 
-    @classmethod
-    def from_yaml(cls, path: str | Path) -> EncoderConfig:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        return cls.from_dict(data.get("encoder", data))
+
+def _cpu_small() -> EncoderConfig:
+    return EncoderConfig(
+        name="cpu-small",
+        backbone_kwargs={"embed_dim": 96, "depth": 4, "num_heads": 3, "patch_size": 8},
+        image_size=96,
+        layers=(1, 2, 3, 4),
+        freeze_backbone=False,
+        lora_rank=8,
+        lora_alpha=8.0,
+        lora_last_blocks=2,
+        feature_dim=64,
+        projection_hidden=128,
+        head_dim=64,
+    )
+
+
+#: Named configurations: `paper` (DINOv3 ViT-S/16+) and `cpu-small` (a 4-block, 96-wide ViT of
+#: the same DINOv3 architecture with 8-pixel patches, trainable on two CPU cores).
+PRESETS: Presets[EncoderConfig] = Presets("encoder")
+PRESETS.register("paper", EncoderConfig)
+PRESETS.register("cpu-small", _cpu_small)
 
 
 def preset(name: str) -> EncoderConfig:
-    """Named configurations: `paper` (DINOv3 ViT-S/16+) and `cpu-small` (a 4-block, 96-wide ViT
-    of the same DINOv3 architecture with 8-pixel patches, trainable on two CPU cores)."""
-    if name == "paper":
-        return EncoderConfig()
-    if name == "cpu-small":
-        return EncoderConfig(
-            name="cpu-small",
-            backbone_kwargs={"embed_dim": 96, "depth": 4, "num_heads": 3, "patch_size": 8},
-            image_size=96,
-            layers=(1, 2, 3, 4),
-            freeze_backbone=False,
-            lora_rank=8,
-            lora_alpha=8.0,
-            lora_last_blocks=2,
-            feature_dim=64,
-            projection_hidden=128,
-            head_dim=64,
-        )
-    raise ConfigError(f"preset: unknown encoder preset {name!r} (expected 'paper' or 'cpu-small')")
-
-
-def _same_kind(value: Any, default: Any) -> bool:
-    """Whether a config value (from JSON or YAML) is of the kind of the field's default: a string
-    where a number belongs would otherwise fail deep inside the model, or compare as text."""
-    if default is None:  # optional paths
-        return value is None or isinstance(value, str)
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(value, bool) and isinstance(default, bool)
-    if isinstance(default, int):
-        return isinstance(value, int)
-    if isinstance(default, float):
-        return isinstance(value, int | float)
-    if isinstance(default, tuple):
-        return isinstance(value, list | tuple) and all(_same_kind(v, default[0]) for v in value)
-    return isinstance(value, type(default))
-
-
-def _kind(default: Any) -> str:
-    if default is None:
-        return "a path or null"
-    if isinstance(default, tuple):
-        return f"a list of {_kind(default[0])}"
-    return {bool: "true/false", int: "an integer", float: "a number"}.get(type(default), f"a {type(default).__name__}")
+    """The encoder preset `name` (a fresh copy)."""
+    return PRESETS.get(name)

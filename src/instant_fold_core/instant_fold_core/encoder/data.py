@@ -18,6 +18,7 @@ from ..dataset.filtering import motion_filter
 from ..dataset.schema import Episode
 from ..geometry import center_crop_resize
 from ..validation import ValidationError
+from .preprocess import rgbd_tensors
 
 
 class DataError(ValidationError):
@@ -56,10 +57,8 @@ class TrajectoryBatch:
 def load_frames(episode: Episode, frames: np.ndarray, image_size: int) -> dict[str, torch.Tensor]:
     """Tensors of the selected frames, centre-cropped and resized to the network input size."""
     n = len(frames)
-    rgb = torch.from_numpy(episode.rgb[frames]).permute(0, 3, 1, 2).float() / 255.0
-    k = torch.from_numpy(episode.intrinsics).expand(n, 3, 3)
     rgb, depth, mask, k = center_crop_resize(
-        rgb, torch.from_numpy(episode.depth[frames]), torch.from_numpy(episode.mask[frames]), k, image_size
+        *rgbd_tensors(episode.rgb[frames], episode.depth[frames], episode.mask[frames], episode.intrinsics), image_size
     )
     ids = torch.from_numpy(episode.keypoint_particle_ids.astype(np.int64))
     vis = torch.from_numpy(episode.particle_visible[frames])

@@ -14,7 +14,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from instant_fold_core.errors import ConfigError
+
+from ..checkpoint import CheckpointError, load_checkpoint, load_strict, save_checkpoint
 from ..geometry import (
     GeometryError,
     backproject_depth,
@@ -25,7 +27,7 @@ from ..geometry import (
     sample_features,
 )
 from .backbone import MultiLayerBackbone
-from .configuration import ConfigError, EncoderConfig
+from .configuration import EncoderConfig
 
 TOKENIZER_KIND = "cloth_tokenizer"
 
@@ -177,22 +179,11 @@ class ClothTokenizer(nn.Module):
             model = cls(EncoderConfig.from_dict({**config["encoder"], "backbone_checkpoint": None}))
         except ConfigError as exc:
             raise CheckpointError(f"checkpoint {directory}: invalid config.json ({exc})") from exc
-        prefix = "tokenizer."
-        if any(k.startswith(prefix) for k in tensors):
-            tensors = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+        # A pretraining train state holds the tokenizer as `model.tokenizer.*` (runs before the
+        # shared training scaffold: `tokenizer.*`) next to the head and the optimizer.
+        for prefix in ("model.tokenizer.", "tokenizer."):
+            if any(k.startswith(prefix) for k in tensors):
+                tensors = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+                break
         load_strict(model, tensors, directory)
         return model.to(device).eval()
-
-
-def load_strict(model: nn.Module, tensors: dict[str, torch.Tensor], source: str | Path) -> None:
-    """load_state_dict(strict) with a `CheckpointError` that lists mismatching keys and shapes."""
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    wrong = sorted(k for k in set(expected) & set(tensors) if expected[k].shape != tensors[k].shape)
-    if missing or unexpected or wrong:
-        raise CheckpointError(
-            f"checkpoint {source}: weights do not match the model: missing {missing[:5]}, "
-            f"unexpected {unexpected[:5]}, wrong shape {wrong[:5]}"
-        )
-    model.load_state_dict(tensors, strict=True)

@@ -3,17 +3,16 @@
 One step: strict PK batch -> augment (colour, gripper occlusion) -> tokens -> contrastive head ->
 same-cloth loss per cloth pool (or batch-global) and cross-cloth keypoint loss ->
 1/2 same + 1/2 cross -> AdamW. Runs single-process or under torchrun (DDP; gloo on CPU, NCCL on
-GPU), with bf16 autocast on GPU, safetensors checkpoints that resume exactly, a progress bar
-and a JSONL loss log. `main(argv)` is the CLI (`python -m instant_fold_training.pretrain_encoder`).
+GPU), with bf16 autocast on GPU, a train state that resumes exactly and a JSONL log: the shared
+scaffold of `instant_fold_core.trainer`. `main(argv)` is the CLI
+(`python -m instant_fold_training.pretrain_encoder`).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import math
-import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,22 +21,38 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import yaml
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
-from .. import losses
-from ..augment import ColorJitter, occlude_with_grippers, random_gripper_centers
-from ..checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
+from instant_fold_core.config import Presets, load_file
+from instant_fold_core.errors import ConfigError
+from instant_fold_core.trainer import (
+    MODEL_PREFIX,
+    OPTIM_PREFIX,
+    TRAIN_STATE_DIR,
+    RunLog,
+    TrainState,
+    add_run_arguments,
+    check_new_run,
+    close_distributed,
+    init_distributed,
+    learning_rate,
+    read_train_state,
+    save_train_state,
+)
+
+from ..checkpoint import CheckpointError
 from ..dataset.schema import Episode
-from ..device import resolve_device
 from ..geometry import backproject_depth, project_points
-from .configuration import ConfigError, EncoderConfig, preset
-from .data import PKSampler, PretrainDataset, TrajectoryBatch
-from .modeling import ClothTokenizer, ContrastiveHead, load_strict
+from . import losses
+from .augment import ColorJitter, occlude_with_grippers, random_gripper_centers
+from .configuration import EncoderConfig, preset
+from .data import DataError, PKSampler, PretrainDataset, TrajectoryBatch
+from .modeling import ClothTokenizer, ContrastiveHead
 
 PRETRAIN_KIND = "encoder_pretraining"
+#: The deployable output of a run: the tokenizer the policy side loads.
+TOKENIZER_DIR = "tokenizer"
 
 
 @dataclass
@@ -85,32 +100,6 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ConfigError(f"training config: unknown field(s) {sorted(unknown)}")
-        return cls(**data)
-
-
-def train_preset(name: str) -> TrainConfig:
-    """`paper`: P=12, K=8, 15 frames; `cpu-small`: 2 cloths x 2 trajectories, a few hundred steps."""
-    if name == "paper":
-        return TrainConfig()
-    if name == "cpu-small":
-        return TrainConfig(
-            steps=300,
-            clothes_per_batch=2,
-            trajectories_per_cloth=2,
-            max_frames=8,
-            lr=1e-3,
-            warmup_steps=20,
-            save_every=100,
-            log_every=10,
-            loss_block=1024,
-        )
-    raise ConfigError(f"preset: unknown training preset {name!r} (expected 'paper' or 'cpu-small')")
-
 
 @dataclass
 class PretrainConfig:
@@ -123,22 +112,37 @@ class PretrainConfig:
         return {"encoder": self.encoder.to_dict(), "training": self.training.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PretrainConfig:
-        return cls(EncoderConfig.from_dict(data.get("encoder", {})), TrainConfig.from_dict(data.get("training", {})))
-
-    @classmethod
     def load(cls, spec: str) -> PretrainConfig:
-        """A preset name (`paper`, `cpu-small`) or a YAML file with `encoder:` / `training:`."""
-        if spec in ("paper", "cpu-small"):
-            return cls(preset(spec), train_preset(spec))
-        path = Path(spec)
-        if not path.is_file():
-            raise ConfigError(f"config: {spec!r} is neither a preset nor a YAML file")
-        data = yaml.safe_load(path.read_text()) or {}
-        base = cls.load(data.pop("preset")) if "preset" in data else cls()
-        enc = {**base.encoder.to_dict(), **data.get("encoder", {})}
-        tr = {**base.training.to_dict(), **data.get("training", {})}
-        return cls(EncoderConfig.from_dict(enc), TrainConfig.from_dict(tr))
+        """A preset name (`paper`, `cpu-small`) or a YAML file with `encoder:` / `training:` sections,
+        optionally starting from `preset: NAME`."""
+        if spec in PRESETS:
+            return PRESETS.get(spec)
+        if not Path(spec).is_file():
+            raise ConfigError(f"config: {spec!r} is neither a preset {list(PRESETS)} nor a YAML file")
+        return load_file(spec, PRESETS, cls)
+
+
+def _cpu_small() -> PretrainConfig:
+    # 2 cloths x 2 trajectories, a few hundred steps: trainable on two CPU cores.
+    training = TrainConfig(
+        steps=300,
+        clothes_per_batch=2,
+        trajectories_per_cloth=2,
+        max_frames=8,
+        lr=1e-3,
+        warmup_steps=20,
+        save_every=100,
+        log_every=10,
+        loss_block=1024,
+    )
+    return PretrainConfig(preset("cpu-small"), training)
+
+
+#: Encoder + pretraining hyper-parameters by name (what `--config NAME` selects): `paper` (P=12
+#: cloths x K=8 trajectories, 15 frames) and `cpu-small`; each pairs the encoder preset of its name.
+PRESETS: Presets[PretrainConfig] = Presets("encoder pretraining")
+PRESETS.register("paper", PretrainConfig)
+PRESETS.register("cpu-small", _cpu_small)
 
 
 class PretrainModel(nn.Module):
@@ -246,150 +250,115 @@ class PretrainModel(nn.Module):
         )
 
 
-def lr_factor(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up, then cosine decay to `min_lr_ratio`."""
-    if step < cfg.warmup_steps:
-        return (step + 1) / cfg.warmup_steps
-    t = (step - cfg.warmup_steps) / max(cfg.steps - cfg.warmup_steps, 1)
-    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
-
-
 def temperature(step: int, cfg: TrainConfig) -> float:
     if not cfg.anneal_temperature:
         return cfg.tau_end
     return losses.annealed_temperature(step, cfg.steps, cfg.tau_start, cfg.tau_end)
 
 
-# ----------------------------------------------------------------------------- checkpoints
+# ----------------------------------------------------------------------------- train state
 
 
-def save_training_checkpoint(
-    directory: Path, step: int, model: PretrainModel, optimizer: torch.optim.Optimizer, config: PretrainConfig
-) -> Path:
-    """Model (tokenizer + head), AdamW moments and the step, as safetensors + JSON."""
-    tensors = {k: v for k, v in model.state_dict().items()}
-    state = optimizer.state_dict()
-    for pid, entries in state["state"].items():
-        for name, value in entries.items():
-            tensors[f"optimizer.{pid}.{name}"] = torch.as_tensor(value)
-    meta = {"step": step, "param_groups": state["param_groups"]}
-    return save_checkpoint(
-        directory, tensors, {"kind": PRETRAIN_KIND, **config.to_dict()}, extras={"train_state": meta}
-    )
+def restore(out: Path, model: PretrainModel, optimizer: torch.optim.Optimizer) -> int:
+    """Continue from `<out>/train_state` (or the latest `checkpoints/step_N/` of a run written
+    before the shared scaffold); returns the step to continue from, 0 when there is nothing."""
+    if (out / TRAIN_STATE_DIR).is_dir():
+        state = read_train_state(out / TRAIN_STATE_DIR)
+    elif (legacy := _legacy_train_state(out)) is not None:
+        state = legacy
+    else:
+        return 0
+    if state.config.get("kind") != PRETRAIN_KIND:
+        raise CheckpointError(f"checkpoint {state.directory}: not an encoder pretraining checkpoint")
+    return state.restore(model, optimizer)
 
 
-def load_training_checkpoint(directory: Path, model: PretrainModel, optimizer: torch.optim.Optimizer) -> int:
-    """Restore model and optimizer from `save_training_checkpoint`; returns the next step."""
-    tensors, config = load_checkpoint(directory)
-    if config.get("kind") != PRETRAIN_KIND:
-        raise CheckpointError(f"checkpoint {directory}: not an encoder pretraining checkpoint")
-    meta = read_json(directory, "train_state")
-    if "step" not in meta or "param_groups" not in meta:
-        raise CheckpointError(f"checkpoint {directory}: train_state.json lacks step/param_groups")
-    model_tensors = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
-    load_strict(model, model_tensors, directory)
-    opt_state: dict[int, dict[str, torch.Tensor]] = {}
-    for key, value in tensors.items():
-        if key.startswith("optimizer."):
-            _, pid, name = key.split(".", 2)
-            opt_state.setdefault(int(pid), {})[name] = value
-    try:
-        optimizer.load_state_dict({"state": opt_state, "param_groups": meta["param_groups"]})
-    except (ValueError, KeyError) as exc:
-        raise CheckpointError(f"checkpoint {directory}: optimizer state does not match the model ({exc})") from exc
-    return int(meta["step"])
-
-
-def latest_checkpoint(output: Path) -> Path | None:
-    ckpts = sorted((output / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
-    return ckpts[-1] if ckpts else None
+def _legacy_train_state(out: Path) -> TrainState | None:
+    """The latest `checkpoints/step_N/` of an older run (model tensors unprefixed, AdamW moments as
+    `optimizer.<param>.<name>`), renamed into the shared layout, or None."""
+    steps = sorted((out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+    if not steps:
+        return None
+    state = read_train_state(steps[-1])
+    state.tensors = {
+        (OPTIM_PREFIX + k[len("optimizer.") :] if k.startswith("optimizer.") else MODEL_PREFIX + k): v
+        for k, v in state.tensors.items()
+    }
+    return state
 
 
 # ----------------------------------------------------------------------------- loop
 
 
-def _distributed() -> tuple[int, int]:
-    """(rank, world size); initialises the process group under torchrun."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not dist.is_initialized():
-        if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return (dist.get_rank(), world) if world > 1 else (0, 1)
-
-
 def pretrain(
     episodes: Sequence[Episode],
     config: PretrainConfig,
-    output: str | Path,
-    device: str | None = None,
-    resume: str | None = None,
-    progress: bool = True,
+    out: str | Path,
+    device: str = "auto",
+    resume: bool = False,
+    echo: bool = True,
+    stop_at: int | None = None,
 ) -> dict[str, Any]:
-    """Train the encoder on `episodes`; writes checkpoints, `metrics.jsonl` and `tokenizer/` to
-    `output`. `resume`: a checkpoint directory or "auto" (latest under output). Returns a summary."""
-    rank, world = _distributed()
+    """Train the encoder on `episodes`; writes `train_state/`, `log.jsonl` and `tokenizer/` (the
+    deployable tokenizer) to `out`. `resume`: continue the run in `out`. `stop_at` ends this run
+    early at that step (after saving the train state), as a preempted job would; the schedules
+    still follow `training.steps`. Returns a summary."""
+    out = Path(out)
+    check_new_run(out, resume, (TOKENIZER_DIR, "checkpoints"))
+    where, device = init_distributed(device)
     tcfg = config.training
-    device = resolve_device(device or "auto")
-    if device.type == "cuda" and world > 1 and device.index is None:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     torch.manual_seed(tcfg.seed)
-    output = Path(output)
     data = PretrainDataset(episodes, config.encoder.image_size, tcfg.motion_dist, tcfg.motion_frac, tcfg.max_frames)
     sampler = PKSampler(data.trajectories, tcfg.clothes_per_batch, tcfg.trajectories_per_cloth, tcfg.seed)
     model = PretrainModel(config.encoder, tcfg).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
-    start = 0
-    if resume:
-        path = latest_checkpoint(output) if resume == "auto" else Path(resume)
-        if path is not None:
-            start = load_training_checkpoint(path, model, optimizer)
-    ddp = DistributedDataParallel(model) if world > 1 else None
-    runner = ddp or model
-    log = None
-    if rank == 0:
-        output.mkdir(parents=True, exist_ok=True)
-        log = (output / "metrics.jsonl").open("a")
-    history: list[dict[str, float]] = []
-    bar = tqdm(range(start, tcfg.steps), disable=not progress or rank != 0, desc="pretrain encoder")
+    start = restore(out, model, optimizer) if resume else 0
+    runner = DistributedDataParallel(model) if where.world_size > 1 else model
+    log = RunLog(out, where, "encoder", echo)
+    log.write({"event": "start", "config": config.encoder.name, "world_size": where.world_size, "start_step": start})
+    history: list[dict[str, Any]] = []
     tokens_seen, t0 = 0, time.perf_counter()
-    for step in bar:
-        batch = data.batch(sampler.batch(step * world + rank)).to(device)
-        gen = torch.Generator().manual_seed(tcfg.seed * 1_000_003 + step * 131 + rank)
+    end = min(tcfg.steps, stop_at) if stop_at else tcfg.steps
+    for step in range(start, end):
+        batch = data.batch(sampler.batch(step * where.world_size + where.rank)).to(device)
+        gen = torch.Generator().manual_seed(tcfg.seed * 1_000_003 + step * 131 + where.rank)
         tau = temperature(step, tcfg)
         for group in optimizer.param_groups:
-            group["lr"] = tcfg.lr * lr_factor(step, tcfg)
-        out = runner(batch, tau, gen)
+            group["lr"] = learning_rate(step, tcfg.lr, tcfg.steps, tcfg.warmup_steps, tcfg.min_lr_ratio)
+        out_step = runner(batch, tau, gen)
         optimizer.zero_grad(set_to_none=True)
-        out["loss"].backward()
+        out_step["loss"].backward()
         if tcfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip)
         optimizer.step()
-        tokens_seen += int(out["tokens"])
+        tokens_seen += int(out_step["tokens"])
+        done = step + 1
         record = {
-            "step": step,
-            "loss": float(out["loss"].detach()),
-            "same": float(out["same"]),
-            "cross": float(out["cross"]),
+            "event": "train",
+            "step": done,
+            "loss": float(out_step["loss"].detach()),
+            "same": float(out_step["same"]),
+            "cross": float(out_step["cross"]),
             "tau": tau,
             "lr": optimizer.param_groups[0]["lr"],
-            "tokens_per_s": tokens_seen * world / (time.perf_counter() - t0),
+            "tokens_per_s": tokens_seen * where.world_size / (time.perf_counter() - t0),
         }
         history.append(record)
-        if log is not None and (step % tcfg.log_every == 0 or step == tcfg.steps - 1):
-            log.write(json.dumps(record) + "\n")
-            log.flush()
-            bar.set_postfix(loss=f"{record['loss']:.3f}", tau=f"{tau:.3f}")
-        last = step == tcfg.steps - 1
-        if rank == 0 and ((step + 1) % tcfg.save_every == 0 or last):
-            save_training_checkpoint(output / "checkpoints" / f"step_{step + 1}", step + 1, model, optimizer, config)
-    if rank == 0:
-        model.tokenizer.save_pretrained(output / "tokenizer")
-        log.close()
-    if world > 1:
+        if step % tcfg.log_every == 0 or done in (tcfg.steps, end):
+            log.write(
+                record,
+                f"step {done}: loss {record['loss']:.4f} same {record['same']:.4f} cross {record['cross']:.4f} "
+                f"tau {tau:.3f} lr {record['lr']:.2e} {record['tokens_per_s']:.0f} tokens/s",
+            )
+        if where.is_main and (done % tcfg.save_every == 0 or done in (tcfg.steps, end)):
+            save_train_state(out, done, model, optimizer, {"kind": PRETRAIN_KIND, **config.to_dict()})
+    if where.is_main:
+        model.tokenizer.save_pretrained(out / TOKENIZER_DIR)
+        log.write({"event": "end", "step": max(start, end), **({"loss": history[-1]["loss"]} if history else {})})
+    if where.world_size > 1:
         dist.barrier()
-    return {"history": history, "start_step": start, "rank": rank, "world_size": world}
+    return {"history": history, "start_step": start, "rank": where.rank, "world_size": where.world_size}
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -397,8 +366,7 @@ def pretrain(
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pretrain_encoder", description=__doc__.split("\n")[0])
-    p.add_argument("--config", default="cpu-small", help="preset (paper, cpu-small) or YAML file")
-    p.add_argument("--output", required=True, help="run directory (checkpoints, metrics.jsonl, tokenizer/)")
+    add_run_arguments(p, "paper, cpu-small", f"{TOKENIZER_DIR}/")
     data = p.add_mutually_exclusive_group()
     data.add_argument("--data", help="episode store written by `python -m instant_fold_sim.generate`")
     data.add_argument(
@@ -409,58 +377,52 @@ def _parser() -> argparse.ArgumentParser:
         help="train on generated synthetic cloth episodes instead of a dataset",
     )
     p.add_argument("--split", default="train", help="garment split of the store to train on (train, heldout, all)")
-    p.add_argument("--steps", type=int, help="override training.steps")
-    p.add_argument("--device", help="auto (default: cuda if available), cpu, cuda, cuda:1")
-    p.add_argument("--resume", help="checkpoint directory or 'auto'")
     p.add_argument("--backbone-checkpoint", help="official DINOv3 weights (.pth/.safetensors)")
-    p.add_argument("--no-progress", action="store_true")
     return p
 
 
 def _store_episodes(path: str, split: str) -> list[Episode]:
     """The episodes of one garment split of a store (read eagerly: cpu-small-sized stores)."""
-    from ..dataset.zarr_store import EpisodeStore, StoreError
+    from ..dataset.zarr_store import EpisodeStore, StoreError  # zarr only when a store is read
 
     try:
         store = EpisodeStore(path)
         names = [n for n in store.names() if split == "all" or store.meta(n).get("split") == split]
     except StoreError as exc:
-        raise SystemExit(f"pretrain_encoder: {exc}") from exc
+        raise DataError(str(exc)) from exc
     if not names:
-        raise SystemExit(f"pretrain_encoder: store {path} has no episode of split {split!r}")
+        raise DataError(f"store {path} has no episode of split {split!r}")
     return [store.read(n) for n in names]
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `pretrain_encoder` CLI; 2 (and the reason on stderr) when the run cannot start."""
     args = _parser().parse_args(argv)
     try:
         config = PretrainConfig.load(args.config)
         if args.steps is not None:  # replace() re-runs the checks that --steps must pass too
             config.training = dataclasses.replace(config.training, steps=args.steps)
-    except ConfigError as exc:
-        raise SystemExit(f"pretrain_encoder: {exc}") from exc
-    if args.backbone_checkpoint:
-        config.encoder.backbone_checkpoint = args.backbone_checkpoint
-    if args.data:
-        episodes = _store_episodes(args.data, args.split)
-    elif not args.synthetic:
-        raise SystemExit("no training data: pass --data STORE (or --synthetic CLOTHS TRAJECTORIES FRAMES)")
-    else:
-        from .synthetic import synthetic_dataset
+        if args.backbone_checkpoint:
+            config.encoder.backbone_checkpoint = args.backbone_checkpoint
+        if args.data:
+            episodes = _store_episodes(args.data, args.split)
+        elif args.synthetic:
+            from .synthetic import synthetic_dataset
 
-        cloths, trajs, frames = args.synthetic
-        episodes = synthetic_dataset(cloths, trajs, frames, config.encoder.image_size, seed=config.training.seed)
-    summary = pretrain(episodes, config, args.output, args.device, args.resume, progress=not args.no_progress)
+            cloths, trajs, frames = args.synthetic
+            episodes = synthetic_dataset(cloths, trajs, frames, config.encoder.image_size, seed=config.training.seed)
+        else:
+            raise DataError("no training data: pass --data STORE (or --synthetic CLOTHS TRAJECTORIES FRAMES)")
+        summary = pretrain(episodes, config, args.out, args.device, args.resume)
+    except (ConfigError, DataError, CheckpointError) as exc:
+        print(f"pretrain_encoder: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        close_distributed()
     if summary["rank"] == 0 and summary["history"]:
         first, last = summary["history"][0], summary["history"][-1]
         print(
-            f"steps {summary['start_step']}->{last['step'] + 1}: loss {first['loss']:.4f} -> {last['loss']:.4f}, "
-            f"{last['tokens_per_s']:.0f} tokens/s; tokenizer saved to {Path(args.output) / 'tokenizer'}"
+            f"steps {summary['start_step']}->{last['step']}: loss {first['loss']:.4f} -> {last['loss']:.4f}, "
+            f"{last['tokens_per_s']:.0f} tokens/s; tokenizer saved to {Path(args.out) / TOKENIZER_DIR}"
         )
-    if dist.is_initialized():
-        dist.destroy_process_group()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

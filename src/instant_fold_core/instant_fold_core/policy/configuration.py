@@ -15,10 +15,8 @@ from typing import Any
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A configuration is inconsistent or names unknown fields; the message names the field."""
-
+from instant_fold_core.config import Presets, build, load_file
+from instant_fold_core.errors import ConfigError
 
 #: Values of `PolicyConfig.demo_alignment`.
 DEMO_ALIGNMENTS: tuple[str, ...] = ("none", "centroid")
@@ -212,103 +210,73 @@ class InstantFoldPolicyConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InstantFoldPolicyConfig:
-        """Build from a nested dict; unknown keys are errors so typos never pass silently."""
+        """Build from a nested dict (a checkpoint's config.json); unknown keys are errors so typos
+        never pass silently. Without a `name` the config is called "custom"."""
         if not isinstance(data, dict):
             raise ConfigError(f"policy config: expected a mapping, got {type(data).__name__}")
-        unknown = set(data) - {"name", "model", "train"}
-        if unknown:
-            raise ConfigError(f"policy config: unknown keys {sorted(unknown)}")
-        return cls(
-            name=str(data.get("name", "custom")),
-            model=_build(PolicyConfig, data.get("model", {}), "model"),
-            train=_build(TrainingConfig, data.get("train", {}), "train"),
-        ).validate()
+        return build(cls, {"name": "custom", **data}).validate()
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> InstantFoldPolicyConfig:
         """A YAML file; with a top-level `preset: NAME` its `model`/`train` keys override that preset."""
-        path = Path(path)
-        if not path.is_file():
+        if not Path(path).is_file():
             raise ConfigError(f"policy config: no such file {path}")
-        data = yaml.safe_load(path.read_text()) or {}
-        if isinstance(data, dict) and "preset" in data:
-            base = preset(str(data.pop("preset"))).to_dict()
-            for section in ("model", "train"):
-                overrides = data.get(section, {})
-                if not isinstance(overrides, dict):
-                    raise ConfigError(f"{section}: expected a mapping, got {type(overrides).__name__}")
-                base[section].update(overrides)
-            data = {**base, **{k: v for k, v in data.items() if k not in ("model", "train")}}
-        return cls.from_dict(data)
+        return load_file(path, PRESETS, lambda: cls(name="custom")).validate()
 
     def to_yaml(self, path: str | Path) -> None:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
-def _build(kind: type, data: dict[str, Any], section: str) -> Any:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{section}: expected a mapping, got {type(data).__name__}")
-    names = {f.name: f for f in dataclasses.fields(kind)}
-    unknown = set(data) - set(names)
-    if unknown:
-        raise ConfigError(f"{section}: unknown keys {sorted(unknown)}")
-    values = {}
-    for key, value in data.items():
-        default = getattr(kind(), key)
-        if isinstance(default, bool) and not isinstance(value, bool):
-            raise ConfigError(f"{section}.{key}: expected a boolean, got {value!r}")
-        if isinstance(default, (int, float)) and not isinstance(default, bool):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{section}.{key}: expected a number, got {value!r}")
-            value = type(default)(value)
-        values[key] = value
-    return kind(**values)
+def _paper_real() -> InstantFoldPolicyConfig:
+    # Appendix E: horizon 8 (execute 4), 3 cm occlusion template, 30 % recovery perturbation.
+    return InstantFoldPolicyConfig(
+        name="paper-real",
+        model=PolicyConfig(horizon=8, execute_steps=4),
+        train=TrainingConfig(recovery_prob=0.3, occlusion_prob=0.5),
+    ).validate()
+
+
+def _cpu_small() -> InstantFoldPolicyConfig:
+    return InstantFoldPolicyConfig(
+        name="cpu-small",
+        model=PolicyConfig(
+            cloth_feature_dim=64,  # the cpu-small encoder's feature_dim
+            num_cloth_tokens=64,
+            width=64,
+            num_heads=2,
+            mlp_ratio=2.0,
+            spatial_layers=1,
+            temporal_layers=1,
+            num_summary_tokens=2,
+            fusion_layers=1,
+            horizon=4,
+            num_modes=4,
+        ),
+        train=TrainingConfig(
+            batch_size=16,
+            steps=600,
+            lr=2e-3,
+            weight_decay=0.0,
+            warmup_steps=30,
+            ema_decay=0.9,
+            log_every=25,
+            checkpoint_every=200,
+            recovery_prob=0.0,
+            occlusion_prob=0.0,
+        ),
+    ).validate()
+
+
+#: Named configurations: `paper` (simulation), `paper-real` (real robot) and `cpu-small`.
+PRESETS: Presets[InstantFoldPolicyConfig] = Presets("policy")
+PRESETS.register("paper", lambda: InstantFoldPolicyConfig(name="paper").validate())
+PRESETS.register("paper-real", _paper_real)
+PRESETS.register("cpu-small", _cpu_small)
 
 
 def preset(name: str) -> InstantFoldPolicyConfig:
-    """Named configurations: `paper` (simulation), `paper-real` (real robot) and `cpu-small`."""
-    if name == "paper":
-        return InstantFoldPolicyConfig(name="paper").validate()
-    if name == "paper-real":
-        # Appendix E: horizon 8 (execute 4), 3 cm occlusion template, 30 % recovery perturbation.
-        return InstantFoldPolicyConfig(
-            name="paper-real",
-            model=PolicyConfig(horizon=8, execute_steps=4),
-            train=TrainingConfig(recovery_prob=0.3, occlusion_prob=0.5),
-        ).validate()
-    if name == "cpu-small":
-        return InstantFoldPolicyConfig(
-            name="cpu-small",
-            model=PolicyConfig(
-                cloth_feature_dim=64,  # the cpu-small encoder's feature_dim
-                num_cloth_tokens=64,
-                width=64,
-                num_heads=2,
-                mlp_ratio=2.0,
-                spatial_layers=1,
-                temporal_layers=1,
-                num_summary_tokens=2,
-                fusion_layers=1,
-                horizon=4,
-                num_modes=4,
-            ),
-            train=TrainingConfig(
-                batch_size=16,
-                steps=600,
-                lr=2e-3,
-                weight_decay=0.0,
-                warmup_steps=30,
-                ema_decay=0.9,
-                log_every=25,
-                checkpoint_every=200,
-                recovery_prob=0.0,
-                occlusion_prob=0.0,
-            ),
-        ).validate()
-    raise ConfigError(f"unknown policy preset {name!r} (expected paper, paper-real or cpu-small)")
-
-
-PRESETS: tuple[str, ...] = ("paper", "paper-real", "cpu-small")
+    """The policy preset `name` (a fresh copy)."""
+    return PRESETS.get(name)
 
 
 def load_config(name_or_path: str | Path) -> InstantFoldPolicyConfig:
@@ -316,5 +284,5 @@ def load_config(name_or_path: str | Path) -> InstantFoldPolicyConfig:
     if str(name_or_path) in PRESETS:
         return preset(str(name_or_path))
     if not Path(name_or_path).is_file():
-        raise ConfigError(f"{name_or_path!r} is neither a YAML file nor a policy preset {PRESETS}")
+        raise ConfigError(f"{name_or_path!r} is neither a YAML file nor a policy preset {list(PRESETS)}")
     return InstantFoldPolicyConfig.from_yaml(name_or_path)

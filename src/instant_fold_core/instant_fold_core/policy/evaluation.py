@@ -234,7 +234,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evaluate_policy: the policy's predictions are not finite ({', '.join(nonfinite)})", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -22,8 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
+from instant_fold_core.errors import ConfigError
 from instant_fold_core.policy.attention import Block, KeyValue, Rope3D
-from instant_fold_core.policy.configuration import ConfigError, InstantFoldPolicyConfig, PolicyConfig
+from instant_fold_core.policy.configuration import InstantFoldPolicyConfig, PolicyConfig
 from instant_fold_core.policy.context_encoder import (
     ContextEncoder,
     SceneTokenizer,

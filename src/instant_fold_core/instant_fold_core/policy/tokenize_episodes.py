@@ -24,17 +24,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from instant_fold_core.checkpoint import WEIGHTS_FILE, CheckpointError
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.device import resolve_device
 from instant_fold_core.encoder.modeling import ClothTokenizer
-from instant_fold_core.errors import ArtifactError
+from instant_fold_core.errors import ArtifactError, ConfigError
 from instant_fold_core.geometry import GeometryError
-from instant_fold_core.policy.configuration import ConfigError, load_config
+from instant_fold_core.policy.configuration import load_config
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
+from instant_fold_core.tokens import tokenize_batch
 
 MANIFEST = "tokenizer.json"
 
@@ -43,26 +43,16 @@ class TokenizeError(ArtifactError):
     """The store, the tokenizer or the output directory cannot be used; the message says which."""
 
 
-@torch.inference_mode()
 def tokenize_episode(tokenizer: ClothTokenizer, episode: Episode, batch_size: int = 32) -> TokenizedEpisode:
-    """Cloth tokens of every frame of `episode` (batches of `batch_size` frames, deterministic FPS)."""
+    """Cloth tokens of every frame of `episode` (batches of `batch_size` frames, deterministic FPS),
+    through the same `tokenize_batch` as deployment."""
     if batch_size < 1:
         raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
     episode.validate()
-    device = next(tokenizer.parameters()).device
-    k = torch.from_numpy(episode.intrinsics).to(device)
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for start in range(0, episode.num_frames, batch_size):
-        sl = slice(start, start + batch_size)
-        rgb = torch.from_numpy(episode.rgb[sl]).to(device).permute(0, 3, 1, 2).float().div(255.0)
-        out = tokenizer(
-            rgb,
-            torch.from_numpy(episode.depth[sl]).to(device),
-            torch.from_numpy(episode.mask[sl]).to(device),
-            k.expand(rgb.shape[0], 3, 3),
-            deterministic=True,
-        )
-        parts.append((out.positions.float().cpu().numpy(), out.features.float().cpu().numpy(), out.valid.cpu().numpy()))
+    parts = [
+        tokenize_batch(tokenizer, episode.rgb[sl], episode.depth[sl], episode.mask[sl], episode.intrinsics)
+        for sl in (slice(start, start + batch_size) for start in range(0, episode.num_frames, batch_size))
+    ]
     positions, features, valid = (np.concatenate(p) for p in zip(*parts, strict=True))
     return TokenizedEpisode.from_episode(episode, positions, features, valid)
 
@@ -242,7 +232,3 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(summary['skipped'])} skipped -> {summary['out']}"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,23 +2,22 @@
 
 Run on one process or under torchrun (gloo on CPU, NCCL on GPU):
 
-    python -m instant_fold_core.policy.training --config cpu-small --synthetic 2 --out runs/policy
-    torchrun --nproc_per_node 2 -m instant_fold_core.policy.training --config paper --data tokens/ --out runs/p
+    python -m instant_fold_training.train_policy --config cpu-small --synthetic 2 --out runs/policy
+    torchrun --nproc_per_node 2 -m instant_fold_training.train_policy --config paper --data tokens/ --out runs/p
 
 Every random draw of a step comes from a generator seeded by (seed, step, rank), so a resumed run
 continues exactly as an uninterrupted one would. `<out>/checkpoint` holds the deployable policy
-(EMA weights + config + normalisers); `<out>/train_state` holds what resuming needs.
+(EMA weights + config + normalisers); `<out>/train_state` (the shared layout of
+`instant_fold_core.trainer`, plus `ema.*` weights and `normalizers.json`) holds what resuming needs,
+`<out>/log.jsonl` the log.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,42 +26,33 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
-from instant_fold_core.policy.configuration import ConfigError, InstantFoldPolicyConfig, load_config
+from instant_fold_core.checkpoint import CheckpointError
+from instant_fold_core.errors import ConfigError
+from instant_fold_core.policy.configuration import InstantFoldPolicyConfig, load_config
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, collate
 from instant_fold_core.policy.dataset import PolicyDataset
 from instant_fold_core.policy.inference import absolute_actions, sample_cached
 from instant_fold_core.policy.modeling import InstantFoldPolicy, policy_summary
 from instant_fold_core.policy.normalization import NormalizerError
 from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
+from instant_fold_core.trainer import (
+    LOG_FILE,
+    TRAIN_STATE_DIR,
+    RunLog,
+    add_run_arguments,
+    check_new_run,
+    close_distributed,
+    init_distributed,
+    learning_rate,
+    read_log,
+    read_train_state,
+    save_train_state,
+)
 
+#: The deployable policy of a run (what the policy server loads).
 CHECKPOINT_DIR = "checkpoint"
-TRAIN_STATE_DIR = "train_state"
-LOG_FILE = "log.jsonl"
-
-
-@dataclass
-class DistInfo:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def init_distributed(device: str) -> DistInfo:
-    """Join the torchrun process group when launched by torchrun (gloo on CPU, NCCL on CUDA)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return DistInfo()
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if device.startswith("cuda"):
-        torch.cuda.set_device(local_rank)
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
-    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank)
+#: The cosine schedule's floor, as a fraction of `train.lr`.
+MIN_LR_RATIO = 0.1
 
 
 def step_generators(seed: int, step: int, rank: int) -> tuple[np.random.Generator, torch.Generator]:
@@ -72,13 +62,11 @@ def step_generators(seed: int, step: int, rank: int) -> tuple[np.random.Generato
     return rng, gen
 
 
-def learning_rate(cfg: InstantFoldPolicyConfig, step: int) -> float:
-    """Linear warm-up, then cosine decay to 10 % of the base rate (the paper does not specify)."""
+def policy_learning_rate(cfg: InstantFoldPolicyConfig, step: int) -> float:
+    """The shared schedule with the policy's floor: cosine decay to 10 % of the base rate (the
+    paper does not specify)."""
     tr = cfg.train
-    if step < tr.warmup_steps:
-        return tr.lr * (step + 1) / tr.warmup_steps
-    progress = (step - tr.warmup_steps) / max(1, tr.steps - tr.warmup_steps)
-    return tr.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    return learning_rate(step, tr.lr, tr.steps, tr.warmup_steps, MIN_LR_RATIO)
 
 
 class EMA:
@@ -98,7 +86,7 @@ class EMA:
                 self.state[k].copy_(v)
 
 
-def save_train_state(
+def save_run_state(
     out: Path,
     cfg: InstantFoldPolicyConfig,
     policy: InstantFoldPolicy,
@@ -106,41 +94,26 @@ def save_train_state(
     optimizer: torch.optim.Optimizer,
     step: int,
 ) -> None:
-    """Raw + EMA weights and AdamW moments as safetensors; step and param groups as JSON."""
-    tensors = {f"model.{k}": v for k, v in policy.state_dict().items()}
-    tensors.update({f"ema.{k}": v for k, v in ema.state.items()})
-    opt = optimizer.state_dict()
-    for idx, state in opt["state"].items():
-        for key, value in state.items():
-            tensors[f"optim.{idx}.{key}"] = torch.as_tensor(value)
-    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in opt["param_groups"]]
-    save_checkpoint(
-        out / TRAIN_STATE_DIR,
-        tensors,
+    """The shared train state plus the EMA weights (`ema.*`) and the normalisers."""
+    save_train_state(
+        out,
+        step,
+        policy,
+        optimizer,
         cfg.to_dict(),
-        {
-            "train_state": {"step": step, "param_groups": groups},
-            "normalizers": policy.normalizers.to_dict(),
-        },
+        tensors={f"ema.{k}": v for k, v in ema.state.items()},
+        extras={"normalizers": policy.normalizers.to_dict()},
     )
 
 
-def load_train_state(out: Path, policy: InstantFoldPolicy, ema: EMA, optimizer: torch.optim.Optimizer) -> int:
-    """Restore a `save_train_state` directory; returns the step to continue from."""
-    directory = out / TRAIN_STATE_DIR
-    tensors, _ = load_checkpoint(directory)
-    meta = read_json(directory, "train_state")
-    policy.normalizers.load_dict(read_json(directory, "normalizers"))
+def restore_run_state(out: Path, policy: InstantFoldPolicy, ema: EMA, optimizer: torch.optim.Optimizer) -> int:
+    """Restore `save_run_state`; returns the step to continue from."""
+    state = read_train_state(out / TRAIN_STATE_DIR)
+    policy.normalizers.load_dict(state.json("normalizers"))
+    step = state.restore(policy, optimizer)
     device = next(policy.parameters()).device
-    policy.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-    ema.state = {k[4:]: v.to(device) for k, v in tensors.items() if k.startswith("ema.")}
-    state: dict[int, dict[str, torch.Tensor]] = {}
-    for key, value in tensors.items():
-        if key.startswith("optim."):
-            _, idx, name = key.split(".", 2)
-            state.setdefault(int(idx), {})[name] = value.to(device) if name != "step" else value
-    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-    return int(meta["step"])
+    ema.state = {k: v.to(device) for k, v in state.prefixed("ema.").items()}
+    return step
 
 
 @torch.no_grad()
@@ -176,10 +149,10 @@ def train(
     cfg: InstantFoldPolicyConfig,
     episodes: list[TokenizedEpisode],
     out: str | Path,
-    device: str = "cpu",
+    device: str = "auto",
     resume: bool = False,
     eval_samples: int = 32,
-    log: bool = True,
+    echo: bool = True,
     stop_at: int | None = None,
 ) -> dict[str, Any]:
     """Train (or resume) a policy; returns a summary with the final losses and action errors.
@@ -188,14 +161,8 @@ def train(
     the learning-rate schedule still follows `cfg.train.steps`.
     """
     out = Path(out)
-    if not resume and any((out / name).exists() for name in (TRAIN_STATE_DIR, CHECKPOINT_DIR)):
-        raise CheckpointError(
-            f"{out} already holds a training run; pass --resume to continue it or choose another --out "
-            "(nothing was overwritten)"
-        )
-    info = init_distributed(device)
-    if device.startswith("cuda"):
-        device = f"cuda:{info.local_rank}"
+    check_new_run(out, resume, (CHECKPOINT_DIR,))
+    where, torch_device = init_distributed(device)
     tr = cfg.train
     dataset = PolicyDataset(episodes, cfg.model.horizon, tr)
     n, d = episodes[0].cloth_features.shape[1:]
@@ -210,39 +177,36 @@ def train(
     policy.mode_ids = dataset.mode_ids
     if cfg.model.conditioning == "language" and max(dataset.mode_ids.values()) >= cfg.model.num_modes:
         raise PolicyDataError(f"meta.mode_id: ids {dataset.mode_ids} exceed model.num_modes={cfg.model.num_modes}")
-    policy.to(device)
+    policy.to(torch_device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=tr.lr, weight_decay=tr.weight_decay)
     ema = EMA(policy, tr.ema_decay)
     start = 0
     if resume and (out / TRAIN_STATE_DIR).is_dir():
-        start = load_train_state(out, policy, ema, optimizer)
-    model = DistributedDataParallel(policy) if info.world_size > 1 else policy
-    per_rank = max(1, tr.batch_size // info.world_size)
+        start = restore_run_state(out, policy, ema, optimizer)
+    model = DistributedDataParallel(policy) if where.world_size > 1 else policy
+    per_rank = max(1, tr.batch_size // where.world_size)
     eval_idx = list(np.random.default_rng(tr.seed).choice(len(dataset), min(eval_samples, len(dataset)), replace=False))
-    use_amp = tr.amp and device.startswith("cuda")
-    if info.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        _log(
-            out,
-            log,
-            {
-                "event": "start",
-                "config": cfg.name,
-                "parameters": policy_summary(policy),
-                "world_size": info.world_size,
-                "samples": len(dataset),
-                "episodes": len(episodes),
-                "start_step": start,
-            },
-        )
+    use_amp = tr.amp and torch_device.type == "cuda"
+    log = RunLog(out, where, "policy", echo)
+    log.write(
+        {
+            "event": "start",
+            "config": cfg.name,
+            "parameters": policy_summary(policy),
+            "world_size": where.world_size,
+            "samples": len(dataset),
+            "episodes": len(episodes),
+            "start_step": start,
+        }
+    )
     history: dict[str, Any] = {"initial_action_error": action_error(policy, dataset, eval_idx)} if start == 0 else {}
     tic, losses = time.perf_counter(), None
     end = min(tr.steps, stop_at) if stop_at else tr.steps
     for step in range(start, end):
-        rng, gen = step_generators(tr.seed, step, info.rank)
-        batch = dataset.draw_batch(rng, per_rank).to(device)
+        rng, gen = step_generators(tr.seed, step, where.rank)
+        batch = dataset.draw_batch(rng, per_rank).to(torch_device)
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(cfg, step)
+            group["lr"] = policy_learning_rate(cfg, step)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
             losses = model(batch, generator=gen, repeats=tr.noise_samples)
         optimizer.zero_grad(set_to_none=True)
@@ -251,38 +215,38 @@ def train(
         optimizer.step()
         ema.update(policy, step)
         done = step + 1
-        if info.is_main and (done % tr.log_every == 0 or done in (tr.steps, end)):
+        if where.is_main and (done % tr.log_every == 0 or done in (tr.steps, end)):
             record = {
                 "event": "train",
                 "step": done,
-                "lr": learning_rate(cfg, step),
+                "lr": policy_learning_rate(cfg, step),
                 "grad_norm": float(grad_norm),
                 "steps_per_s": tr.log_every / max(1e-9, time.perf_counter() - tic),
                 **{k: float(v.detach()) for k, v in losses.items()},
             }
             if done % tr.checkpoint_every == 0 or done in (tr.steps, end):
                 record["action_error_m"] = action_error(policy, dataset, eval_idx)
-            _log(out, log, record)
+            log.write(record, _summary(record))
             tic = time.perf_counter()
         if done % tr.checkpoint_every == 0 or done in (tr.steps, end):
-            if info.is_main:
-                save_train_state(out, cfg, policy, ema, optimizer, done)
+            if where.is_main:
+                save_run_state(out, cfg, policy, ema, optimizer, done)
                 policy.save_pretrained(out / CHECKPOINT_DIR, cfg, ema.state)
-            if info.world_size > 1:
+            if where.world_size > 1:
                 dist.barrier()
-    if info.world_size > 1:
+    if where.world_size > 1:
         history["ranks_in_sync"] = ranks_in_sync(policy)
-    if info.is_main and losses is not None:
-        ema_policy, _ = InstantFoldPolicy.from_pretrained(out / CHECKPOINT_DIR, device)
+    if where.is_main and losses is not None:
+        ema_policy, _ = InstantFoldPolicy.from_pretrained(out / CHECKPOINT_DIR, torch_device)
         history.update(
             {
                 "final_loss": float(losses["loss"].detach()),
                 "final_action_error": action_error(policy, dataset, eval_idx),
                 "ema_action_error": action_error(ema_policy, dataset, eval_idx),
-                "world_size": info.world_size,
+                "world_size": where.world_size,
             }
         )
-        _log(out, log, {"event": "end", **history})
+        log.write({"event": "end", **history})
     return history
 
 
@@ -294,19 +258,13 @@ def ranks_in_sync(policy: InstantFoldPolicy) -> bool:
     return all(torch.equal(gathered[0], g) for g in gathered[1:])
 
 
-def _log(out: Path, echo: bool, record: dict[str, Any]) -> None:
-    with (out / LOG_FILE).open("a") as f:
-        f.write(json.dumps(record) + "\n")
-    if echo:
-        if record["event"] == "train":
-            extra = f" action_err {record['action_error_m'] * 100:.2f} cm" if "action_error_m" in record else ""
-            print(
-                f"[policy] step {record['step']}: loss {record['loss']:.4f} flow {record['flow']:.4f} "
-                f"gripper {record['gripper']:.4f} lr {record['lr']:.2e} {record['steps_per_s']:.1f} it/s{extra}",
-                flush=True,
-            )
-        else:
-            print(f"[policy] {json.dumps(record)}", flush=True)
+def _summary(record: dict[str, Any]) -> str:
+    """The printed line of a `train` record."""
+    extra = f" action_err {record['action_error_m'] * 100:.2f} cm" if "action_error_m" in record else ""
+    return (
+        f"step {record['step']}: loss {record['loss']:.4f} flow {record['flow']:.4f} "
+        f"gripper {record['gripper']:.4f} lr {record['lr']:.2e} {record['steps_per_s']:.1f} it/s{extra}"
+    )
 
 
 def plot_training_curves(log_path: str | Path, png_path: str | Path) -> Path:
@@ -316,7 +274,7 @@ def plot_training_curves(log_path: str | Path, png_path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = [json.loads(line) for line in Path(log_path).read_text().splitlines()]
+    records = read_log(Path(log_path))
     train = [r for r in records if r["event"] == "train"]
     if not train:
         raise PolicyDataError(f"{log_path}: no training records to plot")
@@ -346,17 +304,14 @@ def plot_training_curves(log_path: str | Path, png_path: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `train_policy` CLI; 2 (and the reason on stderr) when the run cannot start."""
     parser = argparse.ArgumentParser(
         prog="train_policy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--config", default="cpu-small", help="preset (paper, paper-real, cpu-small) or YAML file")
-    parser.add_argument("--out", required=True, help="output directory (checkpoint/, train_state/, log.jsonl)")
+    add_run_arguments(parser, "paper, paper-real, cpu-small", f"{CHECKPOINT_DIR}/")
     parser.add_argument("--data", help="directory of tokenised episodes (*.npz, see TokenizedEpisode.save)")
     parser.add_argument("--synthetic", type=int, help="train on N synthetic garments instead of --data")
-    parser.add_argument("--steps", type=int, help="override train.steps")
     parser.add_argument("--batch-size", type=int, help="override train.batch_size (global, split over ranks)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--resume", action="store_true", help="continue from <out>/train_state if present")
     parser.add_argument("--plot", help="write training curves to this PNG at the end")
     args = parser.parse_args(argv)
     try:
@@ -372,12 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"train_policy: {exc}", file=sys.stderr)
         return 2
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        close_distributed()
     if args.plot and int(os.environ.get("RANK", "0")) == 0:
         print(f"[policy] wrote {plot_training_curves(Path(args.out) / LOG_FILE, args.plot)}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,6 +16,8 @@ import dataclasses
 
 import numpy as np
 
+from instant_fold_core.errors import ConfigError
+
 from ..garments import GarmentMesh
 from ..render import Appearance, Camera, render
 from ..rollout import preset
@@ -42,10 +44,9 @@ class NewtonStandIn(Backend):
         return {"simulator": "newton (stand-in for Isaac Lab)", "newton": newton.__version__, "warp": warp.__version__}
 
     def reset(self, spec: SceneSpec) -> None:
-        # A copy: `preset` returns the shared preset object.
         try:
             physics = preset(spec.physics_preset).sim
-        except KeyError as exc:
+        except ConfigError as exc:
             raise BackendError(f"stand-in: {exc}") from exc
         sim = dataclasses.replace(physics, device=None if self.device == "auto" else self.device)
         s = spec.world_scale

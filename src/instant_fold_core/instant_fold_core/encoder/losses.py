@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from .validation import ValidationError
+from ..validation import ValidationError
 
 Impl = Literal["blockwise", "dense"]
 
@@ -379,11 +379,6 @@ def cross_cloth_keypoint_loss(
     positive_weight = (total_w - w_traj * one) * one
     positive_weight = torch.where(positive_weight > 1e-9, positive_weight, torch.zeros_like(positive_weight))
     return soft_supcon(z, valid, positive_sum, positive_weight, tau, impl, block)
-
-
-def pretraining_loss(same: torch.Tensor, cross: torch.Tensor) -> torch.Tensor:
-    """L_pretrain = 1/2 L_same + 1/2 L_cross."""
-    return 0.5 * same + 0.5 * cross
 
 
 def annealed_temperature(step: int, total_steps: int, start: float, end: float) -> float:

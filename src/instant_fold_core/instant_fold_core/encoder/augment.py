@@ -1,8 +1,9 @@
-"""Image-space augmentations shared by encoder pretraining and policy training.
+"""Image-space augmentations of encoder pretraining: colour jitter and gripper occlusion.
 
 Both work on batched torch tensors in the tokenizer's input convention (rgb float [B,3,H,W] in
 [0,1], depth [B,H,W] m, mask bool [B,H,W], intrinsics [B,3,3]) and take an explicit
-`torch.Generator` so a training step is reproducible (and resumable) from its seed.
+`torch.Generator` so a training step is reproducible (and resumable) from its seed. The policy
+trainer does not use them: it augments token observations (`policy/dataset.py`), not images.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .geometry import project_points
+from ..geometry import project_points
 
 
 @dataclass

@@ -20,11 +20,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .dataset.filtering import motion_filter
-from .dataset.schema import Episode
-from .encoder.data import load_frames
-from .encoder.modeling import ClothTokenizer
+from ..dataset.filtering import motion_filter
+from ..dataset.schema import Episode
+from .data import load_frames
 from .losses import assign_tokens_to_particles, keypoint_features
+from .modeling import ClothTokenizer
 
 
 @dataclass
@@ -208,7 +208,7 @@ def pca_figure(models: dict[str, ClothTokenizer], episode: Episode, path: str | 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .geometry import project_points
+    from ..geometry import project_points
 
     frames = motion_filter(episode.particles, max_frames=max_frames)
     fig, axes = plt.subplots(
