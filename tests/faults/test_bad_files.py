@@ -61,7 +61,7 @@ def test_tokenizer_config_of_the_wrong_type_is_refused(tmp_path: Path, field: st
     config = json.loads(config_path.read_text())
     config["encoder"][field] = value
     config_path.write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match=rf"invalid config\.json \(encoder config: {field}: expected"):
+    with pytest.raises(CheckpointError, match=rf"invalid config\.json \(encoder\.{field}: expected"):
         ClothTokenizer.from_pretrained(tokenizer_dir)
 
 

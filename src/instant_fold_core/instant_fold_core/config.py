@@ -119,9 +119,15 @@ def _kind(default: Any) -> str:
     if default is None:
         return "text or null"
     if isinstance(default, tuple):
-        return f"a list of {_kind(default[0])}" if default else "a list"
+        return f"a list of {_plural(default[0])}" if default else "a list"
     names = {bool: "true/false", int: "an integer", float: "a number", str: "text", dict: "a mapping"}
     return names.get(type(default), f"a {type(default).__name__}")
+
+
+def _plural(default: Any) -> str:
+    """What the items of a list must be, e.g. "integers" for a list whose default item is 3."""
+    names = {bool: "true/false values", int: "integers", float: "numbers", str: "texts", dict: "mappings"}
+    return names.get(type(default), f"{type(default).__name__} values")
 
 
 class Presets(Generic[T]):
