@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from instant_fold import sim_fold
-from instant_fold.fold_graph import models_dir
+from instant_fold_ros.bringup_share import models_dir
 
 pytestmark = pytest.mark.ros
 

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from instant_fold import sim_fold
-from instant_fold.fold_graph import models_dir
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.encoder.configuration import ConfigError, EncoderConfig, preset
 from instant_fold_core.paths import PathNotAllowed, allowed_roots, resolve_under
+from instant_fold_ros.bringup_share import models_dir
 
 DEMO = models_dir() / sim_fold.DEFAULT_DEMO
 

@@ -8,8 +8,7 @@ import pytest
 
 from instant_fold.graph import GraphError, find_graph, load_graph
 from instant_fold.runner import RunnerError, find_executable
-
-REPO = Path(__file__).resolve().parents[3]
+from instant_fold_ros.bringup_share import launch_dir
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -70,7 +69,7 @@ def test_unknown_graph_and_missing_executable() -> None:
 def test_every_launch_file_compiles_and_names_an_existing_graph() -> None:
     """launch_ros is not installable here; check each launch file at least wires a real graph
     (a graph file, or the fold graph builder, which test_fold_graph covers)."""
-    launch_files = sorted((REPO / "launch").glob("*.launch.py"))
+    launch_files = sorted(launch_dir().glob("*.launch.py"))
     assert {f.name for f in launch_files} >= {"fold.launch.py", "graph_check.launch.py"}
     for launch_file in launch_files:
         source = launch_file.read_text()
