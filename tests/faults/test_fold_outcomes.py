@@ -79,9 +79,9 @@ def test_policy_server_answers_bad_demonstrations_and_aborts_their_folds(tmp_pat
     from policy_server_rig import policy_server_rig
     from rclpy.action import ActionClient
 
-    from instant_fold.runner import ProcessRunner
     from instant_fold_interfaces.action import ExecuteFold
     from instant_fold_interfaces.srv import LoadDemonstration
+    from instant_fold_ros.standins.process_runner import ProcessRunner
     from instant_fold_ros.testing import TopicProbe
 
     graph = policy_server_rig(tmp_path, [tmp_path, DEMO.parent]).graph

@@ -154,8 +154,8 @@ def test_the_policy_server_opens_demonstrations_under_its_roots_only(
 ) -> None:
     from policy_server_rig import policy_server_rig
 
-    from instant_fold.runner import ProcessRunner
     from instant_fold_interfaces.srv import LoadDemonstration
+    from instant_fold_ros.standins.process_runner import ProcessRunner
     from instant_fold_ros.testing import TopicProbe
 
     allowed, outside = folders

@@ -30,8 +30,9 @@ from typing import Any
 
 import yaml
 
-from instant_fold.graph import GraphError, GraphSpec, NodeSpec
+from instant_fold.graph import GraphError
 from instant_fold_ros.bringup_share import config_dir, models_dir
+from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
 
 ROBOTS_WITH_CAMERA = {"sim"}
 CAMERAS = ("realsense", "playback", "bag", "sim")

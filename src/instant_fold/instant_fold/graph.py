@@ -8,7 +8,6 @@ in `instant_fold_ros.bringup_share.config_dir()` (the installed share/instant_fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,42 +15,13 @@ import yaml
 
 from instant_fold_core.errors import ConfigError
 from instant_fold_ros import bringup_share
+from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
 
 GRAPHS_DIR_NAME = "graphs"
 
 
 class GraphError(ConfigError):
     """A graph file is missing or malformed; the message says which entry."""
-
-
-@dataclass(frozen=True)
-class NodeSpec:
-    """One node of a graph."""
-
-    name: str
-    package: str
-    executable: str
-    parameters: tuple[Path, ...] = ()
-    remappings: tuple[tuple[str, str], ...] = ()
-    arguments: tuple[str, ...] = ()
-    required: bool = False
-
-    def ros_arguments(self, extra_parameters: tuple[Path, ...] = ()) -> list[str]:
-        """Command-line arguments that give the node its name, parameter files and remappings."""
-        args = [*self.arguments, "--ros-args", "-r", f"__node:={self.name}"]
-        for params in (*self.parameters, *extra_parameters):
-            args += ["--params-file", str(params)]
-        for src, dst in self.remappings:
-            args += ["-r", f"{src}:={dst}"]
-        return args
-
-
-@dataclass(frozen=True)
-class GraphSpec:
-    """A named set of nodes."""
-
-    name: str
-    nodes: tuple[NodeSpec, ...] = field(default_factory=tuple)
 
 
 def find_graph(name_or_path: str) -> Path:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from instant_fold.graph import GraphError, find_graph, load_graph
-from instant_fold.runner import RunnerError, find_executable
 from instant_fold_ros.bringup_share import launch_dir
+from instant_fold_ros.standins.process_runner import RunnerError, find_executable
 
 
 def _write(tmp_path: Path, text: str) -> Path:

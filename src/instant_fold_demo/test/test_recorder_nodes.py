@@ -17,19 +17,15 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import CameraInfo, Image
 from test_bag import frames
 
-from instant_fold.graph import GraphSpec, NodeSpec, find_graph, load_graph
-from instant_fold.runner import ProcessRunner, find_executable
+from instant_fold.graph import find_graph, load_graph
 from instant_fold_demo.bag import bag_topics, read_messages
 from instant_fold_demo.rgbd_bag import write_rgbd_bag
 from instant_fold_interfaces.msg import ClothTokens
-from instant_fold_ros.conversions import (
-    camera_info_from_intrinsics,
-    image_from_msg,
-    image_to_msg,
-    make_header,
-    tokens_to_msg,
-)
+from instant_fold_ros.conversions import camera_info_from_intrinsics, make_header, tokens_to_msg
+from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
 from instant_fold_ros.qos import COMMAND_QOS, LATCHED_QOS, OBSERVATION_QOS
+from instant_fold_ros.standins.image_bridge import image_from_msg, image_to_msg
+from instant_fold_ros.standins.process_runner import ProcessRunner, find_executable
 from instant_fold_ros.testing import TopicProbe
 
 pytestmark = pytest.mark.ros
