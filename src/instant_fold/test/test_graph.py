@@ -80,3 +80,9 @@ def test_every_launch_file_compiles_and_names_an_existing_graph() -> None:
             continue
         assert f'graph_launch_description("{graph_name}")' in source
         load_graph(find_graph(graph_name))
+
+
+def test_record_demo_graph_starts_camera_and_recorder() -> None:
+    graph = load_graph(find_graph("record_demo"))
+    assert [(n.name, n.required) for n in graph.nodes] == [("camera", False), ("recorder", True)]
+    assert all(find_executable(n).is_file() for n in graph.nodes)
