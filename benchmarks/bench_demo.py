@@ -74,9 +74,9 @@ def bench_writer(frames: int) -> dict:
 def bench_dds(seconds: float) -> dict:
     from sensor_msgs.msg import CameraInfo, Image
 
-    from instant_fold.graph import NodeSpec
-    from instant_fold.runner import find_executable
+    from instant_fold_ros.graph_spec import NodeSpec
     from instant_fold_ros.qos import OBSERVATION_QOS
+    from instant_fold_ros.standins.process_runner import find_executable
     from instant_fold_ros.testing import TopicProbe, isolated_ros_env
 
     with tempfile.TemporaryDirectory() as tmp, isolated_ros_env() as env, TopicProbe(env) as probe:

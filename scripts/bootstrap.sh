@@ -112,13 +112,13 @@ fi
 "$PY" "$ROOT/scripts/hand_model.py" "$VENV/share/instant_fold_demo" >"$VENV/hand_model.log" 2>&1 ||
   { cat "$VENV/hand_model.log"; echo "error: building the hand model bundle failed (scripts/hand_model.py)" >&2; exit 1; }
 
-# 4. Build the colcon workspace, unless nothing under src/, launch/ or config/ (files or folders,
+# 4. Build the colcon workspace, unless nothing under src/, launch/, config/ or models/ (files or folders,
 #    so additions and deletions count) changed since the last successful build. Python sources
 #    are symlinked into install/, so editing them needs no rebuild either way.
 cd "$ROOT"
 build_stamp="$ROOT/install/.instant_fold_build"
 if [[ -f "$build_stamp" && -f "$ROOT/install/setup.bash" && "$stamp" -ot "$build_stamp" ]] &&
-   [[ -z "$(find src launch config colcon.meta -newer "$build_stamp" -print -quit)" ]]; then
+   [[ -z "$(find src launch config models colcon.meta -newer "$build_stamp" -print -quit)" ]]; then
   log "workspace up to date"
 else
   set +u  # activate scripts and colcon's setup files read unset variables

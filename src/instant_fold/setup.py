@@ -1,4 +1,4 @@
-"""instant_fold: bringup (launch files, configuration, graphs, process runner, graph check)."""
+"""instant_fold: bringup (launch files, configuration, default models, graphs, process runner, graph check)."""
 
 from pathlib import Path
 
@@ -6,8 +6,9 @@ from setuptools import find_packages, setup
 
 PACKAGE = "instant_fold"
 ROOT = Path(__file__).resolve().parent
-# launch/ and config/ sit at the repository's top level (one place for users to look);
-# this package installs them into share/instant_fold/.
+# launch/, config/ and models/ sit at the repository's top level (one place for users to look);
+# this package installs them into share/instant_fold/, where every package looks them up at run
+# time (instant_fold_ros.bringup_share), so a plain and a symlink install behave the same.
 REPO = Path("..") / ".."
 
 
@@ -30,6 +31,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
         *tree("launch"),
         *tree("config"),
+        *tree("models"),
     ],
     install_requires=["pyyaml"],
     zip_safe=True,

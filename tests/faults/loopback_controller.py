@@ -17,11 +17,12 @@ from typing import Any
 
 import yaml
 
-from instant_fold.graph import GraphSpec, NodeSpec
-from instant_fold.runner import ProcessRunner
 from instant_fold_control.testing.dobot_server import LoopbackDobotServer
+from instant_fold_ros.bringup_share import config_dir
+from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
+from instant_fold_ros.standins.process_runner import ProcessRunner
 
-ROBOT_CONFIG = Path(__file__).parents[2] / "config" / "robots" / "dobot.yaml"
+ROBOT_CONFIG = config_dir() / "robots" / "dobot.yaml"
 #: Both arms' start pose in their base frames (mm, deg): (-0.2, 0, 0.8) and (0.2, 0, 0.8) in the camera frame.
 START_POSE = [400.0, 0.0, 150.0, 180.0, 0.0, 0.0]
 

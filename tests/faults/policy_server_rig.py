@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from instant_fold.graph import GraphSpec, NodeSpec
 from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
 
 
 @dataclass(frozen=True)

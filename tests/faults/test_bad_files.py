@@ -24,6 +24,7 @@ from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
 from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_core.policy.synthetic import synthetic_episodes
 from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_ros.bringup_share import models_dir
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,7 @@ def test_evaluate_policy_with_no_frame_to_sample_says_so(episodes_dir: Path, tmp
 def test_a_policy_modes_file_edited_into_nonsense_is_named(tmp_path, modes):
     """modes.json (mode name -> id) that is not such a mapping: a checkpoint error naming it, not a traceback."""
     ckpt = tmp_path / "policy"
-    shutil.copytree(Path(__file__).resolve().parents[2] / "models" / "policy", ckpt)
+    shutil.copytree(models_dir() / "policy", ckpt)
     (ckpt / "modes.json").write_text(modes)
     with pytest.raises(CheckpointError, match="modes.json"):
         InstantFoldPolicy.from_pretrained(ckpt)

@@ -20,8 +20,9 @@ from instant_fold_control.controller import DualArmController
 from instant_fold_control.safety import LOG_BURST, LogLimiter
 from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
 from instant_fold_core.errors import ConfigError
+from instant_fold_ros.bringup_share import config_dir
 
-ROBOTS = Path(__file__).parents[2] / "config" / "robots"
+ROBOTS = config_dir() / "robots"
 DEEP = [[-0.2, 0.0, 1.5], [0.2, 0.0, 1.5]]  # both grippers 0.57 m below the workspace floor (into the table)
 
 

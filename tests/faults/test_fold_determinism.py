@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from instant_fold import sim_fold
-from instant_fold.fold_graph import models_dir
+from instant_fold_ros.bringup_share import models_dir
 
 pytestmark = pytest.mark.ros
 
@@ -83,7 +83,6 @@ def test_a_fold_is_its_own_under_predict_calls_and_slow_machines(tmp_path: Path,
     from policy_server_rig import policy_server_rig
     from rclpy.action import ActionClient
 
-    from instant_fold.runner import ProcessRunner
     from instant_fold_core.checkpoint import checkpoint_id
     from instant_fold_core.demonstration import load_demonstration
     from instant_fold_core.encoder.modeling import ClothTokenizer
@@ -92,6 +91,7 @@ def test_a_fold_is_its_own_under_predict_calls_and_slow_machines(tmp_path: Path,
     from instant_fold_interfaces.msg import ActionChunk
     from instant_fold_interfaces.srv import PredictActionChunk
     from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header, tokens_to_msg
+    from instant_fold_ros.standins.process_runner import ProcessRunner
     from instant_fold_ros.testing import TopicProbe
 
     rig = policy_server_rig(

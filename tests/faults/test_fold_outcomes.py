@@ -19,10 +19,10 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from instant_fold import sim_fold
-from instant_fold.fold_graph import models_dir
 from instant_fold_core.contracts import FoldOutcome, KeyframeEvent
 from instant_fold_core.demonstration import DemonstrationError, load_demonstration
 from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig
+from instant_fold_ros.bringup_share import models_dir
 
 DEMO = models_dir() / sim_fold.DEFAULT_DEMO
 HOME = np.array([[-0.25, 0.05, 0.9], [0.25, 0.05, 0.9]])
@@ -79,9 +79,9 @@ def test_policy_server_answers_bad_demonstrations_and_aborts_their_folds(tmp_pat
     from policy_server_rig import policy_server_rig
     from rclpy.action import ActionClient
 
-    from instant_fold.runner import ProcessRunner
     from instant_fold_interfaces.action import ExecuteFold
     from instant_fold_interfaces.srv import LoadDemonstration
+    from instant_fold_ros.standins.process_runner import ProcessRunner
     from instant_fold_ros.testing import TopicProbe
 
     graph = policy_server_rig(tmp_path, [tmp_path, DEMO.parent]).graph

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 
 from instant_fold import sim_fold
-from instant_fold.fold_graph import models_dir
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.encoder.configuration import EncoderConfig, preset
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.paths import PathNotAllowed, allowed_roots, resolve_under
+from instant_fold_ros.bringup_share import models_dir
 
 DEMO = models_dir() / sim_fold.DEFAULT_DEMO
 
@@ -155,8 +155,8 @@ def test_the_policy_server_opens_demonstrations_under_its_roots_only(
 ) -> None:
     from policy_server_rig import policy_server_rig
 
-    from instant_fold.runner import ProcessRunner
     from instant_fold_interfaces.srv import LoadDemonstration
+    from instant_fold_ros.standins.process_runner import ProcessRunner
     from instant_fold_ros.testing import TopicProbe
 
     allowed, outside = folders

@@ -23,6 +23,7 @@ from instant_fold_core.policy.configuration import preset
 from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_core.policy.synthetic import synthetic_episodes
 from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_ros.bringup_share import config_dir
 
 
 def test_a_lost_zarr_chunk_is_corruption_not_zeros(tmp_path: Path) -> None:
@@ -64,7 +65,7 @@ def test_a_chunk_from_the_future_is_stale_too() -> None:
     from instant_fold_control.controller import DualArmController
     from instant_fold_core.contracts import ActionChunk
 
-    robot = load_robot_config(Path(__file__).parents[2] / "config" / "robots" / "sim.yaml")
+    robot = load_robot_config(config_dir() / "robots" / "sim.yaml")
     logs: list[str] = []
     controller = DualArmController(robot, lambda _level, text: logs.append(text))
     home = np.array([[-0.3, 0.0, 0.9], [0.3, 0.0, 0.9]])

@@ -44,9 +44,9 @@ def test_step_to_a_target_metres_away_is_refused(world: SimWorld) -> None:
 def test_sim_node_survives_bad_requests(tmp_path: Path, ros_env) -> None:
     """Over DDS: a huge step, an unwritable evaluation folder and one outside the node's `file_roots`
     get answers, and the node lives on."""
-    from instant_fold.graph import GraphSpec, NodeSpec
-    from instant_fold.runner import ProcessRunner
     from instant_fold_interfaces.srv import EvaluateFold, SimStep
+    from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
+    from instant_fold_ros.standins.process_runner import ProcessRunner
     from instant_fold_ros.testing import TopicProbe
 
     params = tmp_path / "sim.yaml"

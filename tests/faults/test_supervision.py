@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from instant_fold_ros.bringup_share import config_dir
+
 pytestmark = pytest.mark.ros
 
 #: Longest wait for a process to go (s): a bound on a hang, never a measured time.
 GONE_WITHIN_S = 60.0
-CONFIG = Path(__file__).resolve().parents[2] / "config"
+CONFIG = config_dir()
 
 
 def _alive(pid: int) -> bool:

@@ -11,7 +11,7 @@ the same nodes with the same parameter files. Choices:
   `camera:=sim` and `robot:=sim` go together.
 - `segmentation:=sam2|plane|sim` (default `sim` with the simulator, `plane` otherwise).
 - `demo:=` demonstration file, `checkpoint:=` policy directory, `tokenizer:=` encoder directory
-  (defaults: the models in `models/`).
+  (defaults: the models in `models/`, found as `instant_fold_ros.bringup_share.models_dir()`).
 - with the simulator: `garment:=`, `seed:=`, `mode:=`, `variant:=` (the start state and the mode
   the evaluation compares with); observations are stamped with simulated time and the policy
   server reads the simulator's `/clock` (`use_sim_time`).
@@ -23,7 +23,6 @@ the same nodes with the same parameter files. Choices:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -31,8 +30,9 @@ from typing import Any
 
 import yaml
 
-from instant_fold.graph import GraphSpec, NodeSpec, config_dirs
 from instant_fold_core.errors import ConfigError
+from instant_fold_ros.bringup_share import config_dir, models_dir
+from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
 
 ROBOTS_WITH_CAMERA = {"sim"}
 CAMERAS = ("realsense", "playback", "bag", "sim")
@@ -43,12 +43,6 @@ SIM_BACKENDS = ("newton", "isaac_lab", "newton_stand_in")
 #: Steps of the simulator's actions: one 20 fps frame (the demonstrations' frame period).
 SIM_STEP_DURATION = 0.05
 SIM_CONTROL_RATE_HZ = 20.0
-
-
-def models_dir() -> Path:
-    """Default models: $INSTANT_FOLD_MODELS, else the repository's models/ folder."""
-    env = os.environ.get("INSTANT_FOLD_MODELS")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "models"
 
 
 @dataclass(frozen=True)
@@ -121,10 +115,10 @@ class FoldOptions:
 
 
 def _config_file(name: str) -> Path:
-    for directory in config_dirs():
-        if (directory / name).is_file():
-            return directory / name
-    raise ConfigError(f"config file {name} not found in {[str(d) for d in config_dirs()]}")
+    path = config_dir() / name
+    if not path.is_file():
+        raise ConfigError(f"config file {name} not found in {path.parent}")
+    return path
 
 
 def _node(name: str, package: str, executable: str, config: str, required: bool = False) -> NodeSpec:

@@ -2,64 +2,21 @@
 
 A graph file lists nodes: package, executable, node name, ROS parameter files, remappings,
 extra arguments, and whether the graph stops when the node exits. Relative parameter-file
-paths are resolved against the graph file's own config folder, so the repository's config/ and
-the installed share/instant_fold/config/ behave the same.
+paths are resolved against the graph file's own config folder; graphs given by name are looked up
+in `instant_fold_ros.bringup_share.config_dir()` (the installed share/instant_fold/config/).
 """
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from instant_fold_core.config import check_keys, read_yaml
 from instant_fold_core.errors import ConfigError
+from instant_fold_ros import bringup_share
+from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
 
-CONFIG_DIR_NAME = "config"
 GRAPHS_DIR_NAME = "graphs"
-
-
-@dataclass(frozen=True)
-class NodeSpec:
-    """One node of a graph."""
-
-    name: str
-    package: str
-    executable: str
-    parameters: tuple[Path, ...] = ()
-    remappings: tuple[tuple[str, str], ...] = ()
-    arguments: tuple[str, ...] = ()
-    required: bool = False
-
-    def ros_arguments(self, extra_parameters: tuple[Path, ...] = ()) -> list[str]:
-        """Command-line arguments that give the node its name, parameter files and remappings."""
-        args = [*self.arguments, "--ros-args", "-r", f"__node:={self.name}"]
-        for params in (*self.parameters, *extra_parameters):
-            args += ["--params-file", str(params)]
-        for src, dst in self.remappings:
-            args += ["-r", f"{src}:={dst}"]
-        return args
-
-
-@dataclass(frozen=True)
-class GraphSpec:
-    """A named set of nodes."""
-
-    name: str
-    nodes: tuple[NodeSpec, ...] = field(default_factory=tuple)
-
-
-def config_dirs() -> list[Path]:
-    """Config folders searched for graphs: the installed share folder, then the source tree."""
-    dirs: list[Path] = []
-    with contextlib.suppress(ImportError):  # without ROS at all: the source tree only
-        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-
-        with contextlib.suppress(PackageNotFoundError):
-            dirs.append(Path(get_package_share_directory("instant_fold")) / CONFIG_DIR_NAME)
-    dirs.append(Path(__file__).resolve().parents[3] / CONFIG_DIR_NAME)
-    return dirs
 
 
 def find_graph(name_or_path: str) -> Path:
@@ -67,12 +24,11 @@ def find_graph(name_or_path: str) -> Path:
     candidate = Path(name_or_path)
     if candidate.suffix in {".yaml", ".yml"} and candidate.is_file():
         return candidate.resolve()
-    for directory in config_dirs():
-        path = directory / GRAPHS_DIR_NAME / f"{name_or_path}.yaml"
-        if path.is_file():
-            return path.resolve()
-    searched = ", ".join(str(d / GRAPHS_DIR_NAME) for d in config_dirs())
-    raise ConfigError(f"graph '{name_or_path}' not found (searched {searched})")
+    folder = bringup_share.config_dir() / GRAPHS_DIR_NAME
+    path = folder / f"{name_or_path}.yaml"
+    if path.is_file():
+        return path.resolve()
+    raise ConfigError(f"graph '{name_or_path}' not found in {folder}")
 
 
 def _node_from_dict(index: int, entry: Any, config_dir: Path) -> NodeSpec:

@@ -11,7 +11,8 @@ from dataclasses import fields
 from typing import Any
 
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml
-from instant_fold.graph import GraphSpec, find_graph, load_graph
+from instant_fold.graph import find_graph, load_graph
+from instant_fold_ros.graph_spec import GraphSpec
 
 
 def launch_nodes(graph: GraphSpec, extra_parameters: Sequence[Any] = ()) -> list:

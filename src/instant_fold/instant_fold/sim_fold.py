@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from instant_fold.fold_graph import FoldOptions, build_fold_graph, models_dir, parameters_yaml
-from instant_fold.runner import ProcessRunner
+from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml
 from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.errors import ExternalError
+from instant_fold_ros.bringup_share import models_dir
 from instant_fold_ros.node_main import spin_until_shutdown, wait_for_future
+from instant_fold_ros.standins.process_runner import ProcessRunner
 
 DEFAULT_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
 

@@ -10,6 +10,7 @@ import yaml
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml, parse_launch_arguments
 from instant_fold.runner import load_graph_with_arguments
 from instant_fold_core.errors import ConfigError
+from instant_fold_ros.bringup_share import launch_dir
 
 
 def names(options: FoldOptions) -> list[str]:
@@ -106,5 +107,5 @@ def test_sim_backend_reaches_the_sim_node_from_launch_arguments(tmp_path: Path) 
     assert [n.name for n in graph.nodes] == names(FoldOptions(robot="sim"))
     _, params = build_fold_graph(FoldOptions(robot="sim"))
     assert "backend" not in params["sim"]  # default: the embedded Newton scene (config/sim.yaml)
-    launch = Path(__file__).resolve().parents[3] / "launch" / "fold.launch.py"
+    launch = launch_dir() / "fold.launch.py"
     assert "fold_launch_description" in launch.read_text()  # one launch argument per FoldOptions field

@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from instant_fold.graph import find_graph, load_graph
-from instant_fold.runner import RunnerError, find_executable
 from instant_fold_core.errors import ConfigError
-
-REPO = Path(__file__).resolve().parents[3]
+from instant_fold_ros.bringup_share import launch_dir
+from instant_fold_ros.standins.process_runner import RunnerError, find_executable
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -72,7 +71,7 @@ def test_unknown_graph_and_missing_executable() -> None:
 def test_every_launch_file_compiles_and_names_an_existing_graph() -> None:
     """launch_ros is not installable here; check each launch file at least wires a real graph
     (a graph file, or the fold graph builder, which test_fold_graph covers)."""
-    launch_files = sorted((REPO / "launch").glob("*.launch.py"))
+    launch_files = sorted(launch_dir().glob("*.launch.py"))
     assert {f.name for f in launch_files} >= {"fold.launch.py", "graph_check.launch.py"}
     for launch_file in launch_files:
         source = launch_file.read_text()
@@ -83,3 +82,9 @@ def test_every_launch_file_compiles_and_names_an_existing_graph() -> None:
             continue
         assert f'graph_launch_description("{graph_name}")' in source
         load_graph(find_graph(graph_name))
+
+
+def test_record_demo_graph_starts_camera_and_recorder() -> None:
+    graph = load_graph(find_graph("record_demo"))
+    assert [(n.name, n.required) for n in graph.nodes] == [("camera", False), ("recorder", True)]
+    assert all(find_executable(n).is_file() for n in graph.nodes)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from instant_fold.graph import find_graph, load_graph
-from instant_fold.runner import ProcessRunner
+from instant_fold_ros.standins.process_runner import ProcessRunner
 
 pytestmark = pytest.mark.ros
 

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from instant_fold.sim_fold import fold_strip, main
+from instant_fold.sim_fold import DEFAULT_DEMO, fold_strip, main
 from instant_fold_core.demonstration import load_demonstration
 from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_ros.bringup_share import models_dir
 
-DEMO = Path(__file__).resolve().parents[3] / "models" / "demos" / "proc_00001_sleeves_down__bottom_up.safetensors"
+DEMO = models_dir() / DEFAULT_DEMO
 
 
 def test_missing_demonstration_is_a_clear_error(tmp_path: Path, capsys) -> None:

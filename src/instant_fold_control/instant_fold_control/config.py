@@ -8,7 +8,6 @@ reach and the calibration, not on how the controller is run.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 from instant_fold_control.transforms import Extrinsics, TransformError
 from instant_fold_core.config import check_keys, read_yaml
 from instant_fold_core.errors import ConfigError
+from instant_fold_ros.bringup_share import config_dir
 
 #: Arm order everywhere (messages, arrays): index 0 = left, 1 = right.
 ARMS: tuple[str, str] = ("left", "right")
@@ -79,30 +79,14 @@ class RobotConfig:
         return self.arms[ARMS.index(name)]
 
 
-def config_dirs() -> list[Path]:
-    """Where robot configs are looked up: the installed bringup share folder, then the source tree.
-
-    The bringup package (`instant_fold`) installs the repository's config/ folder; it is looked up
-    at run time only, so this package does not depend on the bringup (which depends on it).
-    """
-    dirs: list[Path] = []
-    with contextlib.suppress(ImportError):
-        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-
-        with contextlib.suppress(PackageNotFoundError):
-            dirs.append(Path(get_package_share_directory("instant_fold")) / "config")
-    dirs.append(Path(__file__).resolve().parents[3] / "config")
-    return dirs
-
-
 def find_robot_config(robot: str) -> Path:
-    """Resolve `config/robots/<robot>.yaml`."""
-    for directory in config_dirs():
-        path = directory / "robots" / f"{robot}.yaml"
-        if path.is_file():
-            return path
-    searched = ", ".join(str(d / "robots") for d in config_dirs())
-    raise ConfigError(f"robot '{robot}': no config file {robot}.yaml (searched {searched})")
+    """Resolve `config/robots/<robot>.yaml` in the bringup's installed config folder
+    (`instant_fold_ros.bringup_share`; looked up at run time, so this package does not depend on
+    the bringup, which depends on it)."""
+    path = config_dir() / "robots" / f"{robot}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"robot '{robot}': no config file {path.name} in {path.parent}")
+    return path
 
 
 def load_robot_config(path: str | Path) -> RobotConfig:

@@ -17,7 +17,7 @@ def test_shipped_robot_configs_load(robot: str) -> None:
 
 
 def test_unknown_robot_lists_where_it_looked() -> None:
-    with pytest.raises(ConfigError, match=r"robot 'nope': no config file nope.yaml \(searched .*robots"):
+    with pytest.raises(ConfigError, match=r"robot 'nope': no config file nope.yaml in .*config/robots"):
         find_robot_config("nope")
 
 

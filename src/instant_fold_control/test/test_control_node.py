@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import yaml
 
-from instant_fold.graph import GraphSpec, NodeSpec
-from instant_fold.runner import ProcessRunner
 from instant_fold_control.config import parse_robot_config
 from instant_fold_control.testing.dobot_server import LoopbackDobotServer
+from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
+from instant_fold_ros.standins.process_runner import ProcessRunner
 
 pytestmark = pytest.mark.ros
 

@@ -65,13 +65,6 @@ def test_bad_files_and_keyframes_are_reported(tmp_path: Path) -> None:
         demo.validate()
 
 
-def test_keyframe_events_match_the_message_constants() -> None:
-    from instant_fold_interfaces.msg import Keyframe
-
-    for event in KeyframeEvent:
-        assert getattr(Keyframe, f"EVENT_{event.name}") == event.value
-
-
 def test_episode_keyframes_become_a_demonstration() -> None:
     episode = make_episode(t=6)
     episode.mask[:, 2:5, 2:5] = True

@@ -19,7 +19,8 @@ from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_demo.bag import BagError, QueuedBagWriter, bag_topics, read_messages, write_messages
 from instant_fold_demo.rgbd_bag import CameraTopics, check_camera_bag, read_rgbd_frames, write_rgbd_bag
 from instant_fold_interfaces.msg import ClothTokens
-from instant_fold_ros.conversions import image_to_msg, make_header, tokens_to_msg
+from instant_fold_ros.conversions import make_header, tokens_to_msg
+from instant_fold_ros.standins.image_bridge import image_to_msg
 
 K = np.array([[300.0, 0, 64], [0, 300.0, 48], [0, 0, 1]], np.float32)
 
@@ -101,7 +102,7 @@ def test_full_disk_gives_a_clear_error(tmp_path: Path) -> None:
         import numpy as np
         from rclpy.serialization import serialize_message
         from instant_fold_demo.bag import BagError, QueuedBagWriter
-        from instant_fold_ros.conversions import image_to_msg
+        from instant_fold_ros.standins.image_bridge import image_to_msg
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (2_000_000, 2_000_000))
         writer = QueuedBagWriter({str(tmp_path / "bag")!r})

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from test_keyframes import _frames, _script
 
-from instant_fold.graph import NodeSpec
-from instant_fold.runner import find_executable
 from instant_fold_demo.correction import main as correction_main
 from instant_fold_demo.extract import main as extract_main
 from instant_fold_demo.rgbd_bag import write_rgbd_bag
+from instant_fold_ros.graph_spec import NodeSpec
+from instant_fold_ros.standins.process_runner import find_executable
 
 
 def _digest(folder: Path) -> str:

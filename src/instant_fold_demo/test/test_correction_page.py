@@ -19,9 +19,9 @@ from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.demonstration import DemonstrationError, load_demonstration
 from instant_fold_demo.correction import Edits, KeyframeEdit, apply_edits, create_app, keyframes_json, validate_events
 from instant_fold_demo.hands import project
+from instant_fold_ros.bringup_share import models_dir
 
-REPO = Path(__file__).resolve().parents[3]
-BUNDLED = REPO / "models" / "demos" / "proc_00001_sleeves_down__bottom_up.safetensors"
+BUNDLED = models_dir() / "demos" / "proc_00001_sleeves_down__bottom_up.safetensors"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 

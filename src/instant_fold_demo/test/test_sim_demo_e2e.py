@@ -67,11 +67,12 @@ def _predicted_context(demo) -> str:
     """Fold the main job's start with the default policy conditioned on `demo`; the context the
     oracle bank's classifier assigns to the rollout (docs/evaluation.md)."""
     from instant_fold_policy.server import PolicyServer
+    from instant_fold_ros.bringup_share import models_dir
     from instant_fold_sim.oracle_bank import OracleBank
     from instant_fold_sim.sim_world import SimWorld
     from instant_fold_training.closed_loop import load_condition, run_rollout
 
-    models = Path(__file__).resolve().parents[3] / "models"
+    models = models_dir()
     server = PolicyServer.from_checkpoints(str(models / "policy"), str(models / "encoder"), "cpu", 0)
     world = SimWorld(GARMENT, FOLD_SEED, "cpu-small", record=False)
     load_condition(server, demo, MODE)

@@ -20,11 +20,12 @@ from instant_fold_interfaces.srv import SetBoxPrompt
 from instant_fold_perception.segmentation import SegmentationError, Segmenter
 from instant_fold_perception.segmentation.plane import PlaneSegmenter, PlaneSegmenterConfig
 from instant_fold_perception.segmentation.sam2_tracker import Sam2Config, Sam2Tracker
-from instant_fold_ros.conversions import MessageConversionError, image_to_msg, rgbd_from_msgs
+from instant_fold_ros.conversions import MessageConversionError, rgbd_from_msgs
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.params import declare_config
 from instant_fold_ros.qos import OBSERVATION_QOS
-from instant_fold_ros.sync import ExactTimeSync
+from instant_fold_ros.standins.exact_sync import ExactTimeSync
+from instant_fold_ros.standins.image_bridge import image_to_msg
 
 BACKENDS = ("plane", "sam2")
 

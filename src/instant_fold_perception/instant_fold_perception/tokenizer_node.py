@@ -20,10 +20,11 @@ from instant_fold_core.device import resolve_device
 from instant_fold_core.tokens import tokenize_frame
 from instant_fold_core.validation import ValidationError
 from instant_fold_interfaces.msg import ClothTokens
-from instant_fold_ros.conversions import MessageConversionError, image_from_msg, rgbd_from_msgs, tokens_to_msg
+from instant_fold_ros.conversions import MessageConversionError, rgbd_from_msgs, tokens_to_msg
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.qos import OBSERVATION_QOS
-from instant_fold_ros.sync import ExactTimeSync
+from instant_fold_ros.standins.exact_sync import ExactTimeSync
+from instant_fold_ros.standins.image_bridge import image_from_msg
 
 
 class TokenizerNode(Node):

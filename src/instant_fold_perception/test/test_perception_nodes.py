@@ -12,12 +12,12 @@ import pytest
 from perception_scenes import table_scene
 from sensor_msgs.msg import Image
 
-from instant_fold.graph import GraphSpec, NodeSpec
-from instant_fold.runner import ProcessRunner, find_executable
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_interfaces.srv import SetBoxPrompt
 from instant_fold_perception.recording import write_recording
-from instant_fold_ros.conversions import image_from_msg
+from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
+from instant_fold_ros.standins.image_bridge import image_from_msg
+from instant_fold_ros.standins.process_runner import ProcessRunner, find_executable
 from instant_fold_ros.testing import TopicProbe
 
 pytestmark = pytest.mark.ros

@@ -9,8 +9,6 @@ import pytest
 from policy_fixtures import HOME, cloth_frame, make_demonstration
 from rclpy.action import ActionClient
 
-from instant_fold.graph import GraphSpec, NodeSpec
-from instant_fold.runner import ProcessRunner
 from instant_fold_core.checkpoint import checkpoint_id
 from instant_fold_core.encoder.modeling import ClothTokenizer
 from instant_fold_core.testing import untrained_checkpoints
@@ -19,6 +17,8 @@ from instant_fold_interfaces.action import ExecuteFold
 from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
 from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
 from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header, tokens_to_msg
+from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
+from instant_fold_ros.standins.process_runner import ProcessRunner
 from instant_fold_ros.testing import TopicProbe
 
 pytestmark = pytest.mark.ros

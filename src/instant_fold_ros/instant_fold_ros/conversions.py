@@ -1,7 +1,7 @@
-"""numpy <-> message conversions for cloth tokens, arm states, action chunks and images.
+"""numpy <-> message conversions for cloth tokens, arm states, action chunks, demonstrations and
+RGB-D frames (single images: `standins.image_bridge`, the stand-in for cv_bridge).
 
-cv_bridge is not available as a wheel, and the custom messages carry flat arrays, so every
-conversion lives here once. Each `*_from_msg` validates what arrives over the wire (lengths,
+The custom messages carry flat arrays, so every conversion lives here once. Each `*_from_msg` validates what arrives over the wire (lengths,
 counts, encodings, finiteness) and each `*_to_msg` validates what a node is about to send;
 errors are `MessageConversionError`s that name the message field, e.g.
 ``ClothTokens.positions: expected 192 values (num_tokens=64 x 3), got 191``.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import array
 
 import numpy as np
-import numpy.typing as npt
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point
 from sensor_msgs.msg import CameraInfo, Image
@@ -21,24 +20,14 @@ from std_msgs.msg import Header
 from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.demonstration import Demonstration, DemonstrationError
 from instant_fold_core.distortion import NO_DISTORTION, Distortion
-from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import TokenArrays
-from instant_fold_core.validation import ValidationError, check_array
+from instant_fold_core.validation import ValidationError
 from instant_fold_interfaces.msg import ActionChunk as ActionChunkMsg
 from instant_fold_interfaces.msg import ArmState, ClothTokens, DualArmState, Keyframe
 from instant_fold_interfaces.msg import Demonstration as DemonstrationMsg
-
-
-class MessageConversionError(InvalidInputError):
-    """A message or array cannot be converted; the text names the field."""
-
-
-def _check(name: str, value: object, shape: tuple[int | None, ...], dtype: npt.DTypeLike | None = None) -> np.ndarray:
-    try:
-        return check_array(name, value, shape, dtype)
-    except ValidationError as exc:
-        raise MessageConversionError(str(exc)) from None
+from instant_fold_ros.message_errors import MessageConversionError, check_field
+from instant_fold_ros.standins.image_bridge import image_from_msg, image_to_msg
 
 
 def _float32_sequence(values: np.ndarray) -> array.array:
@@ -78,12 +67,12 @@ def tokens_to_msg(
     encoder_id: str = "",
 ) -> ClothTokens:
     """Pack tokens (positions [N, 3] metres, features [N, D], valid [N] bool) into a message."""
-    positions = _check("ClothTokens.positions", positions, (None, 3))
+    positions = check_field("ClothTokens.positions", positions, (None, 3))
     n = positions.shape[0]
-    features = _check("ClothTokens.features", features, (n, None))
+    features = check_field("ClothTokens.features", features, (n, None))
     if valid is None:
         valid = np.ones(n, dtype=bool)
-    valid = _check("ClothTokens.valid", valid, (n,), np.bool_)
+    valid = check_field("ClothTokens.valid", valid, (n,), np.bool_)
     return ClothTokens(
         header=header if header is not None else Header(),
         num_tokens=n,
@@ -125,7 +114,7 @@ def _arm_from_msg(msg: ArmState) -> list[float]:
 
 def dual_arm_state_to_msg(state: np.ndarray, header: Header | None = None) -> DualArmState:
     """Pack a [2, 4] array of (x, y, z, openness) for (left, right) arms."""
-    state = _check("DualArmState", state, (2, 4))
+    state = check_field("DualArmState", state, (2, 4))
     return DualArmState(
         header=header if header is not None else Header(),
         left=_arm_to_msg(state[0]),
@@ -184,67 +173,6 @@ def action_chunk_from_msg(msg: ActionChunkMsg) -> ActionChunk:
     )
 
 
-# --- images ---------------------------------------------------------------------------------
-
-#: encoding -> (dtype, channels) of the sensor_msgs/Image encodings the graph uses.
-IMAGE_ENCODINGS: dict[str, tuple[np.dtype, int]] = {
-    "rgb8": (np.dtype(np.uint8), 3),
-    "bgr8": (np.dtype(np.uint8), 3),
-    "rgba8": (np.dtype(np.uint8), 4),
-    "bgra8": (np.dtype(np.uint8), 4),
-    "mono8": (np.dtype(np.uint8), 1),
-    "8UC1": (np.dtype(np.uint8), 1),
-    "mono16": (np.dtype(np.uint16), 1),
-    "16UC1": (np.dtype(np.uint16), 1),
-    "32FC1": (np.dtype(np.float32), 1),
-}
-
-
-def image_to_msg(image: np.ndarray, encoding: str, header: Header | None = None) -> Image:
-    """Pack an [H, W] or [H, W, C] array with a known encoding into sensor_msgs/Image."""
-    if encoding not in IMAGE_ENCODINGS:
-        raise MessageConversionError(f"Image.encoding: unsupported '{encoding}' (supported: {sorted(IMAGE_ENCODINGS)})")
-    dtype, channels = IMAGE_ENCODINGS[encoding]
-    shape: tuple[int | None, ...] = (None, None) if channels == 1 else (None, None, channels)
-    image = _check(f"Image[{encoding}]", image, shape, dtype)
-    height, width = image.shape[:2]
-    return Image(
-        header=header if header is not None else Header(),
-        height=height,
-        width=width,
-        encoding=encoding,
-        is_bigendian=0,
-        step=width * channels * dtype.itemsize,
-        data=np.ascontiguousarray(image).tobytes(),
-    )
-
-
-def image_from_msg(msg: Image, allowed: tuple[str, ...] | None = None) -> np.ndarray:
-    """Unpack sensor_msgs/Image to an [H, W] or [H, W, C] array (a copy), validating the layout.
-
-    Args:
-        msg: the image.
-        allowed: encodings the caller accepts (e.g. ("rgb8", "bgr8") for colour); others raise.
-    """
-    encoding = msg.encoding
-    if encoding not in IMAGE_ENCODINGS or (allowed is not None and encoding not in allowed):
-        accepted = sorted(allowed if allowed is not None else IMAGE_ENCODINGS)
-        raise MessageConversionError(f"Image.encoding: got '{encoding}', expected one of {accepted}")
-    dtype, channels = IMAGE_ENCODINGS[encoding]
-    h, w = int(msg.height), int(msg.width)
-    if h == 0 or w == 0:
-        raise MessageConversionError(f"Image: empty image ({w}x{h})")
-    row = w * channels * dtype.itemsize
-    if msg.step < row:
-        raise MessageConversionError(f"Image.step: {msg.step} is smaller than width x pixel size = {row}")
-    if len(msg.data) != msg.step * h:
-        raise MessageConversionError(f"Image.data: expected {msg.step * h} bytes (step x height), got {len(msg.data)}")
-    raw = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(h, msg.step)[:, :row]
-    big = dtype.newbyteorder(">") if msg.is_bigendian else dtype
-    out = raw.copy().view(big).astype(dtype, copy=False)
-    return out.reshape(h, w) if channels == 1 else out.reshape(h, w, channels)
-
-
 # --- camera info ------------------------------------------------------------------------------
 
 
@@ -270,7 +198,7 @@ def camera_info_from_intrinsics(
     k: np.ndarray, width: int, height: int, header: Header | None = None, distortion: Distortion = NO_DISTORTION
 ) -> CameraInfo:
     """Build a CameraInfo for a pinhole matrix K and the lens distortion (coefficients k1, k2, p1, p2, k3)."""
-    k = _check("CameraInfo.k", np.asarray(k, dtype=np.float64), (3, 3))
+    k = check_field("CameraInfo.k", np.asarray(k, dtype=np.float64), (3, 3))
     p = np.zeros((3, 4))
     p[:, :3] = k
     return CameraInfo(

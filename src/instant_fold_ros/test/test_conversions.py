@@ -14,13 +14,12 @@ from instant_fold_ros.conversions import (
     camera_info_from_intrinsics,
     dual_arm_state_from_msg,
     dual_arm_state_to_msg,
-    image_from_msg,
-    image_to_msg,
     intrinsics_from_camera_info,
     make_header,
     tokens_from_msg,
     tokens_to_msg,
 )
+from instant_fold_ros.standins.image_bridge import image_from_msg, image_to_msg
 
 RNG = np.random.default_rng(0)
 
@@ -275,7 +274,7 @@ def test_exact_time_sync_groups_by_stamp() -> None:
     from builtin_interfaces.msg import Time
     from std_msgs.msg import Header
 
-    from instant_fold_ros.sync import ExactTimeSync
+    from instant_fold_ros.standins.exact_sync import ExactTimeSync
 
     def msg(sec: int):
         return type("M", (), {"header": Header(stamp=Time(sec=sec))})()

@@ -38,10 +38,11 @@ from instant_fold_core.errors import ConfigError
 from instant_fold_core.paths import PathNotAllowed, resolve_under
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_interfaces.srv import EvaluateFold, SimStep
-from instant_fold_ros.conversions import image_to_msg, make_header, rgbd_to_msgs
+from instant_fold_ros.conversions import make_header, rgbd_to_msgs
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.params import declare_file_roots
 from instant_fold_ros.qos import OBSERVATION_QOS
+from instant_fold_ros.standins.image_bridge import image_to_msg
 
 from .garments import GarmentError
 from .isaac_lab.client import BridgeClient, BridgeError

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from instant_fold_control.config import config_dirs
 from instant_fold_core.config import check_keys, read_yaml
 from instant_fold_core.errors import ConfigError
+from instant_fold_ros.bringup_share import config_dir
 from instant_fold_sim.garments import expand_proc_range, garment_id_of
 from instant_fold_sim.generate import episode_seed
 from instant_fold_sim.oracle_bank import BankKey, Context, OracleBankError
@@ -125,11 +125,9 @@ class BenchmarkSpec:
         """A spec file, or a name under config/benchmarks/."""
         path = Path(name_or_path)
         if not path.is_file():
-            candidates = [d / "benchmarks" / f"{name_or_path}.yaml" for d in config_dirs()]
-            found = [c for c in candidates if c.is_file()]
-            if not found:
-                raise ConfigError(f"benchmark {name_or_path!r}: no such file (searched {[str(c) for c in candidates]})")
-            path = found[0]
+            path = config_dir() / "benchmarks" / f"{name_or_path}.yaml"
+            if not path.is_file():
+                raise ConfigError(f"benchmark {name_or_path!r}: no such file (nor {path})")
         return cls.from_dict(read_yaml(path, "the benchmark spec"))
 
     @property

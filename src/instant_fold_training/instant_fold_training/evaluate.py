@@ -37,13 +37,16 @@ from instant_fold_core.checkpoint import CheckpointError, checkpoint_id
 from instant_fold_core.errors import ConfigError, InstantFoldError
 from instant_fold_core.parallel import run_jobs
 from instant_fold_policy.server import PolicyServerError
+from instant_fold_ros.bringup_share import models_dir
 from instant_fold_sim.oracle_bank import BankKey, OracleBank, OracleBankError
 from instant_fold_sim.outcome import FoldRecord
 
 from .benchmark import BenchmarkSpec, Init, RolloutJob
 from .scoring import ROWS, families, oracle_uv, score_rows, summarize_rows, table
 
-REPO = Path(__file__).resolve().parents[3]
+#: Where benchmark data made on this machine goes by default (relative to the working directory,
+#: as every generated-data path of the CLIs).
+DATA = Path("data")
 
 
 class EvaluationError(InstantFoldError, RuntimeError):
@@ -65,8 +68,8 @@ class RunConfig:
 
 
 def default_bank(spec: BenchmarkSpec) -> Path:
-    shipped = REPO / "models" / "oracle_banks" / spec.name
-    return shipped if shipped.is_dir() else REPO / "data" / "oracle_banks" / spec.name
+    shipped = models_dir() / "oracle_banks" / spec.name
+    return shipped if shipped.is_dir() else DATA / "oracle_banks" / spec.name
 
 
 def demo_path(demo_dir: str | Path, job: RolloutJob) -> Path:
@@ -211,7 +214,7 @@ def _rollouts(
 
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     spec = BenchmarkSpec.load(args.benchmark)
-    tokenizer = str(Path(args.tokenizer or REPO / "models" / "encoder").resolve())
+    tokenizer = str(Path(args.tokenizer or models_dir() / "encoder").resolve())
     checkpoint = str(Path(args.checkpoint).resolve()) if args.checkpoint else ""
     max_steps = args.max_steps or spec.max_steps
     policy_conditioning = ""
@@ -258,7 +261,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     rollouts: dict[tuple[Init, str], FoldRecord] | None = None
     lines: list[dict[str, Any]] = []
     if checkpoint:
-        demo_dir = Path(args.demo_dir or REPO / "data" / "benchmark_demos" / spec.name).resolve()
+        demo_dir = Path(args.demo_dir or DATA / "benchmark_demos" / spec.name).resolve()
         t0 = time.perf_counter()
         if policy_conditioning == "demo":
             need = {demo_path(demo_dir, j): j for j in spec.jobs() if not demo_path(demo_dir, j).is_file()}
@@ -368,11 +371,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--benchmark", default="cpu", help="benchmark spec: a YAML file or a name in config/benchmarks")
     p.add_argument("--checkpoint", default="", help="policy directory (none: the reference rows only)")
-    p.add_argument("--tokenizer", default="", help="encoder directory (default models/encoder)")
+    p.add_argument("--tokenizer", default="", help="encoder directory (default: the installed models/encoder)")
     p.add_argument("--out", required=True, help="results directory (resumed when it exists)")
     p.add_argument("--label", default="", help="row label in the table (default: the checkpoint's folder name)")
-    p.add_argument("--bank", default="", help="oracle bank directory")
-    p.add_argument("--demo-dir", default="", help="demonstration cache directory")
+    p.add_argument(
+        "--bank",
+        default="",
+        help="oracle bank directory (default: the installed models/oracle_banks/<benchmark>, else data/oracle_banks/<benchmark>)",
+    )
+    p.add_argument(
+        "--demo-dir", default="", help="demonstration cache directory (default data/benchmark_demos/<benchmark>)"
+    )
     p.add_argument("--max-steps", type=int, default=0, help="policy queries per rollout (default: the spec's)")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (Ray when > 1)")
     p.add_argument("--address", default=None, help="Ray cluster address to join (default: local)")

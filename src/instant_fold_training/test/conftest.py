@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from instant_fold_ros.bringup_share import models_dir
 from instant_fold_training.evaluate import main
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="session")
@@ -20,8 +19,8 @@ def tiny_run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tiny_eval")
     args = [
         "--benchmark", "tiny",
-        "--checkpoint", str(REPO / "models" / "policy"),
-        "--tokenizer", str(REPO / "models" / "encoder"),
+        "--checkpoint", str(models_dir() / "policy"),
+        "--tokenizer", str(models_dir() / "encoder"),
         "--bank", str(root / "bank"),
         "--demo-dir", str(root / "demos"),
         "--out", str(root / "out"),

@@ -7,11 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from instant_fold_ros.bringup_share import models_dir
 from instant_fold_sim.oracle_bank import BankEntry, OracleBank, OracleBankError
 from instant_fold_training.benchmark import BenchmarkSpec
 from instant_fold_training.evaluate import main, merge_tables
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def _summary(run: Path) -> dict:
@@ -49,7 +48,7 @@ def test_oracle_classifies_its_own_context_and_do_nothing_never_succeeds(tiny_ru
 
 def test_a_finished_evaluation_resumes_without_simulating_again(tiny_run: Path) -> None:
     before = _summary(tiny_run)
-    args = ["--benchmark", "tiny", "--checkpoint", str(REPO / "models" / "policy")]
+    args = ["--benchmark", "tiny", "--checkpoint", str(models_dir() / "policy")]
     args += ["--bank", str(tiny_run / "bank"), "--demo-dir", str(tiny_run / "demos"), "--out", str(tiny_run / "out")]
     assert main(args) == 0
     after = _summary(tiny_run)
@@ -62,7 +61,7 @@ def test_the_module_runs_its_rollouts_on_ray_workers(tiny_run: Path, tmp_path: P
     """As users run it (`python -m`, two Ray workers): the workers must find the job functions."""
     out = tmp_path / "ray"
     cmd = [sys.executable, "-m", "instant_fold_training.evaluate", "--benchmark", "tiny", "--workers", "2"]
-    cmd += ["--checkpoint", str(REPO / "models" / "policy"), "--max-steps", "1", "--out", str(out)]
+    cmd += ["--checkpoint", str(models_dir() / "policy"), "--max-steps", "1", "--out", str(out)]
     cmd += ["--bank", str(tiny_run / "bank"), "--demo-dir", str(tiny_run / "demos")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -71,7 +70,7 @@ def test_the_module_runs_its_rollouts_on_ray_workers(tiny_run: Path, tmp_path: P
 
 
 def test_a_results_directory_of_another_configuration_is_refused(tiny_run: Path, capsys) -> None:
-    args = ["--benchmark", "tiny", "--checkpoint", str(REPO / "models" / "policy"), "--seed", "1"]
+    args = ["--benchmark", "tiny", "--checkpoint", str(models_dir() / "policy"), "--seed", "1"]
     args += ["--bank", str(tiny_run / "bank"), "--demo-dir", str(tiny_run / "demos"), "--out", str(tiny_run / "out")]
     assert main(args) == 2  # its rollouts were sampled with seed 0: never mixed with seed 1's
     err = capsys.readouterr().err

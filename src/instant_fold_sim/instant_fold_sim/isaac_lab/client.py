@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 #: Folders holding the `instant_fold_sim` package (src/instant_fold_sim) and the plain-numpy
 #: `instant_fold_control.transforms` its scene geometry uses: the only paths the Isaac Lab
-#: process gets on PYTHONPATH (symlink installs resolve to the sources).
+#: process gets on PYTHONPATH (symlink installs resolve to the sources, plain installs to their
+#: site-packages folders: package-relative import roots, not a look-up of the repository).
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 CONTROL_ROOT = Path(transforms.__file__).resolve().parents[1]
 ISAACLAB_VENV_NAME = ".venv-isaaclab"
@@ -48,19 +49,21 @@ class BridgeError(ExternalError):
 
 def find_isaaclab_python(explicit: str = "") -> Path:
     """The Isaac Lab environment's interpreter: `explicit`, else $ISAACLAB_PYTHON, else
-    `.venv-isaaclab/bin/python` in the nearest folder above this package that has one."""
+    `.venv-isaaclab/bin/python` in the working directory or the nearest folder above it (the
+    checkout that scripts/bootstrap_isaaclab.sh set up; not looked up from this file's location,
+    which a plain install moves out of the checkout)."""
     candidate = explicit or os.environ.get("ISAACLAB_PYTHON", "")
     if candidate:
         path = Path(candidate)
         if not path.is_file():
             raise BridgeError(f"isaac_lab: interpreter {path} does not exist")
         return path
-    for folder in [Path.cwd(), *PACKAGE_ROOT.parents]:
+    for folder in [Path.cwd(), *Path.cwd().parents]:
         path = folder / ISAACLAB_VENV_NAME / "bin" / "python"
         if path.is_file():
             return path
     raise BridgeError(
-        f"isaac_lab: no {ISAACLAB_VENV_NAME} found above {PACKAGE_ROOT} or in {Path.cwd()}; "
+        f"isaac_lab: no {ISAACLAB_VENV_NAME} found in or above {Path.cwd()}; "
         "run scripts/bootstrap_isaaclab.sh (or set ISAACLAB_PYTHON / the node's isaaclab_python parameter)"
     )
 

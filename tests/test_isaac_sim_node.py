@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml
-from instant_fold.graph import GraphSpec
-from instant_fold.runner import ProcessRunner
+from instant_fold_ros.graph_spec import GraphSpec
+from instant_fold_ros.standins.process_runner import ProcessRunner
 from instant_fold_ros.testing import TopicProbe
 from instant_fold_sim.sim_world import SimWorld
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml
-from instant_fold.graph import GraphSpec
-from instant_fold.runner import ProcessRunner
 from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_ros.graph_spec import GraphSpec
+from instant_fold_ros.standins.process_runner import ProcessRunner
 from instant_fold_ros.testing import TopicProbe
 from instant_fold_sim.sim_world import SimWorld
 

@@ -14,8 +14,6 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("instant_fold_sim", reason="needs the simulator package (Newton) on the path")
-
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES
 from instant_fold_core.encoder.configuration import preset as encoder_preset
 from instant_fold_core.encoder.modeling import ClothTokenizer

@@ -15,12 +15,11 @@ from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.demonstration import load_demonstration
 from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_policy.server import PolicyServer
+from instant_fold_ros.bringup_share import models_dir
 from instant_fold_sim.sim_world import SimWorld
 from instant_fold_training.closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
-REPO = Path(__file__).resolve().parents[3]
-
-MODELS = REPO / "models"
+MODELS = models_dir()
 SEED = 1469361038825727794  # the main job's start: k = 3 of proc_00001, never trained on
 QUERIES = 4
 

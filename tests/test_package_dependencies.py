@@ -1,0 +1,53 @@
+"""Every workspace package a package's tests import is declared in its package.xml.
+
+colcon orders builds and `colcon test` by those declarations, and rosdep/bloom install by them, so
+an undeclared import works in this workspace by accident only. Tests that need packages which
+depend on each other the other way round (the bringup's graphs with a node package) live here in
+`tests/`, which belongs to no package.
+"""
+
+from __future__ import annotations
+
+import ast
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGES = sorted(p.parent.name for p in SRC.glob("*/package.xml"))
+DEPEND_TAGS = ("depend", "exec_depend", "build_depend", "test_depend")
+
+
+def _declared(package: str) -> set[str]:
+    root = ET.parse(SRC / package / "package.xml").getroot()
+    return {element.text or "" for tag in DEPEND_TAGS for element in root.iter(tag)}
+
+
+def _imported_packages(folder: Path) -> dict[str, set[str]]:
+    """Workspace package -> test files of `folder` that import it."""
+    found: dict[str, set[str]] = {}
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in PACKAGES:
+                    found.setdefault(top, set()).add(path.name)
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_tests_import_only_declared_packages(package: str) -> None:
+    declared = _declared(package) | {package}
+    undeclared = {
+        name: sorted(files)
+        for name, files in _imported_packages(SRC / package / "test").items()
+        if name not in declared
+    }
+    assert not undeclared, f"{package}/package.xml does not declare what its tests import: {undeclared}"
