@@ -92,8 +92,7 @@ def run_rollout(
     robot = robot or sim_robot_config()
     link = WorldLink(world)
     drivers = sim_robot(robot, link)
-    for driver in drivers.arms:
-        driver.connect()
+    drivers.connect()
     controller = DualArmController(robot, _quiet)
     control = ControlLoop(controller, drivers, 1.0 / world.fps, _quiet)
     step_duration = 1.0 / world.fps  # one action step per simulated frame, as in the fold graph
