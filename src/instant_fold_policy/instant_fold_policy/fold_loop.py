@@ -119,6 +119,7 @@ class FoldLoop(Generic[Tokens]):
         self.finished: Finish | None = None
         self._last_open: np.ndarray | None = None
         self._next_observation_ns = 0
+        self._queried_ns = -1  # stamp of the observation the last `Query` answers
         self._waiting_since = now_s
         self._tokens: Tokens | None = None
         self._tokens_ns = -1
@@ -166,6 +167,7 @@ class FoldLoop(Generic[Tokens]):
                 return self._finish(FoldOutcome.COMPLETED, f"{self.events_executed} gripper events", hold=False)
             if self.step >= self.config.max_steps:
                 return self._finish(FoldOutcome.STEP_LIMIT, f"{self.events_executed} gripper events", hold=False)
+            self._queried_ns = self._tokens_ns
             return Query(self._tokens, self._tokens_ns, self._state)
         waited = now_s - self._waiting_since
         if waited >= self.config.observation_timeout_s:
@@ -177,10 +179,13 @@ class FoldLoop(Generic[Tokens]):
         return Wait(self.config.observation_timeout_s - waited)
 
     def chunk_sent(self, sent_ns: int, steps: int, step_duration_s: float, now_s: float) -> None:
-        """The chunk answering the last `Query` starts executing at `sent_ns` (observation clock):
-        the next observation must be taken after its `steps` steps are executed."""
+        """The chunk answering the last `Query` was sent at `sent_ns` (observation clock): it starts
+        executing then, and never before the observation it answers (under a simulator's clock both
+        are the same instant: simulated time waits for the policy). The next observation must be
+        taken after its `steps` steps are executed."""
         self.step += 1
-        self._next_observation_ns = sent_ns + round(steps * step_duration_s * NANOSECONDS)
+        start_ns = max(sent_ns, self._queried_ns)
+        self._next_observation_ns = start_ns + round(steps * step_duration_s * NANOSECONDS)
         self._waiting_since = now_s
 
     def fail(self, message: str) -> Finish:

@@ -293,9 +293,7 @@ class PolicyServerNode(Node):
             with self._observed:
                 steer = loop.steer(chunk)
             self._command.publish(self._chunk_msg(steer.chunk, tokens.header.stamp))
-            # The chunk starts executing now, and never before its observation (under a simulator's
-            # /clock both are the same instant: simulated time waits for the policy).
-            sent = max(self.get_clock().now().nanoseconds, decision.tokens_ns)
+            sent = self.get_clock().now().nanoseconds
             with self._observed:
                 loop.chunk_sent(sent, steer.chunk.steps_to_execute, steer.chunk.step_duration, self._fold_clock())
                 events = loop.events_executed

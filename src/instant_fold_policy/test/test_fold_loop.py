@@ -47,6 +47,19 @@ def test_home_at_start_is_not_a_finished_fold() -> None:
     assert loop.finished is None and loop.step == 0
 
 
+def test_a_chunk_never_starts_before_the_observation_it_answers() -> None:
+    """A host whose clock is behind the observation's stamp (a simulator's clock that has not yet
+    ticked to the frame) sends the chunk "before" the frame: it starts executing at the frame."""
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    observe(loop, state(), 5 * NANOSECONDS)
+    query(loop)
+    loop.chunk_sent(1 * NANOSECONDS, steps=1, step_duration_s=0.1, now_s=0.0)
+    observe(loop, state(left=AWAY), 5 * NANOSECONDS + 50_000_000)  # 0.05 s after the frame: executing
+    assert isinstance(loop.next(0.0), Wait)
+    observe(loop, state(left=AWAY), 5 * NANOSECONDS + 100_000_000)
+    assert query(loop).tokens_ns == 5 * NANOSECONDS + 100_000_000
+
+
 def test_nothing_observed_waits_for_the_rest_of_the_timeout() -> None:
     loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(observation_timeout_s=10.0), HOME, now_s=100.0)
     assert loop.next(103.0) == Wait(7.0)

@@ -125,8 +125,7 @@ def run_rollout(
         steer = loop.steer(dataclasses.replace(prediction, step_duration=step_duration))
         now = link.now()
         controller.submit_chunk(steer.chunk, now, decision.tokens_ns / NANOSECONDS)  # refusals are counted
-        sent_ns = max(round(now * NANOSECONDS), decision.tokens_ns)
-        loop.chunk_sent(sent_ns, steer.chunk.steps_to_execute, step_duration, 0.0)
+        loop.chunk_sent(round(now * NANOSECONDS), steer.chunk.steps_to_execute, step_duration, 0.0)
         while not controller.plan_finished(link.now()):
             control.tick()
             measure()
