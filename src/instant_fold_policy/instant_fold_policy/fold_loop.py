@@ -100,16 +100,13 @@ class FoldLoop(Generic[Tokens]):
     def __init__(
         self, config: FoldLoopConfig, home: np.ndarray, expected_events: int | None = None, now_s: float = 0.0
     ) -> None:
-        """`home`: [2, 3] home positions (camera frame); `expected_events`: events the demonstration
-        performs (the loop requires min(config.min_events, expected_events) of them; a
-        demonstration with none folds nothing, so the loop aborts at once instead of "completing"
-        where it starts); `now_s`: the host's clock at the start (the observation timeout counts
-        from there)."""
-        home = np.asarray(home, dtype=np.float64)
-        if home.shape != (2, 3) or not np.isfinite(home).all():
-            raise ValueError(f"home: expected finite [2, 3] positions, got {home.shape}")
+        """`home`: [2, 3] home positions (camera frame) until `on_home` tells the robot's own;
+        `expected_events`: events the demonstration performs (the loop requires
+        min(config.min_events, expected_events) of them; a demonstration with none folds nothing,
+        so the loop aborts at once instead of "completing" where it starts); `now_s`: the host's
+        clock at the start (the observation timeout counts from there)."""
         self.config = config
-        self.home = home
+        self.on_home(home)
         self.required_events = config.min_events if expected_events is None else min(config.min_events, expected_events)
         # The host's move home waits for all of the demonstration's events, not just the minimum.
         self.demonstrated_events = config.min_events if expected_events is None else expected_events
@@ -142,6 +139,15 @@ class FoldLoop(Generic[Tokens]):
             self.events_executed += int(np.count_nonzero(is_open != self._last_open))
         self._last_open = is_open
         self._state, self._state_ns = state, stamp_ns
+
+    def on_home(self, home: np.ndarray) -> None:
+        """The arms' home positions [2, 3] (camera frame), where the fold must end. The robot's
+        home may arrive after the fold started (a latched topic reaches a subscriber once discovery
+        has matched them); it is used only once the required gripper events are executed."""
+        home = np.asarray(home, dtype=np.float64)
+        if home.shape != (2, 3) or not np.isfinite(home).all():
+            raise ValueError(f"home: expected finite [2, 3] positions, got {home.shape}")
+        self.home = home
 
     def on_tokens(self, tokens: Tokens, stamp_ns: int) -> None:
         """Cloth tokens of the camera frame taken at `stamp_ns` (ignored if older than the latest)."""
