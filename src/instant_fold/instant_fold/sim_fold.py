@@ -1,9 +1,10 @@
 """The main job: fold a simulated garment from one demonstration, sim in the loop, and report.
 
 Starts the fold graph with the simulator as camera and robot (`fold.launch.py robot:=sim`, as
-separate processes through the process runner), tells the policy server where the simulated
-arms rest, sends one ExecuteFold goal with the demonstration, and when the fold ends asks the
-sim node to score it against the oracle program run from the same start state. Writes to
+separate processes through the process runner), sends one ExecuteFold goal with the
+demonstration (the sim node tells the policy server where the simulated arms rest, on the latched
+`arms/home` topic: the fold ends there), and when the fold ends asks the sim node to score it
+against the oracle program run from the same start state. Writes to
 `--out`: `rollout.mp4`, `fold_strip.png` (the demonstration's keyframes above the keyframes the
 policy produced), `metrics.json`, and the graph's log.
 
@@ -196,8 +197,6 @@ def run_fold(args: argparse.Namespace) -> dict:
     import rclpy
     from rclpy.action import ActionClient
     from rclpy.executors import MultiThreadedExecutor
-    from rclpy.parameter import Parameter
-    from rclpy.parameter_client import AsyncParameterClient
     from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import Image
 
@@ -269,15 +268,6 @@ def run_fold(args: argparse.Namespace) -> dict:
                     )
                 time.sleep(0.2)
             ready_s = time.monotonic() - started
-            # Where the simulated arms rest, in this episode's camera frame: the fold ends there.
-            home = _wait(step.call_async(SimStep.Request(until=-1.0)), 30, "sim/step").home
-            params_client = AsyncParameterClient(node, "policy_server")
-            params_client.wait_for_services(timeout_sec=10)
-            result = _wait(
-                params_client.set_parameters([Parameter("home", value=[float(v) for v in home])]), 10, "set home"
-            )
-            if not all(r.successful for r in result.results):
-                raise SimFoldError(f"policy server refused the home pose: {result.results}")
             print(f"[sim_fold] graph ready in {ready_s:.1f} s; folding with {demo}")
             goal = ExecuteFold.Goal(demonstration_path=str(demo), max_steps=args.max_steps)
 

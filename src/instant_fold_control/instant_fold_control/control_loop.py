@@ -1,9 +1,12 @@
 """One control tick over a robot's drivers: measure, step the controller, command, advance time.
 
-`ControlLoop` is the part of the controller node that is not ROS: the node calls `tick()` from
-its timer and `read()` before publishing state; the in-process evaluator calls the same methods
-in a plain loop over a simulator. Time comes from the robot's `Lockstep` when it has one
-(simulated time, which this loop advances once per tick) and from the monotonic clock otherwise.
+`ControlLoop` owns the controller's read -> update -> write sequence (ros2_control's
+read/update/write over a hardware interface; here the `ArmDriver`s): the node only converts
+messages and calls one method per event (`tick()` per timer tick, `submit()` per chunk,
+`estop()`/`reset()` per service call, `summary()` per log period); the in-process evaluator
+calls the same methods in a plain loop over a simulator. Time comes from the robot's `Lockstep`
+when it has one (simulated time, which this loop advances once per tick) and from the monotonic
+clock otherwise.
 
 Under lockstep a tick commands where the arms must be at its *end* (`now + period`) and then
 asks the simulator to get there; between chunks (`plan_finished`) it does nothing, so simulated
@@ -26,6 +29,7 @@ import numpy as np
 
 from instant_fold_control.controller import ControlOutput, DualArmController, Mode, stderr_log
 from instant_fold_control.drivers.base import DriverError, RobotDrivers
+from instant_fold_control.safety import LOG_PERIOD_S
 from instant_fold_core.contracts import ActionChunk
 
 
@@ -133,6 +137,15 @@ class ControlLoop:
                 self._gripper_sent[i] = float(out.openness[i])
             if entering_hold:
                 driver.hold()
+
+    def summary(self) -> str:
+        """One line for the periodic log: the mode, the safety events so far and how many lines
+        the log limit kept back since the last summary (taken: the next summary counts anew)."""
+        safety = self.controller.safety
+        counts = {k: v for k, v in safety.counts.items() if v}
+        suppressed = safety.take_suppressed()
+        unlogged = f"; lines not logged (limit per {LOG_PERIOD_S:g} s) {suppressed}" if suppressed else ""
+        return f"mode {self.controller.mode.value}; safety events {counts or 'none'}{unlogged}"
 
     def driver_failed(self, exc: DriverError) -> None:
         """Latch the e-stop and stop both arms (once)."""

@@ -61,12 +61,7 @@ class ControllerNode(Node):
         self.get_logger().info(
             f"robot '{self.robot.name}' ({self.robot.source}), driver '{self.robot.driver}': connecting"
         )
-        try:
-            for driver in self.drivers.arms:
-                driver.connect()
-        except DriverError:
-            self.drivers.close()
-            raise
+        self.drivers.connect()
         self.loop = ControlLoop(self.controller, self.drivers, 1.0 / control_rate, self._log)
         # Chunk stamps are ROS time; with a lock-stepped simulator the graph runs on its /clock
         # (use_sim_time), which is the lockstep's time itself.
@@ -126,10 +121,7 @@ class ControllerNode(Node):
         return response
 
     def _summary(self) -> None:
-        counts = {k: v for k, v in self.controller.safety.counts.items() if v}
-        suppressed = self.controller.safety.take_suppressed()
-        unlogged = f"; lines not logged (limit per {LOG_PERIOD_S:g} s) {suppressed}" if suppressed else ""
-        self.get_logger().info(f"mode {self.controller.mode.value}; safety events {counts or 'none'}{unlogged}")
+        self.get_logger().info(self.loop.summary())
 
     def _log(self, level: str, text: str) -> None:
         # One call site per severity: rclpy refuses different severities from the same line.

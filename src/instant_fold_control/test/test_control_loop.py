@@ -117,6 +117,13 @@ def make_rig(robot: RobotConfig, lockstep: bool = True) -> Rig:
     return Rig(sim, left, right, controller, loop, log)
 
 
+def wall_clock_rig(robot: RobotConfig, monkeypatch, start: float) -> tuple[Rig, SimpleNamespace]:
+    """A rig without lockstep whose monotonic clock is `clock.t` (a real robot's loop)."""
+    clock = SimpleNamespace(t=start)
+    monkeypatch.setattr(control_loop, "time", SimpleNamespace(monotonic=lambda: clock.t))
+    return make_rig(robot, lockstep=False), clock
+
+
 def chunk(positions: list, openness: list, step_duration: float = PERIOD) -> ActionChunk:
     return ActionChunk(np.array(positions, float), np.array(openness, float), len(positions), step_duration)
 
@@ -208,9 +215,7 @@ def test_a_failing_stop_is_logged_and_the_other_arm_still_stops(rig: Rig) -> Non
 
 
 def test_without_lockstep_ticks_follow_the_monotonic_clock(robot: RobotConfig, monkeypatch) -> None:
-    clock = SimpleNamespace(t=100.0)
-    monkeypatch.setattr(control_loop, "time", SimpleNamespace(monotonic=lambda: clock.t))
-    rig = make_rig(robot, lockstep=False)
+    rig, clock = wall_clock_rig(robot, monkeypatch, start=100.0)
     assert rig.loop.lockstep is None and rig.loop.now() == 100.0
     rig.loop.tick()  # holds at the measured position: the first step
     assert rig.loop.measured_at == 100.0 and rig.controller.mode is Mode.HOLD
@@ -234,6 +239,67 @@ def test_without_lockstep_ticks_follow_the_monotonic_clock(robot: RobotConfig, m
     assert rig.sim.advances == [] and rig.sim.time == 0.0
     np.testing.assert_array_equal(rig.sim.state, START)
     assert rig.loop.measured_at == 100.7
+
+
+def test_a_tick_reads_the_arms_steps_the_controller_and_writes_the_commands(rig: Rig) -> None:
+    """The node's one call per timer tick does the whole read -> update -> write sequence."""
+    target = [[-0.18, 0.0, 0.8], [0.2, 0.02, 0.8]]
+    assert rig.loop.submit(chunk([target], [[0, 1]]), observation_time=rig.loop.now())
+    rig.loop.tick()
+    assert rig.controller.mode is Mode.TRACKING and rig.loop.measured_at == pytest.approx(0.1)
+    # written in each arm's base frame (the fake arms record them back in the camera frame)
+    np.testing.assert_allclose([rig.left.commands[-1], rig.right.commands[-1]], target, atol=1e-9)
+    assert (rig.left.grippers, rig.right.grippers) == ([0.0], [1.0])
+    assert rig.left.holds == rig.right.holds == 0
+    np.testing.assert_allclose(rig.controller.state(), np.c_[target, [0.0, 1.0]], atol=1e-9)
+
+
+def test_a_stale_chunk_is_refused_and_the_arms_hold_once_the_plan_runs_dry(robot: RobotConfig, monkeypatch) -> None:
+    """A real robot's loop (wall clock): a chunk answering an old observation never replaces the
+    plan; when no fresh chunk comes within the watchdog timeout the arms hold where they were
+    commanded (the drivers are told once) and nothing more is written."""
+    rig, clock = wall_clock_rig(robot, monkeypatch, start=100.0)
+    rig.loop.tick()  # the first step holds at the measured position
+    wp1 = [[-0.18, 0.0, 0.8], [0.2, 0.02, 0.8]]
+    assert rig.loop.submit(chunk([wp1], [[1, 1]]), observation_time=100.0)
+    clock.t = 100.1
+    rig.loop.tick()
+    np.testing.assert_allclose(rig.left.commands[-1], wp1[0], atol=1e-9)
+
+    wp2 = [[-0.1, 0.0, 0.8], [0.2, 0.1, 0.8]]
+    age = robot.safety.max_chunk_age + 0.5
+    assert not rig.loop.submit(chunk([wp2], [[1, 1]]), observation_time=clock.t - age)
+    assert rig.controller.safety.counts["refused_stale"] == 1
+    clock.t = 100.4  # within the watchdog timeout of the last accepted chunk: still tracking it
+    rig.loop.tick()
+    assert rig.controller.mode is Mode.TRACKING
+    np.testing.assert_allclose(rig.left.commands[-1], wp1[0], atol=1e-9)
+
+    written = len(rig.left.commands)
+    for t in (100.7, 100.8, 100.9):  # past watchdog_timeout (0.5 s) after the chunk of t = 100.0
+        clock.t = t
+        rig.loop.tick()
+    assert rig.controller.mode is Mode.HOLD and rig.controller.safety.counts["watchdog_hold"] == 1
+    assert rig.left.holds == rig.right.holds == 2  # once at the start, once now
+    assert len(rig.left.commands) == len(rig.right.commands) == written  # nothing written while holding
+    np.testing.assert_allclose(rig.controller.step(clock.t).positions, wp1, atol=1e-9)  # held at wp1
+    assert rig.loop.measured_at == 100.9  # still read every tick
+
+
+def test_the_summary_reports_the_mode_and_the_safety_events(rig: Rig) -> None:
+    assert rig.loop.summary() == "mode hold; safety events none"
+    assert not rig.loop.submit(chunk([[[-0.2, 0.0, 0.8], [0.2, 0.0, 0.8]]], [[1, 1]]), observation_time=-5.0)
+    assert rig.loop.summary() == "mode hold; safety events {'refused_stale': 1}"
+
+
+def test_a_robot_that_cannot_connect_one_arm_releases_both(rig: Rig) -> None:
+    closed: list[str] = []
+    for arm in (rig.left, rig.right):
+        arm.close = lambda arm=arm: closed.append(arm.arm)  # type: ignore[method-assign]
+    rig.right.failing.add("connect")
+    with pytest.raises(DriverError, match="right arm: connect failed"):
+        rig.loop.drivers.connect()
+    assert closed == ["left", "right"]
 
 
 def test_the_period_must_be_positive(robot: RobotConfig) -> None:

@@ -100,16 +100,13 @@ class FoldLoop(Generic[Tokens]):
     def __init__(
         self, config: FoldLoopConfig, home: np.ndarray, expected_events: int | None = None, now_s: float = 0.0
     ) -> None:
-        """`home`: [2, 3] home positions (camera frame); `expected_events`: events the demonstration
-        performs (the loop requires min(config.min_events, expected_events) of them; a
-        demonstration with none folds nothing, so the loop aborts at once instead of "completing"
-        where it starts); `now_s`: the host's clock at the start (the observation timeout counts
-        from there)."""
-        home = np.asarray(home, dtype=np.float64)
-        if home.shape != (2, 3) or not np.isfinite(home).all():
-            raise ValueError(f"home: expected finite [2, 3] positions, got {home.shape}")
+        """`home`: [2, 3] home positions (camera frame) until `on_home` tells the robot's own;
+        `expected_events`: events the demonstration performs (the loop requires
+        min(config.min_events, expected_events) of them; a demonstration with none folds nothing,
+        so the loop aborts at once instead of "completing" where it starts); `now_s`: the host's
+        clock at the start (the observation timeout counts from there)."""
         self.config = config
-        self.home = home
+        self.on_home(home)
         self.required_events = config.min_events if expected_events is None else min(config.min_events, expected_events)
         # The host's move home waits for all of the demonstration's events, not just the minimum.
         self.demonstrated_events = config.min_events if expected_events is None else expected_events
@@ -119,6 +116,7 @@ class FoldLoop(Generic[Tokens]):
         self.finished: Finish | None = None
         self._last_open: np.ndarray | None = None
         self._next_observation_ns = 0
+        self._queried_ns = -1  # stamp of the observation the last `Query` answers
         self._waiting_since = now_s
         self._tokens: Tokens | None = None
         self._tokens_ns = -1
@@ -141,6 +139,15 @@ class FoldLoop(Generic[Tokens]):
             self.events_executed += int(np.count_nonzero(is_open != self._last_open))
         self._last_open = is_open
         self._state, self._state_ns = state, stamp_ns
+
+    def on_home(self, home: np.ndarray) -> None:
+        """The arms' home positions [2, 3] (camera frame), where the fold must end. The robot's
+        home may arrive after the fold started (a latched topic reaches a subscriber once discovery
+        has matched them); it is used only once the required gripper events are executed."""
+        home = np.asarray(home, dtype=np.float64)
+        if home.shape != (2, 3) or not np.isfinite(home).all():
+            raise ValueError(f"home: expected finite [2, 3] positions, got {home.shape}")
+        self.home = home
 
     def on_tokens(self, tokens: Tokens, stamp_ns: int) -> None:
         """Cloth tokens of the camera frame taken at `stamp_ns` (ignored if older than the latest)."""
@@ -166,6 +173,7 @@ class FoldLoop(Generic[Tokens]):
                 return self._finish(FoldOutcome.COMPLETED, f"{self.events_executed} gripper events", hold=False)
             if self.step >= self.config.max_steps:
                 return self._finish(FoldOutcome.STEP_LIMIT, f"{self.events_executed} gripper events", hold=False)
+            self._queried_ns = self._tokens_ns
             return Query(self._tokens, self._tokens_ns, self._state)
         waited = now_s - self._waiting_since
         if waited >= self.config.observation_timeout_s:
@@ -177,10 +185,13 @@ class FoldLoop(Generic[Tokens]):
         return Wait(self.config.observation_timeout_s - waited)
 
     def chunk_sent(self, sent_ns: int, steps: int, step_duration_s: float, now_s: float) -> None:
-        """The chunk answering the last `Query` starts executing at `sent_ns` (observation clock):
-        the next observation must be taken after its `steps` steps are executed."""
+        """The chunk answering the last `Query` was sent at `sent_ns` (observation clock): it starts
+        executing then, and never before the observation it answers (under a simulator's clock both
+        are the same instant: simulated time waits for the policy). The next observation must be
+        taken after its `steps` steps are executed."""
         self.step += 1
-        self._next_observation_ns = sent_ns + round(steps * step_duration_s * NANOSECONDS)
+        start_ns = max(sent_ns, self._queried_ns)
+        self._next_observation_ns = start_ns + round(steps * step_duration_s * NANOSECONDS)
         self._waiting_since = now_s
 
     def fail(self, message: str) -> Finish:

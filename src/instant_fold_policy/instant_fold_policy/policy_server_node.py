@@ -8,7 +8,8 @@
 - `policy/execute_fold` (ExecuteFold action): the closed loop — fresh `cloth/tokens` + `arms/state`
   -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms
   are back home with open grippers after the demonstration's events, or the step limit; feedback
-  per query; cancel makes the arms hold where they are.
+  per query; cancel makes the arms hold where they are. Home is what the robot publishes, latched,
+  on `arms/home` (the simulator does), else the demonstration's terminal keypose.
 
 A fold samples from a generator of its own, seeded when it starts, so predict-service calls made
 meanwhile never change it. Its observation timeout counts on the node's clock: simulated time
@@ -23,7 +24,6 @@ import time
 
 import numpy as np
 import torch
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -46,12 +46,13 @@ from instant_fold_ros.conversions import (
     demonstration_from_msg,
     dual_arm_state_from_msg,
     dual_arm_state_to_msg,
+    home_pose_from_msg,
     make_header,
     tokens_from_msg,
 )
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.params import declare_config, declare_file_roots
-from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
+from instant_fold_ros.qos import COMMAND_QOS, LATCHED_QOS, OBSERVATION_QOS
 
 #: Longest wait between checks for a cancel request while no observation arrives (s).
 CANCEL_CHECK_S = 0.1
@@ -76,21 +77,20 @@ class PolicyServerNode(Node):
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
         self.fold_config = FoldLoopConfig(**declare_config(self, "fold", FoldLoopConfig()))
-        home_parameter: list[float] = list(p("home", [0.0] * 6).value)
-        self.home_override = [float(v) for v in home_parameter]
         self.file_roots = declare_file_roots(self, ["."])
-        self.add_on_set_parameters_callback(self._on_parameters)
         # Guards the running fold loop; observations notify the fold's thread through it.
         self._observed = threading.Condition()
         self._state: np.ndarray | None = None
         self._state_ns = 0
         self._latest_tokens: ClothTokens | None = None
+        self._home: np.ndarray | None = None  # [2, 3] the robot's, from `arms/home`
         self._loop: FoldLoop[ClothTokens] | None = None
         self._busy = False  # a goal is accepted and not finished (set on acceptance: one fold at a time)
         group = ReentrantCallbackGroup()
         self._command = self.create_publisher(ActionChunkMsg, "arms/command", COMMAND_QOS)
         self.create_subscription(ClothTokens, "cloth/tokens", self._on_tokens, OBSERVATION_QOS, callback_group=group)
         self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS, callback_group=group)
+        self.create_subscription(DualArmState, "arms/home", self._on_home, LATCHED_QOS, callback_group=group)
         self.create_service(LoadDemonstration, "policy/load_demonstration", self._on_load, callback_group=group)
         self.create_service(PredictActionChunk, "policy/predict_action_chunk", self._on_predict, callback_group=group)
         self._action = ActionServer(
@@ -107,18 +107,6 @@ class PolicyServerNode(Node):
                 f"demonstration {demo} encoded in {self.server.load_demonstration(load_demonstration(demo)):.2f} s"
             )
         self.get_logger().info(f"policy server ready (horizon {self.server.horizon}, encoder {self.server.encoder_id})")
-
-    def _on_parameters(self, parameters) -> SetParametersResult:
-        """`home` may change at run time (e.g. a simulator tells where its arms rest); it must be
-        six finite values (left xyz, right xyz, camera frame), all zero for the demonstration's."""
-        for parameter in parameters:
-            if parameter.name != "home":
-                continue
-            values = np.asarray(list(parameter.value or []), dtype=np.float64)
-            if values.shape != (6,) or not np.isfinite(values).all():
-                return SetParametersResult(successful=False, reason=f"home: expected 6 finite values, got {values}")
-            self.home_override = values.tolist()
-        return SetParametersResult(successful=True)
 
     # -- topics -----------------------------------------------------------------------------
 
@@ -140,6 +128,18 @@ class PolicyServerNode(Node):
             if self._loop is not None:
                 self._loop.on_state(state, self._state_ns)
                 self._observed.notify_all()
+
+    def _on_home(self, msg: DualArmState) -> None:
+        try:
+            home = home_pose_from_msg(msg)
+        except InvalidInputError as exc:
+            self.get_logger().warning(f"home pose rejected: {exc}")
+            return
+        with self._observed:
+            self._home = home
+            if self._loop is not None:
+                self._loop.on_home(home)
+        self.get_logger().info(f"home pose (camera frame): {np.round(home, 4).tolist()}")
 
     # -- services ---------------------------------------------------------------------------
 
@@ -244,17 +244,17 @@ class PolicyServerNode(Node):
         except REQUEST_ERRORS as exc:
             goal_handle.abort()
             return ExecuteFold.Result(outcome=int(FoldOutcome.ABORTED), message=str(exc))
-        home = np.asarray(self.home_override, np.float64).reshape(2, 3)
-        if not home.any() and self.server.home is not None:
-            home = self.server.home
+        assert self.server.home is not None  # a demonstration is loaded
         loop: FoldLoop[ClothTokens] = FoldLoop(
             FoldLoopConfig(**{**vars(self.fold_config), "max_steps": goal.max_steps or self.fold_config.max_steps}),
-            home,
+            self.server.home,
             self.server.expected_events,
             self._fold_clock(),
         )
         with self._observed:
             # The latest observations seed the loop (a fold may start while nothing new arrives).
+            if self._home is not None:
+                loop.on_home(self._home)
             if self._latest_tokens is not None:
                 loop.on_tokens(self._latest_tokens, Time.from_msg(self._latest_tokens.header.stamp).nanoseconds)
             if self._state is not None:
@@ -293,9 +293,7 @@ class PolicyServerNode(Node):
             with self._observed:
                 steer = loop.steer(chunk)
             self._command.publish(self._chunk_msg(steer.chunk, tokens.header.stamp))
-            # The chunk starts executing now, and never before its observation (under a simulator's
-            # /clock both are the same instant: simulated time waits for the policy).
-            sent = max(self.get_clock().now().nanoseconds, decision.tokens_ns)
+            sent = self.get_clock().now().nanoseconds
             with self._observed:
                 loop.chunk_sent(sent, steer.chunk.steps_to_execute, steer.chunk.step_duration, self._fold_clock())
                 events = loop.events_executed

@@ -47,6 +47,19 @@ def test_home_at_start_is_not_a_finished_fold() -> None:
     assert loop.finished is None and loop.step == 0
 
 
+def test_a_chunk_never_starts_before_the_observation_it_answers() -> None:
+    """A host whose clock is behind the observation's stamp (a simulator's clock that has not yet
+    ticked to the frame) sends the chunk "before" the frame: it starts executing at the frame."""
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    observe(loop, state(), 5 * NANOSECONDS)
+    query(loop)
+    loop.chunk_sent(1 * NANOSECONDS, steps=1, step_duration_s=0.1, now_s=0.0)
+    observe(loop, state(left=AWAY), 5 * NANOSECONDS + 50_000_000)  # 0.05 s after the frame: executing
+    assert isinstance(loop.next(0.0), Wait)
+    observe(loop, state(left=AWAY), 5 * NANOSECONDS + 100_000_000)
+    assert query(loop).tokens_ns == 5 * NANOSECONDS + 100_000_000
+
+
 def test_nothing_observed_waits_for_the_rest_of_the_timeout() -> None:
     loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(observation_timeout_s=10.0), HOME, now_s=100.0)
     assert loop.next(103.0) == Wait(7.0)
@@ -418,8 +431,25 @@ def test_the_last_home_chunk_ends_at_home() -> None:
     np.testing.assert_allclose(steer.chunk.positions[1:], np.broadcast_to(HOME, (3, 2, 3)), atol=1e-6)
 
 
+def test_the_robots_home_replaces_the_demonstrations_when_it_arrives_during_the_fold() -> None:
+    """The latched home topic may reach the policy server after the fold started: the home it
+    tells is the one the fold ends at and moves to."""
+    robot_home = HOME + np.array([0.0, 0.0, 0.1])
+    loop = after_events(4, expected=4, at=HOME)  # started with HOME (a demonstration's terminal keypose)
+    assert loop.at_home(state())
+    loop.on_home(robot_home)
+    assert not loop.at_home(state())
+    steer = loop.steer(policy_chunk(NEAR_HOME))
+    assert steer.phase is FoldPhase.RETURNING_HOME
+    np.testing.assert_allclose(steer.chunk.positions[-1], robot_home, atol=1e-6)  # 10 cm: 4 steps
+
+
 def test_bad_home_is_refused() -> None:
     with pytest.raises(ValueError, match="home"):
         FoldLoop(FoldLoopConfig(), np.full((2, 3), np.nan))
     with pytest.raises(ValueError, match="home"):
         FoldLoop(FoldLoopConfig(), np.zeros(6))
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    with pytest.raises(ValueError, match="home"):
+        loop.on_home(np.full((2, 3), np.inf))
+    np.testing.assert_array_equal(loop.home, HOME)

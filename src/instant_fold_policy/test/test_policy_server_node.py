@@ -16,8 +16,15 @@ from instant_fold_core.tokens import tokenize_frame
 from instant_fold_interfaces.action import ExecuteFold
 from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
 from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
-from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header, tokens_to_msg
+from instant_fold_ros.conversions import (
+    action_chunk_from_msg,
+    dual_arm_state_to_msg,
+    home_pose_to_msg,
+    make_header,
+    tokens_to_msg,
+)
 from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
+from instant_fold_ros.qos import LATCHED_QOS
 from instant_fold_ros.standins.process_runner import ProcessRunner
 from instant_fold_ros.testing import TopicProbe
 
@@ -110,6 +117,9 @@ def test_services_and_a_fold_to_the_step_limit(setup: dict, ros_env: dict[str, s
         commands = probe.subscribe(ActionChunk, "arms/command")
         _observation_publisher(probe, setup)
         header = make_header("camera_color_optical_frame")
+        # Published once, before the server has subscribed: the latched sample still reaches it.
+        home = probe.node.create_publisher(DualArmState, "arms/home", LATCHED_QOS)
+        home.publish(home_pose_to_msg(HOME[:, :3].astype(np.float64), header))
         request = PredictActionChunk.Request(
             tokens=tokens_to_msg(*setup["tokens"], header=header), state=dual_arm_state_to_msg(HOME, header)
         )
@@ -143,6 +153,7 @@ def test_services_and_a_fold_to_the_step_limit(setup: dict, ros_env: dict[str, s
     assert steps == [0, 1, 2]
     assert len(observed["commands"]) == 3
     assert all(np.isfinite(action_chunk_from_msg(c).positions).all() for c in observed["commands"])
+    assert f"home pose (camera frame): {np.round(HOME[:, :3].astype(np.float64), 4).tolist()}" in log
 
 
 def test_cancel_makes_the_arms_hold(setup: dict, ros_env: dict[str, str]) -> None:

@@ -133,6 +133,21 @@ def dual_arm_state_from_msg(msg: DualArmState) -> np.ndarray:
     return state
 
 
+def home_pose_to_msg(home: np.ndarray, header: Header | None = None) -> DualArmState:
+    """Pack both arms' home positions [2, 3] (camera frame) as a DualArmState with open grippers."""
+    home = check_field("home", home, (2, 3))
+    return dual_arm_state_to_msg(np.concatenate([home, np.ones((2, 1))], axis=1), header)
+
+
+def home_pose_from_msg(msg: DualArmState) -> np.ndarray:
+    """Unpack the home positions as float64 [2, 3]: the pose is a fixed point of the robot, kept
+    to the message's precision (an arm state is float32, a measurement)."""
+    home = np.array([[p.x, p.y, p.z] for p in (msg.left.position, msg.right.position)], dtype=np.float64)
+    if not np.isfinite(home).all():
+        raise MessageConversionError(f"home (DualArmState): contains NaN or infinite values: {home.tolist()}")
+    return home
+
+
 # --- action chunks ------------------------------------------------------------------------
 
 

@@ -14,6 +14,8 @@ from instant_fold_ros.conversions import (
     camera_info_from_intrinsics,
     dual_arm_state_from_msg,
     dual_arm_state_to_msg,
+    home_pose_from_msg,
+    home_pose_to_msg,
     intrinsics_from_camera_info,
     make_header,
     tokens_from_msg,
@@ -92,6 +94,20 @@ def test_dual_arm_state_round_trip_and_validation() -> None:
     msg.left.position.y = float("nan")
     with pytest.raises(MessageConversionError, match=r"DualArmState\.left"):
         dual_arm_state_from_msg(msg)
+
+
+def test_home_pose_keeps_float64_and_open_grippers() -> None:
+    home = np.array([[-0.7312345678901234, -0.17, 0.28], [0.73, -0.1700000001, 0.28]])
+    msg = home_pose_to_msg(home, make_header("cam"))
+    assert (msg.left.openness, msg.right.openness) == (1.0, 1.0)
+    out = home_pose_from_msg(msg)
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out, home)  # a fixed pose of the robot, not a float32 measurement
+    msg.right.position.z = float("inf")
+    with pytest.raises(MessageConversionError, match="home"):
+        home_pose_from_msg(msg)
+    with pytest.raises(MessageConversionError, match="home"):
+        home_pose_to_msg(np.zeros(6))
 
 
 def test_action_chunk_round_trip() -> None:

@@ -9,7 +9,9 @@ same for every backend, so the fold graph runs unchanged on any of them.
 Publishes what the RealSense camera node publishes (`camera/color` rgb8, `camera/depth` 32FC1
 metres, `camera/camera_info`) plus the simulator's exact cloth mask on `cloth/mask` (the `sim`
 segmentation; set `publish_mask: false` to segment the rendered images with a real backend
-instead), and `/clock`, so nodes with `use_sim_time` live on simulated time.
+instead), and `/clock`, so nodes with `use_sim_time` live on simulated time. The arms' home
+poses (where the scripted programs end, in this episode's camera frame) are published once on
+`arms/home` (latched: a late subscriber still gets them); the policy server ends a fold there.
 
 Simulated time only moves when the controller's `sim` driver calls `sim/step` (SimStep): the
 controller sends both arms' targets and the time to reach, the node simulates those frames,
@@ -37,11 +39,12 @@ from sensor_msgs.msg import CameraInfo, Image
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.paths import PathNotAllowed, resolve_under
 from instant_fold_core.rgbd import RGBDFrame
+from instant_fold_interfaces.msg import DualArmState
 from instant_fold_interfaces.srv import EvaluateFold, SimStep
-from instant_fold_ros.conversions import make_header, rgbd_to_msgs
+from instant_fold_ros.conversions import home_pose_to_msg, make_header, rgbd_to_msgs
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.params import declare_file_roots
-from instant_fold_ros.qos import OBSERVATION_QOS
+from instant_fold_ros.qos import LATCHED_QOS, OBSERVATION_QOS
 from instant_fold_ros.standins.image_bridge import image_to_msg
 
 from .garments import GarmentError
@@ -53,6 +56,7 @@ from .sim_world import SimWorld, SimWorldError
 
 STEP_SERVICE = "sim/step"
 EVALUATE_SERVICE = "sim/evaluate"
+HOME_TOPIC = "arms/home"
 CLOCK_QOS = QoSProfile(
     depth=1, reliability=QoSReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL
 )
@@ -107,6 +111,8 @@ class SimNode(Node):
         self.create_timer(republish, self._publish)
         self._frame = self._render()
         self._publish()
+        self._home_pub = self.create_publisher(DualArmState, HOME_TOPIC, LATCHED_QOS)
+        self._home_pub.publish(home_pose_to_msg(self.world.home(), self._frame[0].header))
         self.get_logger().info(
             f"simulating {self.world.garment.garment_id} (seed {seed}, {preset_name}, "
             f"{self.world.scene.num_particles} particles) at {self.world.fps:g} fps with {backend}"
@@ -152,7 +158,6 @@ class SimNode(Node):
             response.success = True
         response.sim_time = self.world.sim_time
         response.state = self.world.arm_state().astype(np.float64).ravel().tolist()
-        response.home = self.world.home().ravel().tolist()
         return response
 
     def _on_evaluate(self, request: EvaluateFold.Request, response: EvaluateFold.Response) -> EvaluateFold.Response:

@@ -92,8 +92,7 @@ def run_rollout(
     robot = robot or sim_robot_config()
     link = WorldLink(world)
     drivers = sim_robot(robot, link)
-    for driver in drivers.arms:
-        driver.connect()
+    drivers.connect()
     controller = DualArmController(robot, _quiet)
     control = ControlLoop(controller, drivers, 1.0 / world.fps, _quiet)
     step_duration = 1.0 / world.fps  # one action step per simulated frame, as in the fold graph
@@ -126,8 +125,7 @@ def run_rollout(
         steer = loop.steer(dataclasses.replace(prediction, step_duration=step_duration))
         now = link.now()
         controller.submit_chunk(steer.chunk, now, decision.tokens_ns / NANOSECONDS)  # refusals are counted
-        sent_ns = max(round(now * NANOSECONDS), decision.tokens_ns)
-        loop.chunk_sent(sent_ns, steer.chunk.steps_to_execute, step_duration, 0.0)
+        loop.chunk_sent(round(now * NANOSECONDS), steer.chunk.steps_to_execute, step_duration, 0.0)
         while not controller.plan_finished(link.now()):
             control.tick()
             measure()

@@ -109,6 +109,16 @@ class RobotDrivers:
     def arms(self) -> tuple[ArmDriver, ArmDriver]:
         return (self.left, self.right)
 
+    def connect(self) -> None:
+        """Connect both arms; if one cannot be reached, release both and re-raise (a half-connected
+        robot would hold a device nobody commands)."""
+        try:
+            for driver in self.arms:
+                driver.connect()
+        except DriverError:
+            self.close()
+            raise
+
     def close(self) -> None:
         for driver in self.arms:
             driver.close()
