@@ -13,6 +13,7 @@ from instant_fold_core.policy.data import PolicyDataError
 from instant_fold_core.policy.evaluation import (
     expert_first_grasp,
     first_close_frames,
+    first_grasp_errors,
     first_moving_frame,
     main,
     rollout_first_grasp,
@@ -91,3 +92,16 @@ def test_evaluation_cli_reports_train_and_heldout(episodes, checkpoint, tmp_path
         assert len(result[split]["first_grasp_episodes"]) == n
     assert "heldout: 2 episodes" in capsys.readouterr().out
     assert main(["--checkpoint", str(tmp_path), "--data", str(train_dir)]) == 2
+
+
+def test_a_language_policy_is_scored_on_the_same_queries_given_the_mode(episodes, tmp_path):
+    """The language baseline of the orderings (demonstration vs language) needs the same offline
+    first-grasp rows: it is told each query's mode instead of being shown a demonstration."""
+    cfg = preset("cpu-small")
+    cfg.model.conditioning, cfg.model.num_modes = "language", 4
+    cfg.train.steps, cfg.train.batch_size, cfg.train.log_every, cfg.train.checkpoint_every = 4, 4, 4, 4
+    train(cfg.validate(), episodes, tmp_path, log=False)
+    runner = PolicyRunner.from_checkpoint(tmp_path / CHECKPOINT_DIR)
+    results = first_grasp_errors(runner, episodes, episodes, max_frames=8)
+    assert [r["mode"] for r in results] == [e.meta["mode"] for e in episodes]
+    assert runner.has_demonstration and all(len(r["grasp_error_cm"]) == 2 for r in results)

@@ -110,7 +110,8 @@ def first_grasp_errors(
     max_frames: int = 80,
 ) -> list[dict[str, Any]]:
     """Roll out every query episode with a demonstration of its garment and mode taken from `demos`
-    (another episode: a different start state), and compare the first grasps with the expert's."""
+    (another episode: a different start state), and compare the first grasps with the expert's. A
+    language-conditioned policy is given the mode instead (and scored on the same queries)."""
     results = []
     for query in queries:
         key = (query.meta["garment_id"], query.meta["mode"])
@@ -119,10 +120,13 @@ def first_grasp_errors(
         if not pool:
             continue
         demo = pool[0]
-        kf = demo.keyframes
-        runner.load_demonstration(
-            demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf], demo.cloth_valid[kf]
-        )
+        if runner.cfg.conditioning == "language":
+            runner.load_mode(key[1])  # the language baseline is told the mode; the same queries are scored
+        else:
+            kf = demo.keyframes
+            runner.load_demonstration(
+                demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf], demo.cloth_valid[kf]
+            )
         rollout = rollout_first_grasp(
             runner, query, max_frames=max_frames, generator=torch.Generator().manual_seed(seed)
         )
