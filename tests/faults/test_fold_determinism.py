@@ -29,7 +29,7 @@ from instant_fold_ros.bringup_share import models_dir
 
 pytestmark = pytest.mark.ros
 
-DEMO = models_dir() / sim_fold.DEFAULT_DEMO
+DEMO = (models_dir() / sim_fold.DEFAULT_DEMO).resolve()  # the source file behind a --symlink-install
 HOME = np.array([[-0.25, 0.05, 0.9, 1.0], [0.25, 0.05, 0.9, 1.0]], np.float32)
 #: Simulated time per tick of the stand-in simulator below (s), ticked every TICK_S of wall time.
 TICK_S = 0.05

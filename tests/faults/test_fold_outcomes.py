@@ -24,7 +24,7 @@ from instant_fold_core.demonstration import DemonstrationError, load_demonstrati
 from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig
 from instant_fold_ros.bringup_share import models_dir
 
-DEMO = models_dir() / sim_fold.DEFAULT_DEMO
+DEMO = (models_dir() / sim_fold.DEFAULT_DEMO).resolve()  # the source file behind a --symlink-install
 HOME = np.array([[-0.25, 0.05, 0.9], [0.25, 0.05, 0.9]])
 
 

@@ -13,7 +13,7 @@ from instant_fold_core.demonstration import load_demonstration
 from instant_fold_core.testing import untrained_checkpoints
 from instant_fold_ros.bringup_share import models_dir
 
-DEMO = models_dir() / DEFAULT_DEMO
+DEMO = (models_dir() / DEFAULT_DEMO).resolve()  # the source file behind a --symlink-install
 
 
 def test_missing_demonstration_is_a_clear_error(tmp_path: Path, capsys) -> None:

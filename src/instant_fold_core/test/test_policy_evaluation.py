@@ -100,7 +100,7 @@ def test_a_language_policy_is_scored_on_the_same_queries_given_the_mode(episodes
     cfg = preset("cpu-small")
     cfg.model.conditioning, cfg.model.num_modes = "language", 4
     cfg.train.steps, cfg.train.batch_size, cfg.train.log_every, cfg.train.checkpoint_every = 4, 4, 4, 4
-    train(cfg.validate(), episodes, tmp_path, log=False)
+    train(cfg.validate(), episodes, tmp_path, echo=False)
     runner = PolicyRunner.from_checkpoint(tmp_path / CHECKPOINT_DIR)
     results = first_grasp_errors(runner, episodes, episodes, max_frames=8)
     assert [r["mode"] for r in results] == [e.meta["mode"] for e in episodes]
