@@ -16,6 +16,7 @@ import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
+from instant_fold_core.errors import ConfigError
 from instant_fold_interfaces.srv import SetBoxPrompt
 from instant_fold_perception.segmentation import SegmentationError, Segmenter
 from instant_fold_perception.segmentation.plane import PlaneSegmenter, PlaneSegmenterConfig
@@ -35,7 +36,7 @@ class SegmentationNode(Node):
         super().__init__("segmentation")
         backend = str(self.declare_parameter("backend", "plane").value)
         if backend not in BACKENDS:
-            raise ValueError(f"segmentation backend '{backend}' unknown (available: {', '.join(BACKENDS)})")
+            raise ConfigError(f"segmentation backend '{backend}' unknown (available: {', '.join(BACKENDS)})")
         self.segmenter: Segmenter = self._make_plane() if backend == "plane" else self._make_sam2()
         self.masks_published = 0
         self.rejected = 0
