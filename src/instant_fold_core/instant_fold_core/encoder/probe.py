@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from ..dataset.filtering import motion_filter
 from ..dataset.schema import Episode
+from ..plotting import save_figure
 from .data import load_frames
 from .losses import assign_tokens_to_particles, keypoint_features
 from .modeling import ClothTokenizer
@@ -235,9 +236,4 @@ def pca_figure(models: dict[str, ClothTokenizer], episode: Episode, path: str | 
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -28,6 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.errors import ConfigError
+from instant_fold_core.plotting import save_figure
 from instant_fold_core.policy.configuration import InstantFoldPolicyConfig, load_config
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, collate
 from instant_fold_core.policy.dataset import PolicyDataset
@@ -295,12 +296,7 @@ def plot_training_curves(log_path: str | Path, png_path: str | Path) -> Path:
     axes[1].set_xlabel("step")
     axes[1].set_ylabel("cm")
     axes[1].set_title("action error (sampled chunk vs expert, 10 Euler steps)")
-    fig.tight_layout()
-    png_path = Path(png_path)
-    png_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png_path, dpi=110)
-    plt.close(fig)
-    return png_path
+    return save_figure(fig, png_path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from instant_fold_core.plotting import save_figure
 from instant_fold_core.policy.data import TokenizedEpisode, chunk_targets
 from instant_fold_core.policy.inference import PolicyRunner
 
@@ -94,9 +95,4 @@ def plot_demo_conditioning(
     ax.set_ylabel("y (m, camera frame)")
     ax.set_title("policy answer per demonstration (same observation)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
