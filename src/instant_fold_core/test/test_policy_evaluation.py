@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -105,3 +106,16 @@ def test_a_language_policy_is_scored_on_the_same_queries_given_the_mode(episodes
     results = first_grasp_errors(runner, episodes, episodes, max_frames=8)
     assert [r["mode"] for r in results] == [e.meta["mode"] for e in episodes]
     assert runner.has_demonstration and all(len(r["grasp_error_cm"]) == 2 for r in results)
+
+
+def test_a_query_can_be_shown_its_own_episode_as_the_demonstration(episodes, checkpoint):
+    """`self` separates closed-loop drift from carrying the demonstration over to another layout: the
+    same queries are rolled out, each with its own episode's keyframes."""
+    runner = PolicyRunner.from_checkpoint(checkpoint)
+    named = [dataclasses.replace(e, meta={**e.meta, "episode_name": f"ep{i}"}) for i, e in enumerate(episodes)]
+    other = first_grasp_errors(runner, named, named, max_frames=8)
+    own = first_grasp_errors(runner, named, named, max_frames=8, demo_source="self")
+    assert [r["query"] for r in own] == [r["query"] for r in other]
+    assert all(r["demo"] == r["query"] for r in own) and all(r["demo"] != r["query"] for r in other)
+    with pytest.raises(PolicyDataError, match="demo_source"):
+        first_grasp_errors(runner, episodes, episodes, demo_source="same")

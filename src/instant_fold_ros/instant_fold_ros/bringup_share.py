@@ -59,6 +59,19 @@ def launch_dir() -> Path:
 
 
 def models_dir() -> Path:
-    """The default models: encoder, policy, demonstrations, oracle banks."""
+    """The default models: encoder, policy, demonstrations, oracle banks.
+
+    An install built before the bringup installed `models/` has a share folder without it; callers
+    that fall back to building what is missing (the evaluator's oracle bank: hours) would then do so
+    silently, so a missing folder is an error that says how to rebuild.
+    """
     env = os.environ.get(MODELS_ENV)
-    return Path(env) if env else share_dir() / "models"
+    if env:
+        return Path(env)
+    folder = share_dir() / "models"
+    if not folder.is_dir():
+        raise ConfigError(
+            f"{folder} does not exist: the install of '{BRINGUP}' predates its models/ (rebuild it: "
+            f"scripts/bootstrap.sh), or set ${MODELS_ENV}"
+        )
+    return folder

@@ -36,4 +36,7 @@ def test_without_an_install_a_checkout_in_the_working_directory_is_used(
     (tmp_path / "config" / "graphs").mkdir(parents=True)
     (tmp_path / "launch").mkdir()
     assert bringup_share.config_dir() == tmp_path / "config"
+    with pytest.raises(ConfigError, match="rebuild it"):  # a share without models/ is no place to fall back from
+        bringup_share.models_dir()
+    (tmp_path / "models").mkdir()
     assert bringup_share.models_dir() == tmp_path / "models"

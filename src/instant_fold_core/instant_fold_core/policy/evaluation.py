@@ -94,6 +94,10 @@ def rollout_first_grasp(
     return GraspRollout(grasp, frames, np.stack(path))
 
 
+#: Where a first-grasp rollout's demonstration comes from (`first_grasp_errors`).
+DEMO_SOURCES = ("other", "self")
+
+
 def nearest_keypoints(points: np.ndarray, keypoints: np.ndarray, names: tuple[str, ...]) -> list[str]:
     """Name of the keypoint ([K, 3], `names` order) nearest to each point ([P, 3]); '-' for NaN points."""
     out = []
@@ -108,10 +112,19 @@ def first_grasp_errors(
     demos: list[TokenizedEpisode],
     seed: int = 0,
     max_frames: int = 80,
+    demo_source: str = "other",
 ) -> list[dict[str, Any]]:
     """Roll out every query episode with a demonstration of its garment and mode taken from `demos`
     (another episode: a different start state), and compare the first grasps with the expert's. A
-    language-conditioned policy is given the mode instead (and scored on the same queries)."""
+    language-conditioned policy is given the mode instead (and scored on the same queries).
+
+    `demo_source="self"` shows each query its own episode as the demonstration: the same layout, so
+    the demonstration holds everything about where to grasp. An error that stays as large as with
+    another layout's demonstration is the policy's own closed-loop drift, not a failure to carry the
+    demonstration over to a new layout.
+    """
+    if demo_source not in DEMO_SOURCES:
+        raise PolicyDataError(f"demo_source: one of {DEMO_SOURCES}, got {demo_source!r}")
     results = []
     for query in queries:
         key = (query.meta["garment_id"], query.meta["mode"])
@@ -119,7 +132,7 @@ def first_grasp_errors(
         pool = [d for d in demos if (d.meta["garment_id"], d.meta["mode"]) == key and d is not query]
         if not pool:
             continue
-        demo = pool[0]
+        demo = query if demo_source == "self" else pool[0]
         if runner.cfg.conditioning == "language":
             runner.load_mode(key[1])  # the language baseline is told the mode; the same queries are scored
         else:
@@ -165,6 +178,7 @@ def evaluate(
     samples: int = 256,
     seed: int = 0,
     max_frames: int = 80,
+    demo_source: str = "other",
 ) -> dict[str, Any]:
     """Action error (as `training.action_error`, every frame, no augmentation) and first-grasp rollouts
     on the training episodes and, when given, on held-out episodes (demonstrations from training)."""
@@ -181,7 +195,7 @@ def evaluate(
     dataset = PolicyDataset(train_eps + held, cfg.model.horizon, TrainingConfig())
     rng = np.random.default_rng(seed)
     runner = PolicyRunner(policy)
-    out: dict[str, Any] = {"checkpoint": str(checkpoint), "seed": seed}
+    out: dict[str, Any] = {"checkpoint": str(checkpoint), "seed": seed, "demo_source": demo_source}
     for split, episodes in (("train", train_eps), ("heldout", held)):
         if not episodes:
             continue
@@ -194,7 +208,7 @@ def evaluate(
         # garment and mode, i.e. from training episodes (other start states).
         errors = [action_error(policy, dataset, pick[i : i + 64], seed) for i in range(0, len(pick), 64)]
         weights = [len(pick[i : i + 64]) for i in range(0, len(pick), 64)]
-        grasps = first_grasp_errors(runner, episodes, train_eps, seed, max_frames)
+        grasps = first_grasp_errors(runner, episodes, train_eps, seed, max_frames, demo_source)
         out[split] = {
             "episodes": len(episodes),
             "action_error_cm": float(np.average(errors, weights=weights)) * 100,
@@ -217,10 +231,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=256, help="frames per split for the action error")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-frames", type=int, default=80, help="rollout budget (frames) for the first grasps")
+    parser.add_argument(
+        "--demo-source",
+        choices=DEMO_SOURCES,
+        default="other",
+        help="first grasps: a demonstration from another start of the query's garment and mode, or the query's own "
+        "episode (its own layout: separates closed-loop drift from carrying the demonstration to a new layout)",
+    )
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
     try:
-        result = evaluate(args.checkpoint, args.data, args.heldout, args.samples, args.seed, args.max_frames)
+        result = evaluate(
+            args.checkpoint, args.data, args.heldout, args.samples, args.seed, args.max_frames, args.demo_source
+        )
     except (PolicyDataError, CheckpointError) as exc:
         print(f"evaluate_policy: {exc}", file=sys.stderr)
         return 2
