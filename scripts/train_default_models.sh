@@ -36,10 +36,10 @@ if [[ $scale == paper ]]; then
   policy_model="{}"
 else
   sim=cpu-small encoder=cpu-small policy=cpu-small
-  episodes_per=${EPISODES_PER:-8} encoder_steps=${ENCODER_STEPS:-600} policy_steps=${POLICY_STEPS:-5000}
+  episodes_per=${EPISODES_PER:-11} encoder_steps=${ENCODER_STEPS:-600} policy_steps=${POLICY_STEPS:-8000}
   workers=${WORKERS:-2} worlds=${WORLDS:-1} device=${DEVICE:-cpu}
   # docs/policy.md "Default models": why these (throughput: benchmarks/bench_policy_train.py).
-  policy_train="batch_size: 32, noise_samples: 8, frame_stride: 2, demos_per_batch: 4, ema_decay: 0.995, decision_weight: 3.0"
+  policy_train="batch_size: 32, noise_samples: 8, frame_stride: 2, demos_per_batch: 4, ema_decay: 0.995, decision_weight: 3.0, recovery_prob: 0.5, recovery_noise_m: 0.05"
   policy_model="{demo_alignment: centroid}"
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

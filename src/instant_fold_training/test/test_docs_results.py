@@ -21,6 +21,10 @@ def test_the_evaluation_tables_in_the_docs_are_the_measured_ones() -> None:
         "eval_cpu_previous_default.json",
         "eval_cpu_experiment_D.json",
         "eval_cpu_garments_experiment_D.json",
+        "eval_cpu_default_v3.json",
+        "eval_cpu_garments_default_v3.json",
+        "eval_cpu_experiment_E.json",
+        "eval_cpu_garments_experiment_E.json",
     ):
         summary = json.loads((RESULTS / name).read_text())
         assert table(row_labels(summary)) in (REPO / "docs" / "evaluation.md").read_text(), name
