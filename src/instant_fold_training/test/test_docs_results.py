@@ -111,6 +111,9 @@ def test_the_experiment_rows_of_the_policy_card_are_the_measured_ones() -> None:
                 f"{q['geom']['mean']:.2f} | {q['w1']:.3f} |"
             )
         assert first_grasp in card, v["change"]
+        if "offline_train_self_demo" in v:  # the same rollouts, each query shown its own episode
+            own = v["offline_train_self_demo"]["first_grasp"]["mean_error_cm"]
+            assert f"{own:.1f} vs {g['mean_error_cm']:.1f} cm" in card, v["change"]
 
 
 def test_the_rounded_benchmark_quotes_are_the_measured_ones() -> None:
