@@ -32,14 +32,14 @@ if [[ $scale == paper ]]; then
   sim=paper encoder=paper policy=paper
   episodes_per=${EPISODES_PER:-50} encoder_steps=${ENCODER_STEPS:-20000} policy_steps=${POLICY_STEPS:-225000}
   workers=${WORKERS:-1} worlds=${WORLDS:-16} device=${DEVICE:-cuda}
-  policy_train="batch_size: 64, noise_samples: 1, frame_stride: 1, demos_per_batch: 0"
+  policy_train="batch_size: 64, noise_samples: 1, frame_stride: 1, demos_per_batch: 0, frames: all, se2_prob: 0.5"
   policy_model="{}"
 else
   sim=cpu-small encoder=cpu-small policy=cpu-small
   episodes_per=${EPISODES_PER:-11} encoder_steps=${ENCODER_STEPS:-600} policy_steps=${POLICY_STEPS:-8000}
   workers=${WORKERS:-2} worlds=${WORLDS:-1} device=${DEVICE:-cpu}
   # docs/policy.md "Default models": why these (throughput: benchmarks/bench_policy_train.py).
-  policy_train="batch_size: 32, noise_samples: 8, frame_stride: 2, demos_per_batch: 4, ema_decay: 0.995, decision_weight: 3.0, recovery_prob: 0.5, recovery_noise_m: 0.05"
+  policy_train="batch_size: 32, noise_samples: 8, frame_stride: 2, demos_per_batch: 4, ema_decay: 0.995, decision_weight: 3.0, recovery_prob: 0.5, recovery_noise_m: 0.05, frames: all, se2_prob: 0.5"
   policy_model="{demo_alignment: centroid}"
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -83,7 +83,7 @@ stage "4/5 policy training ($policy_steps steps)"
 cat > "$work/policy.yaml" <<EOF
 preset: $policy
 model: $policy_model
-train: {steps: $policy_steps, $policy_train, frames: all, se2_prob: 0.5, log_every: 50, checkpoint_every: 500}
+train: {steps: $policy_steps, $policy_train, log_every: 50, checkpoint_every: 500}
 EOF
 "$py" -m instant_fold_training.train_policy --config "$work/policy.yaml" --data "$work/tokens_train" \
   --out "$work/policy" --device "$device" --resume --plot "$work/policy_training_curves.png"
