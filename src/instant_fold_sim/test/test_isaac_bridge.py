@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from instant_fold_control.transforms import quaternion_to_matrix
 from instant_fold_sim.isaac_lab import layout, protocol
-from instant_fold_sim.isaac_lab.client import BridgeClient, BridgeError, scene_spec
+from instant_fold_sim.isaac_lab.client import BridgeClient, BridgeError, scene_spec, server_environment
 from instant_fold_sim.isaac_lab.protocol import ProtocolError
 from instant_fold_sim.isaac_lab.spec import SceneSpec
 
@@ -194,6 +197,30 @@ def test_franka_placement_reaches_the_garment_and_the_homes(start) -> None:
     assert np.allclose([np.cos(yaw), np.sin(yaw)], direction / np.linalg.norm(direction))
 
 
+def test_panda_start_joints_reach_the_start_and_home_poses_inside_the_limits(start) -> None:
+    """Both arms: the TCP on the target to 0.1 mm, pointing down with the fingers along world y
+    (the full orientation, not just the axis), every joint inside the Panda's limits."""
+    spec = scene_spec(*start, "cpu-small")
+    goal = quaternion_to_matrix(np.array(layout.TCP_DOWN_QUAT_XYZW))
+    for index, arm in enumerate(layout.arm_placements()):
+        base = quaternion_to_matrix(np.array(arm.quat_xyzw))
+        for target in (spec.grippers[index, :3], spec.home[index]):
+            q = layout.panda_ik(arm, target)
+            assert np.all(q >= layout.PANDA_LIMITS[:, 0]) and np.all(q <= layout.PANDA_LIMITS[:, 1]), q
+            _, tcp = layout.panda_frames(q)
+            assert np.linalg.norm(base @ tcp[:3, 3] + np.asarray(arm.position) - target) < 1e-4
+            assert np.allclose(base @ tcp[:3, :3], goal, atol=1e-3)
+
+
+def test_a_half_turn_is_a_rotation_error_of_pi() -> None:
+    """The naive axis-angle formula reads a half turn as no error (it hid a right-arm wrist seed
+    half a turn off); the error must be pi about the right axis."""
+    half_turn_z = np.diag([-1.0, -1.0, 1.0])
+    error = layout.rotation_error(np.eye(3), half_turn_z)
+    assert np.linalg.norm(error) == pytest.approx(np.pi) and np.allclose(np.abs(error), [0, 0, np.pi])
+    assert np.allclose(layout.rotation_error(np.eye(3), np.eye(3)), 0.0)
+
+
 def test_garment_usd_is_the_project_mesh(start, tmp_path) -> None:
     from pxr import Usd, UsdGeom
 
@@ -316,3 +343,15 @@ def test_the_server_listens_on_loopback_only() -> None:
     thread.start()
     thread.join(10)
     assert lines and lines[0].startswith("INSTANT_FOLD_BRIDGE ")
+
+
+def test_the_isaac_lab_process_imports_its_modules_from_the_paths_it_is_given() -> None:
+    """The Isaac Lab process gets only the bridge's package roots on PYTHONPATH (its own
+    interpreter has none of the workspace's): every project module it loads must import from
+    those alone (a transforms import of the core's error root once broke it, unseen without the
+    Isaac Lab environment). This interpreter has no project package of its own either."""
+    env = server_environment(Path(sys.executable), "isaac_lab")
+    modules = ["server", "spec", "protocol", "assets", "layout", "isaac_env"]
+    code = "; ".join(f"import instant_fold_sim.isaac_lab.{m}" for m in modules)
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]

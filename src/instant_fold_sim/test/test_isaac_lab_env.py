@@ -69,11 +69,6 @@ def test_isaac_lab_process_answers_over_the_bridge() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="measured 2026-11-24 on CPU: the left TCP reaches its start pose within 4 mm, the right one "
-    "stays 15 cm above it after the 40 settle frames (open: IK placement of the right arm, docs/isaac_lab.md)",
-)
 def test_isaac_lab_scene_steps_on_cpu_from_the_project_start_state() -> None:
     """Kit-less Isaac Lab, Newton backend, CPU: the garment starts where the project's generator
     left it, both Franka TCPs reach the episode's initial gripper poses, the arms follow a

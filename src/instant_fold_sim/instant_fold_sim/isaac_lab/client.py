@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from instant_fold_control import transforms
+from instant_fold_core import errors
 from instant_fold_core.errors import ExternalError
 
 from . import protocol
@@ -34,12 +35,15 @@ from .spec import SceneSpec
 if TYPE_CHECKING:
     from ..rollout import GenerationConfig, StartState
 
-#: Folders holding the `instant_fold_sim` package (src/instant_fold_sim) and the plain-numpy
-#: `instant_fold_control.transforms` its scene geometry uses: the only paths the Isaac Lab
-#: process gets on PYTHONPATH (symlink installs resolve to the sources, plain installs to their
-#: site-packages folders: package-relative import roots, not a look-up of the repository).
+#: Folders holding the `instant_fold_sim` package (src/instant_fold_sim), the plain-numpy
+#: `instant_fold_control.transforms` its scene geometry uses and the `instant_fold_core.errors`
+#: root those transforms' errors derive from: the only paths the Isaac Lab process gets on
+#: PYTHONPATH (symlink installs resolve to the sources, plain installs to their site-packages
+#: folders: package-relative import roots, not a look-up of the repository).
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 CONTROL_ROOT = Path(transforms.__file__).resolve().parents[1]
+CORE_ROOT = Path(errors.__file__).resolve().parents[1]
+ISAAC_PROCESS_PATHS = tuple(dict.fromkeys(map(str, (PACKAGE_ROOT, CONTROL_ROOT, CORE_ROOT))))
 ISAACLAB_VENV_NAME = ".venv-isaaclab"
 
 
@@ -78,7 +82,7 @@ def server_environment(python: Path, backend: str) -> dict[str, str]:
     if backend != "isaac_lab":
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
     else:
-        env["PYTHONPATH"] = os.pathsep.join((str(PACKAGE_ROOT), str(CONTROL_ROOT)))
+        env["PYTHONPATH"] = os.pathsep.join(ISAAC_PROCESS_PATHS)
         env.setdefault("ISAACSIM_ASSET_ROOT", str(python.parent.parent / "assets"))
         env.setdefault("OMNI_KIT_ACCEPT_EULA", "YES")
     return env

@@ -131,16 +131,13 @@ def scene_cfg(spec: SceneSpec, garment_path: str, robot_path: str) -> Any:
                 init_state=ArticulationCfg.InitialStateCfg(
                     pos=placement.position,
                     rot=placement.quat_xyzw,
-                    # Isaac Lab's Franka ready pose (isaaclab_assets robots/franka.py).
+                    # Already at the episode's initial TCP pose, inside the joint limits
+                    # (layout.panda_ik); differential IK and physics only refine it.
                     joint_pos={
-                        # turned towards the arm's home (IK seed); the rest is the ready pose
-                        "panda_joint1": layout.joint1_towards(placement, spec.home[index]),
-                        "panda_joint2": -0.569,
-                        "panda_joint3": 0.0,
-                        "panda_joint4": -2.810,
-                        "panda_joint5": 0.0,
-                        "panda_joint6": 3.037,
-                        "panda_joint7": 0.741,
+                        **{
+                            f"panda_joint{i + 1}": float(q)
+                            for i, q in enumerate(layout.panda_ik(placement, spec.grippers[index, :3]))
+                        },
                         "panda_finger_joint.*": layout.FINGER_OPEN,
                     },
                 ),
@@ -281,6 +278,9 @@ class _Arm:
         ee_pos_b = ee_pos_b + m.quat_apply(ee_quat_b, self.offset)
         goal_w = torch.tensor(np.asarray(target_world, np.float32)[None], device=root_pos.device)
         goal_b, goal_quat_b = m.subtract_frame_transforms(root_pos, root_quat, goal_w, self.down)
+        # q and -q are one orientation; the controller's error must not see a turn of 2 pi between
+        # them (the right arm, on its exact start pose, was sent once round joint 7: measured).
+        goal_quat_b = torch.where((goal_quat_b * ee_quat_b).sum(-1, keepdim=True) < 0, -goal_quat_b, goal_quat_b)
         self.ik.set_command(torch.cat([goal_b, goal_quat_b], dim=-1))
         jac = d.body_link_jacobian_w.torch[:, self.jacobi_body, :, self.jacobi_joints].clone()
         rot = m.matrix_from_quat(m.quat_inv(root_quat))
@@ -288,7 +288,19 @@ class _Arm:
         jac[:, 3:] = torch.bmm(rot, jac[:, 3:])
         lever = m.quat_apply(ee_quat_b, self.offset)
         jac[:, :3] += torch.linalg.cross(jac[:, 3:], lever[:, :, None].expand_as(jac[:, 3:]), dim=1)
-        return self.ik.compute(ee_pos_b, ee_quat_b, jac, d.joint_pos.torch[:, self.joint_ids])
+        q = self.ik.compute(ee_pos_b, ee_quat_b, jac, d.joint_pos.torch[:, self.joint_ids])
+        # Inside the joint limits: a placement written past one is undone by the rigid solver.
+        limits = d.joint_pos_limits.torch[:, self.joint_ids]
+        return torch.clamp(q, limits[..., 0], limits[..., 1])
+
+    def start_at_default(self) -> None:
+        """Write the configured start joints (`init_state`) into the simulation, at rest. Without an
+        environment's reset event nothing writes them: the arms stood at all-zero joints (joint 4
+        past its limit), and differential IK from there ended against the limits, 30 cm from the
+        start pose (measured on CPU)."""
+        q = self.robot.data.default_joint_pos.torch.clone()
+        self.robot.write_joint_state_to_sim_index(position=q, velocity=self.torch.zeros_like(q))
+        self.robot.set_joint_position_target_index(target=q)
 
     def command(self, target_world: np.ndarray, openness: float) -> None:
         """Joint position targets for the TCP at `target_world` and the fingers (physics tracks them)."""
@@ -364,6 +376,10 @@ class IsaacLabBackend(Backend):
         self.kinematic = torch.zeros((1, n, 4), device=state.device)
         self.kinematic[..., 3] = 1.0  # all free
         self.arms = [_Arm(self.scene[f"robot_{name}"], str(state.device)) for name in ARMS]
+        for arm in self.arms:
+            arm.start_at_default()
+        self.sim.forward()
+        self.scene.update(0.0)
         self.held: list[np.ndarray] = [np.zeros(0, np.int64), np.zeros(0, np.int64)]
         self.offsets: list[np.ndarray] = [np.zeros((0, 3)), np.zeros((0, 3))]
         self.table = layout.table_depth(spec.intrinsics, spec.T_world_camera, spec.resolution)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from instant_fold_control.transforms import matrix_to_quaternion
+from instant_fold_control.transforms import matrix_to_quaternion, quaternion_to_matrix
 
 from .spec import SceneSpec
 
@@ -41,6 +41,32 @@ WRIST_TO_TCP = 0.107 + TCP_OFFSET
 #: TCP orientation, quaternion (x, y, z, w) as Isaac Lab 3 writes them: 180 deg about world x
 #: (hand z down), so the fingers close along world y.
 TCP_DOWN_QUAT_XYZW = (1.0, 0.0, 0.0, 0.0)
+#: Panda kinematics for the start configuration (`panda_ik`): Franka's published modified-DH
+#: parameters (a, d, alpha) of joints 1-7, the flange 0.107 m along joint 7's axis, the hand
+#: turned -45 deg about it; joint position limits (rad) as in the converted asset.
+PANDA_DH = (
+    (0.0, 0.333, 0.0),
+    (0.0, 0.0, -np.pi / 2),
+    (0.0, 0.316, np.pi / 2),
+    (0.0825, 0.0, np.pi / 2),
+    (-0.0825, 0.384, -np.pi / 2),
+    (0.0, 0.0, np.pi / 2),
+    (0.088, 0.0, np.pi / 2),
+)
+PANDA_FLANGE, PANDA_HAND_YAW = 0.107, -np.pi / 4
+PANDA_LIMITS = np.array(
+    [
+        [-2.8973, 2.8973],
+        [-1.7628, 1.7628],
+        [-2.8973, 2.8973],
+        [-3.0718, -0.0698],
+        [-2.8973, 2.8973],
+        [-0.0175, 3.7525],
+        [-2.8973, 2.8973],
+    ]
+)
+#: Franka's hand-down home (elbow up), the start of `panda_ik`'s iterations.
+PANDA_HOME = np.array([0.0, -np.pi / 4, 0.0, -3 * np.pi / 4, 0.0, np.pi / 2, np.pi / 4])
 #: Finger joint targets (m per finger): open and closed on thin cloth (Isaac Lab's cloth task
 #: closes fully, 0.0).
 FINGER_OPEN, FINGER_CLOSED = 0.04, 0.0
@@ -161,3 +187,61 @@ def garment_usd(spec: SceneSpec, path: str) -> str:
     mesh.CreateDoubleSidedAttr(True)
     stage.GetRootLayer().Save()
     return path
+
+
+def _dh(a: float, d: float, alpha: float, theta: float) -> np.ndarray:
+    ca, sa, ct, st = np.cos(alpha), np.sin(alpha), np.cos(theta), np.sin(theta)
+    return np.array([[ct, -st, 0, a], [st * ca, ct * ca, -sa, -d * sa], [st * sa, ct * sa, ca, d * ca], [0, 0, 0, 1]])
+
+
+def panda_frames(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Joint frames [7, 4, 4] (each joint's axis is its frame's z) and the TCP pose [4, 4], in the
+    arm's base frame, for joint positions `q` [7]."""
+    t, frames = np.eye(4), []
+    for (a, d, alpha), theta in zip(PANDA_DH, np.asarray(q, np.float64), strict=True):
+        t = t @ _dh(a, d, alpha, theta)
+        frames.append(t)
+    tcp = t @ _dh(0.0, PANDA_FLANGE, 0.0, PANDA_HAND_YAW) @ _dh(0.0, TCP_OFFSET, 0.0, 0.0)
+    return np.stack(frames), tcp
+
+
+def rotation_error(r: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """Axis-angle vector turning `r` into `goal` (both 3x3, base frame)."""
+    e = goal @ r.T
+    v = np.array([e[2, 1] - e[1, 2], e[0, 2] - e[2, 0], e[1, 0] - e[0, 1]]) / 2
+    sin, cos = np.linalg.norm(v), (np.trace(e) - 1) / 2
+    if sin > 1e-6:
+        return v / sin * np.arctan2(sin, cos)
+    if cos > 0:  # no turn
+        return v
+    # a half turn: the axis is the column of (E + I) / 2 = a a^T with the largest norm
+    half = (e + np.eye(3)) / 2
+    axis = half[:, int(np.argmax(np.linalg.norm(half, axis=0)))]
+    return axis / np.linalg.norm(axis) * np.pi
+
+
+def panda_ik(arm: ArmPlacement, target_world: np.ndarray, iterations: int = 300, damping: float = 0.05) -> np.ndarray:
+    """Joint positions [7], inside `PANDA_LIMITS`, that put the arm's TCP at `target_world` with the
+    fixed downward orientation: damped least squares on the chain above, from the home pose turned
+    towards the target, clamped to the limits at every update. The Isaac Lab scene starts each
+    arm here. Started from Isaac Lab's ready pose instead, the simulator's own differential IK
+    reached the start pose only through the elbow's limit (joint 4 at +1.3 rad); physics then
+    undid it, and the right TCP settled 15-20 cm away (measured on CPU)."""
+    base = quaternion_to_matrix(arm.quat_xyzw)
+    goal_p = base.T @ (np.asarray(target_world, np.float64) - np.asarray(arm.position))
+    goal_r = base.T @ quaternion_to_matrix(TCP_DOWN_QUAT_XYZW)
+    q = PANDA_HOME.copy()
+    q[0] = joint1_towards(arm, target_world)
+    # the wrist angle that turns the hand nearest to the goal (the hand turns with joint 1)
+    wrists = np.linspace(*PANDA_LIMITS[6], 73)
+    q[6] = min(wrists, key=lambda w: np.linalg.norm(rotation_error(panda_frames([*q[:6], w])[1][:3, :3], goal_r)))
+    for _ in range(iterations):
+        frames, tcp = panda_frames(q)
+        error = np.concatenate([goal_p - tcp[:3, 3], rotation_error(tcp[:3, :3], goal_r)])
+        if np.linalg.norm(error[:3]) < 1e-5 and np.linalg.norm(error[3:]) < 1e-4:
+            break
+        axes = frames[:, :3, 2]
+        jac = np.concatenate([np.cross(axes, tcp[:3, 3] - frames[:, :3, 3]).T, axes.T])
+        step = jac.T @ np.linalg.solve(jac @ jac.T + damping**2 * np.eye(6), error)
+        q = np.clip(q + step, PANDA_LIMITS[:, 0], PANDA_LIMITS[:, 1])
+    return q
