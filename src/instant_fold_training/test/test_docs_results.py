@@ -116,6 +116,20 @@ def test_the_experiment_rows_of_the_policy_card_are_the_measured_ones() -> None:
             assert f"{own:.1f} vs {g['mean_error_cm']:.1f} cm" in card, v["change"]
 
 
+def test_the_sampling_noise_rows_of_the_policy_card_are_the_measured_ones() -> None:
+    rows = json.loads((RESULTS / "default_models_experiments.json").read_text())["sampling"]["rows"]
+    card = (REPO / "models" / "policy" / "README.md").read_text()
+    for r in rows.values():
+        g, q = r["offline_train"]["first_grasp"], r["quick"]["policy"]
+        row = (
+            f"| {r['noise_scale']:.1f} | {g['mean_error_cm']:.1f} cm | {g['closed']:.0%} | {g['within_5cm']:.0%} | "
+            f"{q['ctx_acc']['mean']:.1f} ± {q['ctx_acc']['ci95']:.1f} | {q['csr95']['mean']:.1f} | "
+            f"{q['geom']['mean']:.2f} | {q['w1']:.3f} | {r['outcomes'].get('completed', 0)} of "
+            f"{sum(r['outcomes'].values())} |"
+        ).replace("%", " %")
+        assert row in card, row
+
+
 def test_the_rounded_benchmark_quotes_are_the_measured_ones() -> None:
     """README, models/README.md and docs/policy.md round the policy's seen-fold Ctx. Acc. and C-SR@95."""
     seen = json.loads((RESULTS / "eval_cpu_default.json").read_text())["rows"]["policy"]["seen"]

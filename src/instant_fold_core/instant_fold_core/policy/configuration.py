@@ -47,6 +47,11 @@ class PolicyConfig:
     #: Trajectory horizon H (4 in simulation, 8 on the real robot).
     horizon: int = 4
     num_inference_steps: int = 10
+    #: Standard deviation of the start noise the sampler integrates from (1: the distribution the
+    #: flow was trained on). Below 1 the samples move towards the flow's dominant mode: less
+    #: spread in where a grasp lands. Not in the paper: an inference-time choice, measured in
+    #: docs/policy.md; saved with the weights like every model field.
+    noise_scale: float = 1.0
     #: Receding horizon: how many of the H predicted actions the caller executes per query.
     execute_steps: int = 2
     #: RoPE wavelengths (metres) spanned geometrically by the per-axis frequencies.
@@ -94,6 +99,8 @@ class PolicyConfig:
             raise ConfigError(f"model.width: {self.width} is not divisible by num_heads={self.num_heads}")
         if self.width // self.num_heads < 6:
             raise ConfigError("model.num_heads: head dimension must be >= 6 for 3D RoPE")
+        if not 0.0 <= self.noise_scale < float("inf"):  # NaN too
+            raise ConfigError(f"model.noise_scale: must be finite and >= 0, got {self.noise_scale}")
         if self.execute_steps > self.horizon:
             raise ConfigError(f"model.execute_steps: {self.execute_steps} exceeds horizon {self.horizon}")
         if self.demo_alignment not in DEMO_ALIGNMENTS:

@@ -101,10 +101,12 @@ def sample_naive(
 def draw_noise(
     policy: InstantFoldPolicy, batch: int, like: torch.Tensor, generator: torch.Generator | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    h = policy.cfg.horizon
-    traj = torch.randn(batch, h, 2, 3, generator=generator).to(like.device, like.dtype)
+    """Start noise of the sampler for trajectory and keypose, scaled by `cfg.noise_scale` (the
+    draws are the same for every scale, so a fixed generator compares scales on equal terms)."""
+    h, scale = policy.cfg.horizon, policy.cfg.noise_scale
+    traj = torch.randn(batch, h, 2, 3, generator=generator).to(like.device, like.dtype) * scale
     kp = (
-        torch.randn(batch, 2, 3, generator=generator).to(like.device, like.dtype)
+        torch.randn(batch, 2, 3, generator=generator).to(like.device, like.dtype) * scale
         if policy.cfg.use_keypose_aux
         else None
     )
