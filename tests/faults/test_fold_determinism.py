@@ -224,3 +224,37 @@ def test_a_slow_step_is_waited_for_and_a_gone_simulator_fails(ros_env: dict[str,
             simulator.wait(30)
     finally:
         rclpy.try_shutdown()
+
+
+def test_the_sim_driver_waits_for_a_simulator_still_building_its_scene(ros_env: dict[str, str]) -> None:
+    """A simulator answers only once its scene is built (the Isaac Lab backend: minutes): the link
+    waits `connect_timeout_s` for it, then says what it waited for. The shipped `sim` robot waits
+    as long as the sim node allows its backend to start."""
+    import rclpy
+
+    from instant_fold_control.config import find_robot_config, load_robot_config
+    from instant_fold_control.drivers.base import DriverConnectionError
+    from instant_fold_sim.sim_driver import SimLink, make_robot
+
+    rclpy.init(domain_id=int(ros_env["ROS_DOMAIN_ID"]))
+    try:
+        link = SimLink(connect_timeout_s=1.0)
+        with pytest.raises(DriverConnectionError, match="after 1 s"):
+            link.connect()  # nothing there
+        link = SimLink(connect_timeout_s=60.0)
+        late: list[subprocess.Popen] = []
+        starter = threading.Timer(3.0, lambda: late.append(_slow_simulator(ros_env, 0.0)))
+        starter.start()
+        try:
+            link.connect()  # the simulator appears 3 s (plus its start-up) later
+            assert link.connected
+        finally:
+            starter.join()
+            link.close()
+            for p in late:
+                p.send_signal(signal.SIGINT)
+                p.wait(30)
+        drivers = make_robot(load_robot_config(find_robot_config("sim")))
+        assert drivers.lockstep.connect_timeout_s >= 600.0  # sim.yaml: the sim node's backend_start_timeout_s
+    finally:
+        rclpy.try_shutdown()

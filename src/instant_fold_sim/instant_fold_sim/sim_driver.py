@@ -32,6 +32,7 @@ from .sim_arms import SimLinkBase, sim_robot
 
 DEFAULT_SERVICE = "sim/step"
 DEFAULT_TIMEOUT_S = 10.0  # s the simulator may be gone from the graph during a step
+DEFAULT_CONNECT_TIMEOUT_S = 30.0  # s to wait for the simulator's service at connect
 #: How often a waiting step checks that the simulator is still on the graph (s).
 LIVENESS_CHECK_S = 0.5
 
@@ -39,17 +40,24 @@ LIVENESS_CHECK_S = 0.5
 class SimLink(SimLinkBase):
     """The link to the sim node over its `sim/step` service."""
 
-    def __init__(self, service: str = DEFAULT_SERVICE, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        service: str = DEFAULT_SERVICE,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+    ) -> None:
         super().__init__()
         self.service = service
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
         self._node: Node | None = None
         self._client: Any = None
         self._executor: SingleThreadedExecutor | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def _open(self, wait_s: float = 30.0) -> None:
+    def _open(self) -> None:
+        wait_s = self.connect_timeout_s
         # Not the process's global arguments: those rename every node to the controller's name.
         node = self._node = rclpy.create_node("sim_driver_link", use_global_arguments=False)
         self._client = node.create_client(SimStep, self.service)
@@ -114,7 +122,13 @@ class SimLink(SimLinkBase):
 
 def make_robot(config: RobotConfig) -> RobotDrivers:
     """Entry point `sim`: two arms on one lock-stepped link (options under `arms.<arm>.driver`
-    of the left arm: `service`, `timeout_s`: how long the simulator may be gone from the graph)."""
+    of the left arm: `service`; `timeout_s`, how long the simulator may be gone from the graph;
+    `connect_timeout_s`, how long to wait for it at connect: a simulator answers once its scene
+    is built, which for the Isaac Lab backend takes minutes)."""
     options = dict(config.arms[0].driver)
-    link = SimLink(str(options.get("service", DEFAULT_SERVICE)), float(options.get("timeout_s", DEFAULT_TIMEOUT_S)))
+    link = SimLink(
+        str(options.get("service", DEFAULT_SERVICE)),
+        float(options.get("timeout_s", DEFAULT_TIMEOUT_S)),
+        float(options.get("connect_timeout_s", DEFAULT_CONNECT_TIMEOUT_S)),
+    )
     return sim_robot(config, link)

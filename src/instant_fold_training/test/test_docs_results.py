@@ -130,6 +130,26 @@ def test_the_sampling_noise_rows_of_the_policy_card_are_the_measured_ones() -> N
         assert row in card, row
 
 
+def test_the_isaac_lab_fold_numbers_are_the_measured_ones() -> None:
+    """docs/isaac_lab.md's table and the README quote the Isaac Lab fold (CPU) and the Newton main job."""
+    isaac = json.loads((RESULTS / "isaac_lab_cpu_fold.json").read_text())
+    newton = json.loads((RESULTS / "main_job.json").read_text())
+    docs = (REPO / "docs" / "isaac_lab.md").read_text()
+    fi, si = isaac["fold"], isaac["same_init"]
+    frames = isaac["sim"]["frames"]
+    quoted = [
+        f"| graph up | {newton['graph_ready_s']:.0f} s | {isaac['graph_ready_s']:.0f} s",
+        f"| {fi['outcome']}, {fi['policy_queries']} queries, {fi['message']} |",
+        f"| {fi['duration_s']:.0f} s / {frames / fi['duration_s']:.2f} frames/s ({frames} frames) |",
+        f"| {newton['same_init']['geom']:.2f} / {newton['same_init']['fold_rate']:.2f} | {si['geom']:.2f} / "
+        f"{si['fold_rate']:.2f} |",
+    ]
+    missing = [q for q in quoted if q not in docs]
+    assert not missing, missing
+    readme = (REPO / "README.md").read_text()
+    assert f"Geom. {si['geom']:.2f} vs Newton's {newton['same_init']['geom']:.2f}" in readme
+
+
 def test_the_rounded_benchmark_quotes_are_the_measured_ones() -> None:
     """README, models/README.md and docs/policy.md round the policy's seen-fold Ctx. Acc. and C-SR@95."""
     seen = json.loads((RESULTS / "eval_cpu_default.json").read_text())["rows"]["policy"]["seen"]
