@@ -16,6 +16,9 @@ Steps, each resumable (finished work is never redone):
    Geom., W1 as in the paper's Table 1). `--video` adds an MP4 and a keyframe strip per rollout.
 
 Jobs run in this process (`--workers 1`), on local Ray workers, or on a Ray cluster (`--address`).
+`--sim-backend isaac_lab` rolls the policy out in Isaac Lab instead (one Isaac Lab process per
+rollout, docs/isaac_lab.md), scored against the same Newton oracle bank: the paper's sim-to-sim
+comparison.
 Metrics and choices: docs/evaluation.md.
 """
 
@@ -38,6 +41,7 @@ from instant_fold_core.errors import ConfigError, InstantFoldError
 from instant_fold_core.parallel import run_jobs
 from instant_fold_policy.server import PolicyServerError
 from instant_fold_ros.bringup_share import models_dir
+from instant_fold_sim.isaac_lab.server import BACKENDS as BRIDGE_BACKENDS
 from instant_fold_sim.oracle_bank import BankKey, OracleBank, OracleBankError
 from instant_fold_sim.outcome import FoldRecord
 
@@ -65,6 +69,8 @@ class RunConfig:
     demo_dir: str
     video_dir: str
     seed: int
+    sim_backend: str = "newton"  # or a bridge backend (instant_fold_sim.isaac_lab)
+    sim_device: str = "cpu"
 
 
 def default_bank(spec: BenchmarkSpec) -> Path:
@@ -102,16 +108,39 @@ def _server(checkpoint: str, tokenizer: str, device: str, seed: int):
     return PolicyServer.from_checkpoints(checkpoint, tokenizer, device, seed)
 
 
+def _check_simulator(backend: str, device: str) -> None:
+    """Start the bridge backend once before anything is simulated: a missing Isaac Lab
+    environment is a clear error here, not a failure inside the first rollout's worker."""
+    from instant_fold_sim.isaac_lab.client import BridgeClient, BridgeError
+
+    try:
+        with BridgeClient(backend, device, start_timeout_s=900):
+            pass
+    except BridgeError as exc:
+        raise EvaluationError(f"--sim-backend {backend}: {exc}") from None
+
+
 def run_job(job: RolloutJob, cfg: RunConfig) -> dict[str, Any]:
-    """One rollout (in a worker): condition the policy, fold, return the JSON line."""
-    from instant_fold_core.demonstration import load_demonstration
+    """One rollout (in a worker): condition the policy, fold, return the JSON line. A bridge
+    backend gets a simulator process of its own for the rollout (Isaac Lab builds one start state
+    per process), closed when the rollout ends."""
+    from instant_fold_sim.isaac_lab.client import BridgeClient
     from instant_fold_sim.sim_world import SimWorld
+
+    if cfg.sim_backend == "newton":
+        return _roll_out(job, cfg, SimWorld(job.init.garment, job.init.seed, cfg.preset, record=bool(cfg.video_dir)))
+    with BridgeClient(cfg.sim_backend, cfg.sim_device, start_timeout_s=900) as bridge:
+        world = SimWorld(job.init.garment, job.init.seed, cfg.preset, record=bool(cfg.video_dir), bridge=bridge)
+        return _roll_out(job, cfg, world)
+
+
+def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
+    from instant_fold_core.demonstration import load_demonstration
 
     from .closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
     server = _server(cfg.checkpoint, cfg.tokenizer, cfg.device, cfg.seed)
     demo = load_demonstration(demo_path(cfg.demo_dir, job)) if server.conditioning == "demo" else None
-    world = SimWorld(job.init.garment, job.init.seed, cfg.preset, record=bool(cfg.video_dir))
     try:
         load_condition(server, demo, job.context.mode)
     except POLICY_ERRORS as exc:
@@ -230,6 +259,9 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.seed,
             "max_steps": max_steps,
         }
+        if args.sim_backend != "newton":  # rollouts of one simulator are never mixed with another's
+            fingerprint["sim_backend"] = args.sim_backend
+            _check_simulator(args.sim_backend, args.sim_device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     _check_run(out, fingerprint)
@@ -283,6 +315,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             str(demo_dir),
             str((out / "videos").resolve()) if args.video else "",
             args.seed,
+            args.sim_backend,
+            args.sim_device,
         )
         t0 = time.perf_counter()
         lines, timing["rollouts_run"] = _rollouts(spec, cfg, out, args.workers, args.address)
@@ -327,6 +361,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "conditioning": policy_conditioning or None,
         "label": args.label,
         "max_steps": max_steps,
+        "sim_backend": args.sim_backend,
         "rows": summaries,
         "outcomes": outcomes,
         "rollouts": len(lines),
@@ -388,6 +423,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="policy and tokenizer device (auto, cpu, cuda)")
     p.add_argument("--seed", type=int, default=0, help="flow-sampler seed (reseeded per rollout)")
     p.add_argument("--video", action="store_true", help="write an MP4 and a keyframe strip per rollout")
+    p.add_argument(
+        "--sim-backend",
+        default="newton",
+        choices=("newton", *BRIDGE_BACKENDS),
+        help="simulator of the policy's rollouts (isaac_lab: docs/isaac_lab.md); the oracle bank stays Newton's",
+    )
+    p.add_argument("--sim-device", default="cpu", help="the bridge backend's device: cpu or cuda:0")
     return p
 
 

@@ -92,7 +92,9 @@ def test_the_default_policy_card_quotes_the_training_run() -> None:
     ]
     for split in ("train", "heldout"):
         g = from_nothing["offline"][split]["first_grasp"]
-        quoted.append(f"{g['mean_error_cm']:.1f} cm on the" if split == "heldout" else f"{g['mean_error_cm']:.1f} cm on its")
+        quoted.append(
+            f"{g['mean_error_cm']:.1f} cm on the" if split == "heldout" else f"{g['mean_error_cm']:.1f} cm on its"
+        )
     if "heldout" in offline:
         quoted.append(f"{offline['heldout']['action_error_cm']:.2f} cm on held-out starts")
     assert set(offline) <= {"train", "heldout"} and "train" in offline
@@ -158,6 +160,11 @@ def test_the_isaac_lab_fold_numbers_are_the_measured_ones() -> None:
     ]
     missing = [q for q in quoted if q not in docs]
     assert not missing, missing
+    one = isaac["evaluate_one_rollout"]
+    geoms = [one["rows"][row]["geom"]["mean"] for row in ("policy", "do-nothing", "oracle")]
+    flat = " ".join(docs.split())
+    assert "Geom. {:.2f} against do-nothing's {:.2f} and the oracle's {:.2f}".format(*geoms) in flat
+    assert f"after {one['rollout']['queries']} queries ({one['rollout']['message']}" in flat
     readme = (REPO / "README.md").read_text()
     assert f"Geom. {si['geom']:.2f} vs Newton's {newton['same_init']['geom']:.2f}" in readme
 
