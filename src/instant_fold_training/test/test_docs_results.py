@@ -165,6 +165,11 @@ def test_the_isaac_lab_fold_numbers_are_the_measured_ones() -> None:
     flat = " ".join(docs.split())
     assert "Geom. {:.2f} against do-nothing's {:.2f} and the oracle's {:.2f}".format(*geoms) in flat
     assert f"after {one['rollout']['queries']} queries ({one['rollout']['message']}" in flat
+    quick = isaac["evaluate_quick"]["rows"]["policy"]
+    assert (
+        f"Geom. / W1 = {quick['ctx_acc']['mean']:.1f} / {quick['csr95']['mean']:.1f} / {quick['geom']['mean']:.2f} / "
+        f"{quick['w1']:.3f}" in flat
+    )
     readme = (REPO / "README.md").read_text()
     assert f"Geom. {si['geom']:.2f} vs Newton's {newton['same_init']['geom']:.2f}" in readme
 
