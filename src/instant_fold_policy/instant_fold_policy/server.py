@@ -31,6 +31,15 @@ class PolicyServerError(InstantFoldError, RuntimeError):
     """A request cannot be served (no demonstration, tokens of another encoder, ...)."""
 
 
+def policy_checkpoint_id(policy_dir: str | Path) -> str:
+    """Short, stable identifier of what `PolicyServer.from_checkpoints` loads from `policy_dir`:
+    `checkpoint_id` (configuration and weights) of a learned policy, the configuration's hash of a
+    registration replay (which has no weights)."""
+    from instant_fold_core.policy.replay import is_replay_checkpoint, replay_id
+
+    return replay_id(policy_dir) if is_replay_checkpoint(policy_dir) else checkpoint_id(policy_dir)
+
+
 class PolicyServer:
     """Holds the policy runner, the tokenizer for demonstration keyframes, and the loaded demo."""
 
@@ -55,14 +64,22 @@ class PolicyServer:
         seed: int = 0,
         step_duration: float | None = None,
     ) -> PolicyServer:
-        """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default)."""
+        """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default).
+
+        `policy_dir` is a learned policy's checkpoint, or a directory whose `config.json` names the
+        `registration_replay` variant (`instant_fold_core.policy.replay`: no weights, no training)."""
         from instant_fold_core.encoder.modeling import ClothTokenizer
         from instant_fold_core.policy.inference import DEFAULT_STEP_DURATION, PolicyRunner
+        from instant_fold_core.policy.replay import RegistrationReplay, is_replay_checkpoint
 
         dev = resolve_device(device)
-        runner = PolicyRunner.from_checkpoint(
-            policy_dir, device=dev, step_duration=DEFAULT_STEP_DURATION if step_duration is None else step_duration
-        )
+        runner: PolicyRunner | RegistrationReplay
+        if is_replay_checkpoint(policy_dir):
+            runner = RegistrationReplay.from_checkpoint(policy_dir, step_duration)
+        else:
+            runner = PolicyRunner.from_checkpoint(
+                policy_dir, device=dev, step_duration=DEFAULT_STEP_DURATION if step_duration is None else step_duration
+            )
         tokenizer = ClothTokenizer.from_pretrained(tokenizer_dir, device=dev)
         if tokenizer.feature_dim != runner.cfg.cloth_feature_dim or tokenizer.num_tokens != runner.cfg.num_cloth_tokens:
             raise PolicyServerError(

@@ -18,6 +18,7 @@ from instant_fold_core.config import Presets
 from instant_fold_core.dataset.keyframes import extract_keyframes
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
 from instant_fold_core.errors import InstantFoldError
+from instant_fold_core.pick_place import SCRIPTED, SIM_TO_REAL
 
 from .garments import GarmentMesh
 from .keypoints import detect_keypoints
@@ -33,10 +34,10 @@ KP_INDEX = {name: i for i, name in enumerate(KEYPOINT_NAMES)}
 class MotionConfig:
     """Scripted gripper motion (simulation-space metres, seconds)."""
 
-    hover: float = 0.15  # approach / retract height above pick and place points
-    place_height: float = 0.03  # release this far above the target
-    move_speed: float = 1.5  # free-space moves, m/s
-    arc_speed: float = 0.9  # carrying cloth along the fold arc, m/s
+    hover: float = SCRIPTED.hover  # approach / retract height above pick and place points
+    place_height: float = SCRIPTED.place_height  # release this far above the target
+    move_speed: float = SCRIPTED.move_speed  # free-space moves, m/s
+    arc_speed: float = SCRIPTED.arc_speed  # carrying cloth along the fold arc, m/s
     descend_frames: int = 3
     release_frames: int = 3  # frames holding still after a release so the cloth lands
     min_arm_distance: float = 0.35  # closer pick/place targets force sequential execution
@@ -110,7 +111,7 @@ class GenerationConfig:
     garment_spacing: float = 0.016  # procedural garment edge length (real metres)
     max_particles: int = 2000  # budget for decimated mesh garments (Newton T-shirt, OBJ)
     resolution: int = 256
-    obs_scale: float = 1.13 / 2.0  # sim space -> real metres (nominal 2 m camera -> 1.13 m)
+    obs_scale: float = SIM_TO_REAL  # sim space -> real metres (nominal 2 m camera -> 1.13 m)
     max_layout_attempts: int = 30
     drop_settle_frames: int = 60  # cap; settling stops early once the cloth is at rest
 
@@ -179,14 +180,8 @@ def pick_place_plan(
     plan += _segment(above, pick, m.descend_frames, 1.0)
     plan.append((pick.copy(), 0.0))  # grasp
     drop = place + m.place_height * up
-    dist = float(np.linalg.norm(drop[:2] - pick[:2]))
-    lift = float(np.clip(0.5 * dist, 0.08, 0.6))
     n = n_arc or arc_frames(pick, place, m, fps)
-    for k in range(1, n + 1):
-        u = k / n
-        p = pick + (drop - pick) * u
-        p[2] += lift * np.sin(np.pi * u)
-        plan.append((p, 0.0))
+    plan += [(SCRIPTED.arc_point(pick, drop, k / n, up), 0.0) for k in range(1, n + 1)]
     plan += [(drop.copy(), 1.0)] * (m.release_frames if release_frames is None else release_frames)  # let it land
     plan += _segment(drop, drop + m.hover * up, 3, 1.0)
     return plan

@@ -1,0 +1,224 @@
+"""Planar registration: recovers known motions of shirt-shaped token sets (rotated up to 60°,
+shifted, noisy, partly masked, resampled, a subset), beats centroid alignment, ignores invalid
+tokens, treats batch elements independently, round-trips numpy, refuses empty masks."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from instant_fold_core.errors import InvalidInputError, NonFiniteError
+from instant_fold_core.geometry import farthest_point_sampling
+from instant_fold_core.registration import PlanarRigid, RegistrationError, register_planar
+
+N = 64
+
+
+def shirt(spacing: float = 0.01) -> torch.Tensor:
+    """A flat T-shirt outline (0.6 m sleeves band over a 0.3 x 0.4 m body) as dense points [P, 3]
+    at 1.1 m depth: no rotational symmetry, so its registration is unique."""
+    xs, ys = torch.arange(0, 0.6 + 1e-9, spacing), torch.arange(0, 0.5 + 1e-9, spacing)
+    p = torch.stack(torch.meshgrid(xs, ys, indexing="ij"), -1).reshape(-1, 2)
+    p = p[((p[:, 0] >= 0.15) & (p[:, 0] <= 0.45)) | (p[:, 1] >= 0.38)]
+    return torch.cat((p, torch.full((len(p), 1), 1.1)), -1)
+
+
+def tokens(gen: torch.Generator, batch: int) -> torch.Tensor:
+    """[batch, N, 3] farthest-point samples of the shirt, each from a random start (as the tokenizer)."""
+    dense = shirt()[None].repeat(batch, 1, 1)
+    idx = farthest_point_sampling(dense, N, generator=gen)
+    return dense.gather(1, idx[..., None].expand(-1, -1, 3))
+
+
+def random_motion(gen: torch.Generator, batch: int, max_deg: float = 60.0) -> PlanarRigid:
+    angle = (torch.rand(batch, generator=gen) * 2 - 1) * math.radians(max_deg)
+    return PlanarRigid.from_angle(angle, (torch.rand(batch, 2, generator=gen) - 0.5) * 0.4)
+
+
+def angle_error(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (torch.remainder(a - b + math.pi, 2 * math.pi) - math.pi).abs()
+
+
+def test_recovers_rotation_and_translation_with_noise_and_masks():
+    gen = torch.Generator().manual_seed(0)
+    b = 16
+    source = tokens(gen, b)
+    truth = random_motion(gen, b)
+    target = truth.apply(source) + torch.randn(b, N, 3, generator=gen) * 0.002
+    source_valid = torch.rand(b, N, generator=gen) > 0.2
+    target_valid = torch.rand(b, N, generator=gen) > 0.1
+    est = register_planar(source, source_valid, target, target_valid)
+    assert angle_error(est.angle, truth.angle).max() < math.radians(2.0)
+    # Where the motion takes the source's tokens: within 1 cm everywhere.
+    moved, expected = est.apply(source), truth.apply(source)
+    assert (moved - expected).norm(dim=-1).max() < 0.01
+    assert torch.equal(moved[..., 2], source[..., 2])  # depth is kept
+
+
+def test_recovers_motion_between_independent_samplings():
+    """Source and target are different farthest-point samplings of the cloth (no token matches
+    exactly, as between a demonstration keyframe and the current view)."""
+    gen = torch.Generator().manual_seed(1)
+    b = 32
+    source, truth = tokens(gen, b), random_motion(gen, b)
+    target = truth.apply(tokens(gen, b))
+    valid = torch.ones(b, N, dtype=torch.bool)
+    est = register_planar(source, valid, target, valid)
+    err = angle_error(est.angle, truth.angle)
+    assert err.max() < math.radians(10) and err.mean() < math.radians(3)
+    corners = torch.tensor([[[0.0, 0.5, 1.1], [0.6, 0.5, 1.1], [0.15, 0.0, 1.1], [0.45, 0.0, 1.1]]]).repeat(b, 1, 1)
+    assert (est.apply(corners) - truth.apply(corners)).norm(dim=-1).mean() < 0.02
+
+
+def test_source_subset_of_target():
+    """The source holds half of the target's tokens: they land on their counterparts."""
+    gen = torch.Generator().manual_seed(2)
+    b = 8
+    full = tokens(gen, b)
+    truth = random_motion(gen, b)
+    source_valid = torch.rand(b, N, generator=gen) < 0.5
+    est = register_planar(full, source_valid, truth.apply(full), torch.ones(b, N, dtype=torch.bool))
+    assert angle_error(est.angle, truth.angle).max() < math.radians(1.0)
+    assert (est.translation - truth.translation).norm(dim=-1).max() < 0.005
+    assert est.residual.max() < 1e-3
+
+
+def test_tokens_without_counterpart_are_trimmed():
+    """The source has a flap the target lacks (6 of 64 tokens, 15-25 cm beyond the sleeves' end,
+    cloth seen in one view only): it is trimmed away and the rest fits exactly."""
+    gen = torch.Generator().manual_seed(2)
+    b = 8
+    full = tokens(gen, b)
+    truth = random_motion(gen, b)
+    source = full.clone()
+    flap = torch.arange(N) < 6
+    source[:, flap, 0] = 0.75 + 0.1 * torch.rand(b, 6, generator=gen)
+    source[:, flap, 1] = 0.4 + 0.1 * torch.rand(b, 6, generator=gen)
+    valid = torch.ones(b, N, dtype=torch.bool)
+    est = register_planar(source, valid, truth.apply(full), ~flap[None].expand(b, N))
+    assert angle_error(est.angle, truth.angle).max() < math.radians(1.0)
+    assert (est.translation - truth.translation).norm(dim=-1).max() < 0.005
+    assert est.residual.max() < 1e-3  # the flap is outside the kept 80 %
+
+
+def test_residual_below_centroid_alignment():
+    gen = torch.Generator().manual_seed(3)
+    b = 8
+    source, truth = tokens(gen, b), random_motion(gen, b)
+    target = truth.apply(source) + torch.randn(b, N, 3, generator=gen) * 0.002
+    valid = torch.ones(b, N, dtype=torch.bool)
+    centroid = register_planar(source, valid, target, valid, iterations=0, rotations=1)
+    assert torch.allclose(centroid.rotation, torch.eye(2).expand(b, 2, 2))  # translation only
+    full = register_planar(source, valid, target, valid)
+    assert (full.residual < 0.003).all()  # the noise
+    assert (full.residual < 0.5 * centroid.residual).all()
+    # Resampled: the floor is the distance between two samplings, still below centroid alignment.
+    resampled = truth.apply(tokens(gen, b))
+    centroid = register_planar(source, valid, resampled, valid, iterations=0, rotations=1)
+    full = register_planar(source, valid, resampled, valid)
+    assert (full.residual < centroid.residual).all() and (full.residual < 0.025).all()
+
+
+def test_features_break_the_symmetry_of_a_rectangle():
+    """A regular grid on a rectangle fits itself turned by 180° exactly; distinct token features
+    tell the two fits apart, whichever way round the truth is."""
+    xs, ys = torch.meshgrid(torch.linspace(0, 0.5, 8), torch.linspace(0, 0.3, 8), indexing="ij")
+    grid = torch.stack((xs.flatten(), ys.flatten(), torch.ones(N)), -1)[None].repeat(2, 1, 1)
+    truth = PlanarRigid.from_angle(torch.tensor([math.radians(170.0), math.radians(-10.0)]), torch.zeros(2, 2))
+    target = truth.apply(grid)
+    valid = torch.ones(2, N, dtype=torch.bool)
+    gen = torch.Generator().manual_seed(4)
+    features = torch.randn(2, N, 16, generator=gen)
+    noisy = features + 0.2 * torch.randn(2, N, 16, generator=gen)
+    est = register_planar(grid, valid, target, valid, features, noisy)
+    assert angle_error(est.angle, truth.angle).max() < math.radians(1.0)
+    with pytest.raises(RegistrationError, match="both or neither"):
+        register_planar(grid, valid, target, valid, features, None)
+
+
+def test_invalid_tokens_never_matter():
+    gen = torch.Generator().manual_seed(5)
+    b = 4
+    source, truth = tokens(gen, b), random_motion(gen, b)
+    target = truth.apply(tokens(gen, b))
+    features = torch.randn(b, N, 8, generator=gen)
+    keep = 48  # the first 48 tokens are valid, the rest hold garbage
+    valid = torch.arange(N)[None].expand(b, N) < keep
+    garbage_s, garbage_t = source.clone(), target.clone()
+    garbage_s[:, keep:] = torch.nan
+    garbage_t[:, keep:] = torch.tensor([5.0, -7.0, 0.0])
+    garbage_f = features.clone()
+    garbage_f[:, keep:] = 1e6
+    with_garbage = register_planar(garbage_s, valid, garbage_t, valid, garbage_f, garbage_f)
+    valid_only = torch.ones(b, keep, dtype=torch.bool)
+    cut = register_planar(
+        source[:, :keep], valid_only, target[:, :keep], valid_only, features[:, :keep], features[:, :keep]
+    )
+    torch.testing.assert_close(with_garbage.rotation, cut.rotation, atol=1e-5, rtol=0)
+    torch.testing.assert_close(with_garbage.translation, cut.translation, atol=1e-5, rtol=0)
+    torch.testing.assert_close(with_garbage.residual, cut.residual, atol=1e-6, rtol=0)
+
+
+def test_batch_elements_are_independent_and_deterministic():
+    gen = torch.Generator().manual_seed(6)
+    b = 6
+    source, truth = tokens(gen, b), random_motion(gen, b)
+    target = truth.apply(tokens(gen, b))
+    valid = torch.rand(b, N, generator=gen) > 0.1
+    batched = register_planar(source, valid, target, valid)
+    again = register_planar(source, valid, target, valid)
+    assert torch.equal(batched.rotation, again.rotation) and torch.equal(batched.translation, again.translation)
+    for i in range(b):
+        alone = register_planar(source[i : i + 1], valid[i : i + 1], target[i : i + 1], valid[i : i + 1])
+        torch.testing.assert_close(alone.rotation[0], batched.rotation[i], atol=1e-5, rtol=0)
+        torch.testing.assert_close(alone.translation[0], batched.translation[i], atol=1e-5, rtol=0)
+
+
+def test_numpy_round_trip_and_inverse():
+    gen = torch.Generator().manual_seed(7)
+    source = tokens(gen, 2).double().numpy()
+    truth = random_motion(gen, 2)
+    target = truth.apply(source)
+    assert isinstance(target, np.ndarray) and target.dtype == np.float64
+    valid = np.ones((2, N), bool)
+    est = register_planar(source, valid, target, valid)
+    assert est.rotation.dtype == torch.float64
+    moved = est.apply(source)
+    assert isinstance(moved, np.ndarray)
+    np.testing.assert_allclose(moved, target, atol=1e-6)
+    np.testing.assert_allclose(est.inverse().apply(moved), source, atol=1e-9)
+    np.testing.assert_allclose(np.linalg.det(est.rotation.numpy()), 1.0, atol=1e-12)
+
+
+def test_errors():
+    src = torch.rand(2, N, 3)
+    valid = torch.ones(2, N, dtype=torch.bool)
+    empty = valid.clone()
+    empty[1] = False
+    with pytest.raises(RegistrationError, match=r"source_valid: batch element\(s\) \[1\]") as info:
+        register_planar(src, empty, src, valid)
+    assert isinstance(info.value, InvalidInputError)
+    with pytest.raises(RegistrationError, match="target_valid"):
+        register_planar(src, valid, src, empty)
+    with pytest.raises(RegistrationError, match="target_pos: expected shape"):
+        register_planar(src, valid, src[:1], valid[:1])
+    with pytest.raises(RegistrationError, match="expected bool"):
+        register_planar(src, valid.float(), src, valid)
+    nan = src.clone()
+    nan[0, 3] = torch.nan
+    with pytest.raises(NonFiniteError, match="source_pos"):
+        register_planar(nan, valid, src, valid)
+    with pytest.raises(RegistrationError, match="trim"):
+        register_planar(src, valid, src, valid, trim=0.0)
+    with pytest.raises(RegistrationError, match="points"):
+        PlanarRigid.from_angle(torch.zeros(2), torch.zeros(2, 2)).apply(torch.zeros(3, 5, 3))
+
+
+def test_single_valid_token_is_a_translation():
+    src = torch.rand(1, N, 3)
+    tgt = torch.rand(1, N, 3)
+    one = torch.zeros(1, N, dtype=torch.bool)
+    one[0, 7] = True
+    est = register_planar(src, one, tgt, one)
+    torch.testing.assert_close(est.apply(src)[0, 7, :2], tgt[0, 7, :2])
