@@ -257,3 +257,4 @@ def test_summary_averages_per_garment_first():
     assert out["ctx_acc"]["garments"] == 2 and out["rollouts"] == 4
     assert out["geom"]["mean"] == pytest.approx((2.0 + 4.0) / 2)
     assert out["w1"] == 0.0
+    assert summarize(scores, None)["w1"] is None  # no reference distribution (out-of-sample oracle row)

@@ -84,14 +84,25 @@ def test_evaluation_cli_reports_train_and_heldout(episodes, checkpoint, tmp_path
         e.save((held_dir if i >= 4 else train_dir) / f"ep{i}.npz")
     out = tmp_path / "eval.json"
     args = ["--checkpoint", str(checkpoint), "--data", str(train_dir), "--heldout", str(held_dir)]
-    assert main([*args, "--samples", "8", "--max-frames", "8", "--out", str(out)]) == 0
+    shifts = ["--sensitivity-frames", "2", "--sensitivity-shifts-cm", "2", "4"]
+    assert main([*args, "--samples", "8", "--max-frames", "8", *shifts, "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     for split, n in (("train", 4), ("heldout", 2)):
         assert result[split]["episodes"] == n and result[split]["action_error_frames"] == 8
         assert np.isfinite(result[split]["action_error_cm"])
         # Every episode is rolled out with a demonstration of its garment and mode from another start.
         assert len(result[split]["first_grasp_episodes"]) == n
-    assert "heldout: 2 episodes" in capsys.readouterr().out
+        # ... and probed for the keypose's arm sensitivity: 2 frames per arm and episode, 8 shifts.
+        sensitivity = result[split]["arm_sensitivity"]
+        assert sensitivity["shifts_m"] == [0.02, 0.04] and sensitivity["probes"] == 2 * 2 * n
+        assert len(sensitivity["by_shift"]) == 8 and np.isfinite(sensitivity["slope_median"])
+    printed = capsys.readouterr().out
+    assert "heldout: 2 episodes" in printed and "keypose arm sensitivity" in printed
+    no_probe = tmp_path / "no_probe.json"
+    assert (
+        main([*args, "--samples", "8", "--max-frames", "8", "--sensitivity-frames", "0", "--out", str(no_probe)]) == 0
+    )
+    assert "arm_sensitivity" not in json.loads(no_probe.read_text())["train"]
     assert main(["--checkpoint", str(tmp_path), "--data", str(train_dir)]) == 2
 
 

@@ -15,6 +15,7 @@ mixed with executions of another configuration) and one JSON file per context,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from instant_fold_core.dataset.schema import KEYPOINT_NAMES
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.evaluation.coverage import Coverage
 from instant_fold_core.evaluation.events import GarmentFrame, descriptor_from_episodes
+from instant_fold_core.evaluation.grasps import FirstGraspError, GraspReference, first_grasps
 from instant_fold_core.evaluation.metrics import ContextClassifier, OracleReference, RolloutScore, score_rollout
 
 from .garments import GarmentMesh, resolve_garment
@@ -220,13 +222,16 @@ class Family:
 
     The executions' event descriptors train the start's 3-NN context classifier, and each
     context's executions calibrate its `OracleReference` (target geometry, median errors,
-    95th-percentile envelope); a fold from this start is scored against them (`score`).
+    95th-percentile envelope) and its `GraspReference` (first grasp of each arm); a fold from
+    this start is scored against them (`score`, `first_grasp_error`). Everything is derived from
+    `entries` in `build`, so `leave_out` can recalibrate without one execution.
     """
 
     init: InitInfo
     frame: GarmentFrame
     classifier: ContextClassifier
     references: dict[str, OracleReference]
+    grasps: dict[str, GraspReference]
     entries: dict[str, BankEntry]
 
     @classmethod
@@ -234,8 +239,9 @@ class Family:
         init = next(iter(entries.values())).init
         frame = GarmentFrame.from_keypoints(init.start_keypoints, init.garment_size)
         descriptors, labels = [], []
-        references = {}
+        references, grasps = {}, {}
         for label, entry in entries.items():
+            grasps[label] = GraspReference.from_runs([first_grasps(r.episodes) for r in entry.runs])
             for run in entry.runs:
                 d = descriptor_from_episodes(run.episodes, frame, init.fps)
                 if d is not None:
@@ -248,7 +254,20 @@ class Family:
             )
         if not descriptors:
             raise OracleBankError(f"no oracle execution from this start grasped anything ({sorted(entries)})")
-        return cls(init, frame, ContextClassifier(np.stack(descriptors), labels), references, entries)
+        return cls(init, frame, ContextClassifier(np.stack(descriptors), labels), references, grasps, entries)
+
+    def leave_out(self, context: str, index: int) -> Family:
+        """This family calibrated without execution `index` of `context`: classifier voters,
+        reference and first grasps rebuilt from the other executions, so that execution can be
+        scored out of sample (the oracle (out-of-sample) row). Needs K >= 3 executions of
+        `context` (a reference is calibrated on at least 2)."""
+        entry = self.entries[context]
+        if not 0 <= index < len(entry.runs):
+            raise OracleBankError(f"{context}: no execution {index} of {len(entry.runs)}")
+        runs = entry.runs[:index] + entry.runs[index + 1 :]
+        if len(runs) < 2:
+            raise OracleBankError(f"{context}: {len(entry.runs)} executions; leaving one out needs at least 3")
+        return Family.build({**self.entries, context: dataclasses.replace(entry, runs=runs)})
 
     def score(self, garment: str, context: str, record: FoldRecord) -> RolloutScore:
         return score_rollout(
@@ -260,6 +279,11 @@ class Family:
             self.classifier,
             self.references[context],
         )
+
+    def first_grasp_error(self, context: str, record: FoldRecord, scale: float) -> FirstGraspError:
+        """How far the fold's first grasps are from the oracle's of `context` (positions are sim
+        metres; `scale` turns them into metres, the preset's `obs_scale`)."""
+        return self.grasps[context].error(first_grasps(record.episodes), scale)
 
     def do_nothing(self) -> FoldRecord:
         return FoldRecord((), self.init.start_keypoints, 0.0, 0)

@@ -1,8 +1,9 @@
 """What the evaluation keeps of a fold: its start, its gripper events and its final geometry.
 
 Every fold scored by the evaluation, a scripted oracle execution or a policy rollout, is reduced
-to a `FoldRecord` (the grasp-release episodes of both grippers, the final semantic keypoints and
-the fold rate) measured against the `InitInfo` of its start state (the start keypoints that
+to a `FoldRecord` (the grasp-release episodes of both grippers, each with the gripper's position
+at grasp and release, which is where the first-grasp error comes from; the final semantic
+keypoints and the fold rate) measured against the `InitInfo` of its start state (the start keypoints that
 define the garment frame, the garment size that normalises distances, the frame rate). Both are
 a few hundred bytes of JSON, which is what makes an oracle bank small enough to cache and ship;
 the metrics (`instant_fold_core.evaluation`) are computed from them when a table is made, so a

@@ -12,8 +12,9 @@ Steps, each resumable (finished work is never redone):
    start, cached under `data/benchmark_demos/<name>`), for a demonstration-conditioned policy;
 3. one in-process closed-loop rollout per (start, demonstrated context): `rollouts.jsonl`;
 4. the scores: `scores.jsonl` (every scored fold of every row), `summary.json`, `table.md`
-   (rows policy, wrong-demo, oracle, do-nothing; seen / held-out folds x Ctx. Acc., C-SR@95,
-   Geom., W1 as in the paper's Table 1). `--video` adds an MP4 and a keyframe strip per rollout.
+   (rows policy, wrong-demo, oracle in-sample and out-of-sample, do-nothing; seen / held-out
+   folds x Ctx. Acc., C-SR@95, Geom., W1 as in the paper's Table 1; then the first-grasp errors).
+   `--video` adds an MP4 and a keyframe strip per rollout.
 
 Jobs run in this process (`--workers 1`), on local Ray workers, or on a Ray cluster (`--address`).
 `--sim-backend isaac_lab` rolls the policy out in Isaac Lab instead (one Isaac Lab process per
@@ -39,14 +40,25 @@ from tqdm import tqdm
 from instant_fold_core.checkpoint import CheckpointError, checkpoint_id
 from instant_fold_core.errors import ConfigError, InstantFoldError
 from instant_fold_core.parallel import run_jobs
-from instant_fold_policy.server import PolicyServerError
+from instant_fold_policy.server import PolicyServerError, policy_checkpoint_id
 from instant_fold_ros.bringup_share import models_dir
 from instant_fold_sim.isaac_lab.server import BACKENDS as BRIDGE_BACKENDS
 from instant_fold_sim.oracle_bank import BankKey, OracleBank, OracleBankError
 from instant_fold_sim.outcome import FoldRecord
 
 from .benchmark import BenchmarkSpec, Init, RolloutJob
-from .scoring import ROWS, families, oracle_uv, score_rows, summarize_rows, table
+from .scoring import (
+    REFERENCE_LABELS,
+    ROWS,
+    families,
+    grasp_table,
+    notes,
+    oracle_uv,
+    score_line,
+    score_rows,
+    summarize_rows,
+    table,
+)
 
 #: Where benchmark data made on this machine goes by default (relative to the working directory,
 #: as every generated-data path of the CLIs).
@@ -55,6 +67,11 @@ DATA = Path("data")
 
 class EvaluationError(InstantFoldError, RuntimeError):
     """The evaluation cannot run as asked; the message says why."""
+
+
+#: How long a bridge backend may take to start and build its scene (Isaac Lab on CPU, uncached
+#: kernels: ~4.5 min measured).
+BRIDGE_START_TIMEOUT_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -114,7 +131,7 @@ def _check_simulator(backend: str, device: str) -> None:
     from instant_fold_sim.isaac_lab.client import BridgeClient, BridgeError
 
     try:
-        with BridgeClient(backend, device, start_timeout_s=900):
+        with BridgeClient(backend, device, start_timeout_s=BRIDGE_START_TIMEOUT_S):
             pass
     except BridgeError as exc:
         raise EvaluationError(f"--sim-backend {backend}: {exc}") from None
@@ -129,7 +146,7 @@ def run_job(job: RolloutJob, cfg: RunConfig) -> dict[str, Any]:
 
     if cfg.sim_backend == "newton":
         return _roll_out(job, cfg, SimWorld(job.init.garment, job.init.seed, cfg.preset, record=bool(cfg.video_dir)))
-    with BridgeClient(cfg.sim_backend, cfg.sim_device, start_timeout_s=900) as bridge:
+    with BridgeClient(cfg.sim_backend, cfg.sim_device, start_timeout_s=BRIDGE_START_TIMEOUT_S) as bridge:
         world = SimWorld(job.init.garment, job.init.seed, cfg.preset, record=bool(cfg.video_dir), bridge=bridge)
         return _roll_out(job, cfg, world)
 
@@ -254,7 +271,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         except PolicyServerError as exc:
             raise EvaluationError(str(exc)) from None
         fingerprint |= {
-            "checkpoint_id": checkpoint_id(checkpoint),
+            "checkpoint_id": policy_checkpoint_id(checkpoint),
             "tokenizer_id": checkpoint_id(tokenizer),
             "seed": args.seed,
             "max_steps": max_steps,
@@ -332,24 +349,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     with (out / "scores.jsonl").open("w") as f:
         for row, scored in rows.items():
             for split, s, extra in scored:
-                f.write(
-                    json.dumps(
-                        {
-                            "row": row,
-                            "split": split,
-                            "garment": s.garment,
-                            "context": s.context,
-                            "predicted": s.predicted,
-                            "context_correct": s.context_correct,
-                            "geom": s.geom,
-                            "quality": s.quality,
-                            "fold_rate": s.fold_rate,
-                            "success": s.success,
-                            **extra,
-                        }
-                    )
-                    + "\n"
-                )
+                f.write(json.dumps(score_line(row, split, s, extra)) + "\n")
     outcomes: dict[str, int] = {}
     for line in lines:
         outcomes[line["outcome"]] = outcomes.get(line["outcome"], 0) + 1
@@ -363,6 +363,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "max_steps": max_steps,
         "sim_backend": args.sim_backend,
         "rows": summaries,
+        "notes": notes(fams, summaries),
         "outcomes": outcomes,
         "rollouts": len(lines),
         "mean_rollout_wall_s": (sum(line["wall_s"] for line in lines) / len(lines)) if lines else None,
@@ -370,19 +371,25 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "workers": args.workers,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    (out / "table.md").write_text(table(row_labels(summary)))
+    (out / "table.md").write_text(tables(row_labels(summary)))
     return summary
 
 
 def row_labels(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The table rows of one summary, labelled with the run's label."""
+    """The table rows of one summary, labelled with the run's label (reference rows: `REFERENCE_LABELS`)."""
     name = summary.get("label") or Path(summary.get("checkpoint") or "reference").name
     out = []
     for row in ROWS:
         if row in summary["rows"]:
-            label = name if row == "policy" else f"{name}: {row}" if row == "wrong-demo" else row
+            label = name if row == "policy" else f"{name}: {row}" if row == "wrong-demo" else REFERENCE_LABELS[row]
             out.append((label, summary["rows"][row]))
     return out
+
+
+def tables(rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """Table 1 of these rows, then their first-grasp errors where any row has them."""
+    grasps = grasp_table(rows)
+    return table(rows) + (f"\n{grasps}" if grasps else "")
 
 
 def merge_tables(run_dirs: list[str]) -> str:
@@ -392,10 +399,10 @@ def merge_tables(run_dirs: list[str]) -> str:
     for d in run_dirs:
         summary = json.loads((Path(d) / "summary.json").read_text())
         for label, splits in row_labels(summary):
-            target = reference if label in ("oracle", "do-nothing") else rows
+            target = reference if label in REFERENCE_LABELS.values() else rows
             if not any(label == existing for existing, _ in target):
                 target.append((label, splits))
-    return table(rows + reference)
+    return tables(rows + reference)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -454,7 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OracleBankError, EvaluationError, CheckpointError) as exc:
         print(f"evaluate: {exc}", file=sys.stderr)
         return 2
-    print(table(row_labels(summary)))
+    print(tables(row_labels(summary)))
+    for note in summary["notes"]:
+        print(f"evaluate: note: {note}")
     print(f"evaluate: wrote {Path(args.out) / 'summary.json'}, table.md, scores.jsonl")
     return 0
 

@@ -10,9 +10,18 @@ Rows (`ROWS`), all on the same starts and contexts:
   against c. A policy that follows its demonstration scores low here, and `follows_demo` (share
   classified as c') high; a policy that ignores demonstrations scores alike in both rows. The
   rollouts are those of the `policy` row (a rollout depends on its start and demonstration only);
-- `oracle`: every bank execution scored against its own family (Ctx. Acc. ~100 %, C-SR@95 =
-  share at or under the 95th percentile by construction: (K-1)/K for K < 20);
+- `oracle` (in-sample): every bank execution scored against its own family (Ctx. Acc. ~100 %,
+  C-SR@95 = share at or under the 95th percentile by construction: (K-1)/K for K < 20);
+- `oracle-out-of-sample`: every bank execution scored against its family calibrated without it
+  (`Family.leave_out`: classifier voters, reference, envelope and first grasps from the other
+  K-1 executions): what an execution of the scripted oracle scores as a fresh fold, the honest
+  ceiling for a policy. Needs K >= 3; no W1 (the executions are the reference distribution);
 - `do-nothing`: the start state left as it is (no grasp: context never correct, C-SR@95 = 0).
+
+The `policy` and `oracle-out-of-sample` rows also carry each fold's first-grasp error
+(`instant_fold_core.evaluation.grasps`: per arm, the distance from where it first closed to the
+median first grasp of the oracle's executions of the same start and context), in metres of the
+camera frame the policy acts in (sim metres times the preset's `obs_scale`).
 """
 
 from __future__ import annotations
@@ -21,14 +30,26 @@ from typing import Any
 
 import numpy as np
 
+from instant_fold_core.evaluation.grasps import FirstGraspError, summarize_first_grasps
 from instant_fold_core.evaluation.metrics import RolloutScore, summarize
 from instant_fold_sim.oracle_bank import BankEntry, Context, Family
 from instant_fold_sim.outcome import FoldRecord
+from instant_fold_sim.rollout import preset
 
 from .benchmark import BenchmarkSpec, Init
 
-ROWS = ("policy", "wrong-demo", "oracle", "do-nothing")
+OUT_OF_SAMPLE = "oracle-out-of-sample"
+ROWS = ("policy", "wrong-demo", "oracle", OUT_OF_SAMPLE, "do-nothing")
+#: Rows with a first-grasp error per fold (the others are scored against another context's
+#: demonstration, the oracle's in-sample reference or no grasp at all).
+GRASP_ROWS = ("policy", OUT_OF_SAMPLE)
 SPLITS = ("seen", "heldout")
+#: Table labels of the reference rows, those of every run (the policy rows take the run's label).
+REFERENCE_LABELS = {"oracle": "oracle (in-sample)", OUT_OF_SAMPLE: "oracle (out-of-sample)", "do-nothing": "do-nothing"}
+#: Fewest executions per context for the out-of-sample row (leave one out, calibrate on >= 2).
+MIN_RUNS_OUT_OF_SAMPLE = 3
+
+Scored = tuple[str, RolloutScore, dict[str, Any]]  # (split, score, extra fields of its line)
 
 
 def families(spec: BenchmarkSpec, entries: dict[tuple[str, int, str], BankEntry]) -> dict[Init, Family]:
@@ -47,24 +68,37 @@ def oracle_uv(fams: dict[Init, Family]) -> dict[str, np.ndarray]:
     return {label: np.stack(v) for label, v in pooled.items()}
 
 
+def out_of_sample(fams: dict[Init, Family]) -> bool:
+    """Whether every context of every family has enough executions for the out-of-sample row."""
+    return all(len(e.runs) >= MIN_RUNS_OUT_OF_SAMPLE for fam in fams.values() for e in fam.entries.values())
+
+
 def score_rows(
     spec: BenchmarkSpec,
     fams: dict[Init, Family],
     rollouts: dict[tuple[Init, str], FoldRecord] | None,
-) -> dict[str, list[tuple[str, RolloutScore, dict[str, Any]]]]:
+) -> dict[str, list[Scored]]:
     """Per row: (split, score, extra) for every scored fold. `rollouts` keyed (init, demonstrated
     context label); None for the reference rows only."""
-    rows: dict[str, list[tuple[str, RolloutScore, dict[str, Any]]]] = {r: [] for r in ROWS}
+    rows: dict[str, list[Scored]] = {r: [] for r in ROWS}
+    scale = preset(spec.preset).obs_scale
+    loo = out_of_sample(fams)
     for init, fam in fams.items():
         g = init.garment_id
         for c in spec.contexts:
             split = spec.split_of(c)
-            for run in fam.entries[c.label].runs:
+            for k, run in enumerate(fam.entries[c.label].runs):
                 rows["oracle"].append((split, fam.score(g, c.label, run), {}))
+                if loo:
+                    held = fam.leave_out(c.label, k)
+                    grasp = held.first_grasp_error(c.label, run, scale)
+                    rows[OUT_OF_SAMPLE].append((split, held.score(g, c.label, run), {"first_grasp": grasp}))
             rows["do-nothing"].append((split, fam.score(g, c.label, fam.do_nothing()), {}))
             if rollouts is None:
                 continue
-            rows["policy"].append((split, fam.score(g, c.label, rollouts[(init, c.label)]), {}))
+            record = rollouts[(init, c.label)]
+            grasp = fam.first_grasp_error(c.label, record, scale)
+            rows["policy"].append((split, fam.score(g, c.label, record), {"first_grasp": grasp}))
             if len(spec.contexts) < 2:
                 continue  # no other demonstration to show
             wrong: Context = spec.wrong_context(c)
@@ -73,9 +107,10 @@ def score_rows(
     return {r: v for r, v in rows.items() if v}
 
 
-def summarize_rows(
-    rows: dict[str, list[tuple[str, RolloutScore, dict[str, Any]]]], uv: dict[str, np.ndarray]
-) -> dict[str, dict[str, Any]]:
+def summarize_rows(rows: dict[str, list[Scored]], uv: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """Per row and split: the paper's metrics (`summarize`; no W1 for the out-of-sample row),
+    `follows_demo` for the wrong-demo row and `first_grasp` (`summarize_first_grasps`) where the
+    folds have a first-grasp error."""
     out: dict[str, dict[str, Any]] = {}
     for row, scored in rows.items():
         out[row] = {}
@@ -83,11 +118,52 @@ def summarize_rows(
             scores = [s for sp, s, _ in scored if sp == split]
             if not scores:
                 continue
-            summary = summarize(scores, uv)
-            extras = [e for sp, _, e in scored if sp == split and "follows_demo" in e]
-            if extras:
-                summary["follows_demo"] = 100.0 * float(np.mean([e["follows_demo"] for e in extras]))
+            summary = summarize(scores, None if row == OUT_OF_SAMPLE else uv)
+            extras = [e for sp, _, e in scored if sp == split]
+            follows = [e["follows_demo"] for e in extras if "follows_demo" in e]
+            if follows:
+                summary["follows_demo"] = 100.0 * float(np.mean(follows))
+            grasps = [e["first_grasp"] for e in extras if "first_grasp" in e]
+            if grasps:
+                summary["first_grasp"] = summarize_first_grasps(grasps)
             out[row][split] = summary
+    return out
+
+
+def score_line(row: str, split: str, score: RolloutScore, extra: dict[str, Any]) -> dict[str, Any]:
+    """One line of `scores.jsonl`: a scored fold of a row."""
+    fields = {k: (v.to_json() if isinstance(v, FirstGraspError) else v) for k, v in extra.items()}
+    return {
+        "row": row,
+        "split": split,
+        "garment": score.garment,
+        "context": score.context,
+        "predicted": score.predicted,
+        "context_correct": score.context_correct,
+        "geom": score.geom,
+        "quality": score.quality,
+        "fold_rate": score.fold_rate,
+        "success": score.success,
+        **fields,
+    }
+
+
+def notes(fams: dict[Init, Family], summaries: dict[str, dict[str, Any]]) -> list[str]:
+    """What the summary cannot report and why (said in the summary rather than failing)."""
+    out = []
+    if not out_of_sample(fams):
+        fewest = min(len(e.runs) for fam in fams.values() for e in fam.entries.values())
+        out.append(
+            f"no oracle (out-of-sample) row: leaving an execution out needs >= {MIN_RUNS_OUT_OF_SAMPLE} "
+            f"oracle executions per context, the bank has {fewest}"
+        )
+    for row in GRASP_ROWS:
+        for split, summary in summaries.get(row, {}).items():
+            if summary.get("first_grasp", {}).get("arms") == 0:
+                out.append(
+                    f"{row} ({split}): no first-grasp error: the bank's oracle executions of these "
+                    "contexts record no grasp by either arm"
+                )
     return out
 
 
@@ -117,4 +193,33 @@ def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
                 _cell(s and s["w1"], 3),
             ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return head + "\n".join(lines) + "\n"
+
+
+def _cm(stats: dict[str, float] | None, key: str) -> str:
+    return "–" if stats is None else f"{100 * stats[key]:.1f}"
+
+
+def grasp_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """Markdown of the first-grasp errors (xy, cm) of the rows that have them; "" if none does."""
+    lines = []
+    for label, splits in rows:
+        grasps = [splits.get(split, {}).get("first_grasp") for split in SPLITS]
+        if not any(grasps):
+            continue
+        cells = []
+        for g in grasps:
+            if not g or not g["arms"]:
+                cells += ["–"] * 4
+                continue
+            within = f"{100 * g['within_5cm']:.1f}"
+            cells += [_cm(g["xy_m"], "mean"), _cm(g["xy_m"], "median"), within, f"{g['measured']}/{g['arms']}"]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if not lines:
+        return ""
+    head = (
+        "| first grasp, xy (cm) | Seen: mean ↓ | median ↓ | within 5 cm (%) ↑ | grasped/expected "
+        "| Held-out: mean ↓ | median ↓ | within 5 cm (%) ↑ | grasped/expected |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+    )
     return head + "\n".join(lines) + "\n"

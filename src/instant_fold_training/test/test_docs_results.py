@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from instant_fold_training.evaluate import row_labels
+from instant_fold_training.evaluate import row_labels, tables
 from instant_fold_training.scoring import table
 
 REPO = Path(__file__).resolve().parents[3]
@@ -30,6 +30,33 @@ def test_the_evaluation_tables_in_the_docs_are_the_measured_ones() -> None:
         assert table(row_labels(summary)) in (REPO / "docs" / "evaluation.md").read_text(), name
     current = table(row_labels(json.loads((RESULTS / "eval_cpu_default.json").read_text())))
     assert current.split("| oracle")[0] in (REPO / "models" / "policy" / "README.md").read_text()
+
+
+def test_the_oracle_yardstick_in_and_out_of_sample_is_the_measured_one() -> None:
+    """The reference rows of the shipped banks (oracle in and out of sample, first grasps) and the
+    numbers docs/evaluation.md quotes from them."""
+    docs = (REPO / "docs" / "evaluation.md").read_text()
+    for name in ("eval_cpu_reference.json", "eval_cpu_garments_reference.json"):
+        assert tables(row_labels(json.loads((RESULTS / name).read_text()))) in docs, name
+    rows = json.loads((RESULTS / "eval_cpu_reference.json").read_text())["rows"]
+    oos, ins = rows["oracle-out-of-sample"]["seen"], rows["oracle"]["seen"]
+    grasp = oos["first_grasp"]
+    csr, geom = f"{oos['csr95']['mean']:.1f}", f"{oos['geom']['mean']:.2f}"
+    quoted = [
+        f"({csr} % on the seen folds instead of the in-sample {ins['csr95']['mean']:.1f} %; its Geom. is {geom}, "
+        f"not {ins['geom']['mean']:.2f})",
+        f"recognised in {oos['ctx_acc']['mean']:.1f} % of the cases",
+        f"({rows['oracle-out-of-sample']['heldout']['ctx_acc']['mean']:.1f} % on the held-out fold",
+        f"land {100 * grasp['xy_m']['mean']:.1f} cm (mean, xy)",
+        f"{100 * grasp['within_5cm']:.1f} % within 5 cm",
+        f"(C-SR@95 {csr} %, Geom. {geom}, above)",
+        f"C-SR@95 about {oos['csr95']['mean']:.0f} % instead of {ins['csr95']['mean']:.0f} %, Geom. {geom} instead of "
+        f"{ins['geom']['mean']:.2f}",
+        f"about {100 * grasp['xy_m']['mean']:.1f} cm",
+    ]
+    flat = " ".join(docs.split())
+    missing = [q for q in quoted if q not in flat]
+    assert not missing, missing
 
 
 def test_the_quoted_evaluation_throughput_is_the_measured_one() -> None:

@@ -28,11 +28,19 @@ def test_evaluate_writes_rollouts_scores_summary_and_table(tiny_run: Path) -> No
     scores = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
     assert {s["row"] for s in scores} == {"policy", "wrong-demo", "oracle", "do-nothing"}
     assert sum(s["row"] == "oracle" for s in scores) == 2 * 2  # contexts x oracle executions
+    # Every policy rollout has its first-grasp error against the oracle's executions of its context.
+    assert all(
+        set(s["first_grasp"]) == {"expected", "grasped", "xy_m", "xyz_m"} for s in scores if s["row"] == "policy"
+    )
     summary = _summary(tiny_run)
     assert set(summary["rows"]) == {"policy", "wrong-demo", "oracle", "do-nothing"}
     assert summary["rows"]["policy"]["seen"]["ctx_acc"]["garments"] == 1
+    assert summary["rows"]["policy"]["seen"]["first_grasp"]["arms"] > 0
+    # Two executions per context: none can be left out of its calibration, and the summary says so.
+    assert [n for n in summary["notes"] if "out-of-sample" in n and "has 2" in n]
     table = (out / "table.md").read_text()
-    assert "Ctx. Acc." in table and "| oracle |" in table and "| do-nothing |" in table and "| policy |" in table
+    assert "Ctx. Acc." in table and "| oracle (in-sample) |" in table and "| do-nothing |" in table
+    assert "| policy |" in table and "| first grasp, xy (cm) |" in table
 
 
 def test_oracle_classifies_its_own_context_and_do_nothing_never_succeeds(tiny_run: Path) -> None:
@@ -106,7 +114,7 @@ def test_a_bank_of_another_configuration_is_refused(tiny_run: Path) -> None:
 
 def test_merged_table_lists_each_run_and_the_reference_rows_once(tiny_run: Path) -> None:
     text = merge_tables([str(tiny_run / "out"), str(tiny_run / "out")])
-    assert text.count("| oracle |") == 1 and text.count("| policy |") == 1
+    assert text.count("| oracle (in-sample) |") == 1 and text.count("| policy |") == 2  # Table 1, first grasps
 
 
 def test_bad_benchmark_and_checkpoint_are_clear_errors(tmp_path: Path, capsys) -> None:

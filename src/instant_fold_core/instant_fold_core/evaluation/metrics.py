@@ -186,9 +186,10 @@ def mean_ci(values: list[float] | np.ndarray, level: float = 0.95) -> dict[str, 
     return {"mean": float(v.mean()), "ci95": half, "garments": int(v.size)}
 
 
-def summarize(scores: list[RolloutScore], oracle_uv: dict[str, np.ndarray]) -> dict[str, Any]:
+def summarize(scores: list[RolloutScore], oracle_uv: dict[str, np.ndarray] | None) -> dict[str, Any]:
     """Ctx. Acc. and C-SR@95 (%), Geom. (per-garment means, then mean +- 95 % CI across
-    garments), W1 (pooled per context) and the rollout count."""
+    garments), W1 (pooled per context; None without `oracle_uv`: the out-of-sample oracle row,
+    whose folds are the reference distribution itself) and the rollout count."""
     if not scores:
         raise MetricsError("summarize: no scores")
     by_garment: dict[str, list[RolloutScore]] = {}
@@ -201,10 +202,11 @@ def summarize(scores: list[RolloutScore], oracle_uv: dict[str, np.ndarray]) -> d
     by_context: dict[str, list[np.ndarray]] = {}
     for s in scores:
         by_context.setdefault(s.context, []).append(s.final_uv)
+    pooled = {c: np.stack(v) for c, v in by_context.items()}
     return {
         "ctx_acc": across(lambda s: 100.0 * s.context_correct),
         "csr95": across(lambda s: 100.0 * s.success),
         "geom": across(lambda s: s.geom),
-        "w1": w1_over_contexts({c: np.stack(v) for c, v in by_context.items()}, oracle_uv),
+        "w1": None if oracle_uv is None else w1_over_contexts(pooled, oracle_uv),
         "rollouts": len(scores),
     }

@@ -6,7 +6,8 @@ The first grasps decide a fold: an arm that closes on the wrong keypoint folds t
 closes its gripper. Before the first contact the cloth does not depend on the arms, so the
 episode's own recorded cloth frames are exactly what the policy would observe; no simulator is
 needed. The result is compared with the expert's grasp points (and, where the episode's semantic
-keypoints are at hand, with the keypoints the mode grasps).
+keypoints are at hand, with the keypoints the mode grasps). `arm_sensitivity` (its own module)
+asks why a grasp lands off: whether the predicted keypose follows the cloth or the arm.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ import numpy as np
 import torch
 
 from instant_fold_core.checkpoint import CheckpointError
+from instant_fold_core.policy.arm_sensitivity import (
+    DEFAULT_FRAMES_PER_ARM,
+    DEFAULT_SHIFTS_M,
+    NoKeyposeError,
+    arm_sensitivity,
+)
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
 from instant_fold_core.policy.inference import PolicyRunner
 
@@ -106,6 +113,23 @@ def nearest_keypoints(points: np.ndarray, keypoints: np.ndarray, names: tuple[st
     return out
 
 
+def demonstration_pairs(
+    queries: list[TokenizedEpisode], demos: list[TokenizedEpisode], demo_source: str = "other"
+) -> list[tuple[TokenizedEpisode, TokenizedEpisode]]:
+    """(query, demonstration) for every query with another episode of its garment and mode in
+    `demos` (a different start state); with `demo_source="self"` the query itself (why: see
+    `first_grasp_errors`). Queries without such an episode are left out."""
+    if demo_source not in DEMO_SOURCES:
+        raise PolicyDataError(f"demo_source: one of {DEMO_SOURCES}, got {demo_source!r}")
+    pairs = []
+    for query in queries:
+        key = (query.meta["garment_id"], query.meta["mode"])
+        pool = [d for d in demos if (d.meta["garment_id"], d.meta["mode"]) == key and d is not query]
+        if pool:
+            pairs.append((query, query if demo_source == "self" else pool[0]))
+    return pairs
+
+
 def first_grasp_errors(
     runner: PolicyRunner,
     queries: list[TokenizedEpisode],
@@ -123,16 +147,10 @@ def first_grasp_errors(
     another layout's demonstration is the policy's own closed-loop drift, not a failure to carry the
     demonstration over to a new layout.
     """
-    if demo_source not in DEMO_SOURCES:
-        raise PolicyDataError(f"demo_source: one of {DEMO_SOURCES}, got {demo_source!r}")
     results = []
-    for query in queries:
+    for query, demo in demonstration_pairs(queries, demos, demo_source):
         key = (query.meta["garment_id"], query.meta["mode"])
         name = query.meta.get("episode_name")
-        pool = [d for d in demos if (d.meta["garment_id"], d.meta["mode"]) == key and d is not query]
-        if not pool:
-            continue
-        demo = query if demo_source == "self" else pool[0]
         if runner.cfg.conditioning == "language":
             runner.load_mode(key[1])  # the language baseline is told the mode; the same queries are scored
         else:
@@ -179,9 +197,13 @@ def evaluate(
     seed: int = 0,
     max_frames: int = 80,
     demo_source: str = "other",
+    sensitivity_frames: int = DEFAULT_FRAMES_PER_ARM,
+    shifts_m: tuple[float, ...] = DEFAULT_SHIFTS_M,
 ) -> dict[str, Any]:
-    """Action error (as `training.action_error`, every frame, no augmentation) and first-grasp rollouts
-    on the training episodes and, when given, on held-out episodes (demonstrations from training)."""
+    """Action error (as `training.action_error`, every frame, no augmentation), first-grasp rollouts
+    and, unless `sensitivity_frames` is 0, the arm sensitivity of the keypose (`arm_sensitivity`,
+    up to that many frames per arm and episode, arm shifts `shifts_m`) on the training episodes
+    and, when given, on held-out episodes (demonstrations from training)."""
     from instant_fold_core.policy.configuration import TrainingConfig
     from instant_fold_core.policy.dataset import PolicyDataset
     from instant_fold_core.policy.modeling import InstantFoldPolicy
@@ -216,6 +238,12 @@ def evaluate(
             "first_grasp": summarize_grasps(grasps),
             "first_grasp_episodes": grasps,
         }
+        if sensitivity_frames > 0:
+            pairs = demonstration_pairs(episodes, train_eps, demo_source)
+            try:
+                out[split]["arm_sensitivity"] = arm_sensitivity(runner, pairs, seed, shifts_m, sensitivity_frames)
+            except NoKeyposeError as exc:  # the other numbers still stand
+                out[split]["arm_sensitivity"] = {"skipped": str(exc)}
     return out
 
 
@@ -238,11 +266,34 @@ def main(argv: list[str] | None = None) -> int:
         help="first grasps: a demonstration from another start of the query's garment and mode, or the query's own "
         "episode (its own layout: separates closed-loop drift from carrying the demonstration to a new layout)",
     )
+    parser.add_argument(
+        "--sensitivity-frames",
+        type=int,
+        default=DEFAULT_FRAMES_PER_ARM,
+        help="arm sensitivity of the keypose: frames probed per arm and episode before its first grasp (0: skip)",
+    )
+    parser.add_argument(
+        "--sensitivity-shifts-cm",
+        type=float,
+        nargs="+",
+        default=[100 * s for s in DEFAULT_SHIFTS_M],
+        help="arm sensitivity: sideways arm shifts (cm), each along camera x and y with both signs",
+    )
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
+    if args.sensitivity_frames < 0:
+        parser.error("--sensitivity-frames must be >= 0")
     try:
         result = evaluate(
-            args.checkpoint, args.data, args.heldout, args.samples, args.seed, args.max_frames, args.demo_source
+            args.checkpoint,
+            args.data,
+            args.heldout,
+            args.samples,
+            args.seed,
+            args.max_frames,
+            args.demo_source,
+            args.sensitivity_frames,
+            tuple(s / 100 for s in args.sensitivity_shifts_cm),
         )
     except (PolicyDataError, CheckpointError) as exc:
         print(f"evaluate_policy: {exc}", file=sys.stderr)
@@ -254,6 +305,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{split}: {r['episodes']} episodes, action error {r['action_error_cm']:.2f} cm "
                 f"({r['action_error_frames']} frames), first grasp {json.dumps(r['first_grasp'])}"
             )
+            if "slope_median" in r.get("arm_sensitivity", {}):
+                a = r["arm_sensitivity"]
+                print(
+                    f"{split}: keypose arm sensitivity |Δkeypose|/|Δarm| median {a['slope_median']:.2f}, "
+                    f"mean {a['slope_mean']:.2f} ({a['probes']} frames x {len(a['by_shift'])} shifts; "
+                    "0 = follows the cloth, 1 = moves with the arm)"
+                )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     nonfinite = [s for s in ("train", "heldout") if s in result and not np.isfinite(result[s]["action_error_cm"])]

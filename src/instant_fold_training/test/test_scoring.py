@@ -1,0 +1,141 @@
+"""Reference rows on hand-made oracle families (no simulation): the out-of-sample oracle row leaves
+each execution out of its own calibration, and first-grasp errors are per fold and summarised."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from instant_fold_core.evaluation.events import GraspEpisode
+from instant_fold_core.evaluation.metrics import OracleReference
+from instant_fold_sim.oracle_bank import BankEntry, Family, OracleBankError
+from instant_fold_sim.outcome import FoldRecord, InitInfo
+from instant_fold_sim.rollout import preset
+from instant_fold_training.benchmark import BenchmarkSpec
+from instant_fold_training.evaluate import merge_tables, row_labels, tables
+from instant_fold_training.scoring import OUT_OF_SAMPLE, notes, score_line, score_rows, summarize_rows
+
+# A 0.4 x 0.6 garment of size 1 centred at the origin, shoulders at +y: garment uv = world xy.
+START = np.array(
+    [[-0.2, 0.3, 0], [0.2, 0.3, 0], [-0.2, -0.3, 0], [0.2, -0.3, 0], [-0.2, 0.25, 0], [0.2, 0.25, 0], [0, 0, 0]]
+)
+INIT = InitInfo(START, 1.0, 30.0)
+SPEC = BenchmarkSpec.load("tiny")  # contexts A, B below; preset cpu-small
+A, B = (c.label for c in SPEC.contexts)
+SCALE = preset(SPEC.preset).obs_scale
+
+
+def _fold(arm: int, grasp_xy: tuple[float, float], moved_u: float = 0.0) -> FoldRecord:
+    """One grasp of `arm` at `grasp_xy` (release 10 cm further in y); top_left ends `moved_u` off."""
+    g = np.array([*grasp_xy, 0.0])
+    final = START.copy()
+    final[0, 0] += moved_u
+    return FoldRecord((GraspEpisode(arm, 10, 20, g, g + np.array([0, 0.1, 0]), True),), final, 0.5, 30)
+
+
+def _family(a_runs: list[FoldRecord], b_runs: list[FoldRecord]) -> Family:
+    return Family.build({A: BankEntry(INIT, [0], a_runs), B: BankEntry(INIT, [0], b_runs)})
+
+
+def _geometry_family() -> Family:
+    """A's execution 0 is the outlier: top_left 0.2 off and its grasp 10 cm off; 1 and 2 at +-0.02 / +-1 cm."""
+    a = [_fold(0, (0.1, 0.0), 0.2), _fold(0, (0.01, 0.0), 0.02), _fold(0, (-0.01, 0.0), -0.02)]
+    b = [_fold(1, (-0.5, 0.0), d) for d in (0.0, 0.01, -0.01)]
+    return _family(a, b)
+
+
+def _oracle_scores(fam: Family):
+    """The in-sample and out-of-sample oracle rows' (split, score, extra) of `fam`."""
+    rows = score_rows(SPEC, {SPEC.inits()[0]: fam}, None)
+    return rows["oracle"], rows[OUT_OF_SAMPLE]
+
+
+def test_leave_out_recalibrates_on_the_other_executions_only():
+    fam = _geometry_family()
+    held = fam.leave_out(A, 0)
+    runs = fam.entries[A].runs
+    assert [id(r) for r in held.entries[A].runs] == [id(r) for r in runs[1:]]
+    assert held.entries[B] is fam.entries[B]
+    expected = OracleReference.from_runs(np.stack([r.final_keypoints[:, :2] for r in runs[1:]]), [0.5, 0.5], [0])
+    np.testing.assert_allclose(held.references[A].target, expected.target)
+    assert held.references[A].envelope == expected.envelope
+    assert len(held.classifier.labels) == len(fam.classifier.labels) - 1
+    np.testing.assert_allclose(held.grasps[A].position[0], [0, 0, 0], atol=1e-12)
+    assert len(fam.entries[A].runs) == 3  # the family itself is left as it was
+    with pytest.raises(OracleBankError, match="no execution 3"):
+        fam.leave_out(A, 3)
+
+
+def test_the_left_out_execution_does_not_calibrate_its_own_geometry_or_grasp():
+    """In sample, execution 0 pulls the target and the median error towards itself (Geom. 0.18 /
+    0.04 = 4.5); left out, the target is the others' median 0 and their median error 0.02: Geom.
+    0.2 / 0.02 = 10 exactly, and its grasp is 10 cm (times obs_scale) from theirs, not 9."""
+    inside, outside = _oracle_scores(_geometry_family())
+    assert inside[0][1].geom == pytest.approx(4.5) and outside[0][1].geom == pytest.approx(10.0)
+    assert not outside[0][1].success  # the others' envelope is their quality, 1
+    grasp = outside[0][2]["first_grasp"]
+    assert grasp.xy[0] == pytest.approx(0.1 * SCALE) and grasp.expected == (True, False)
+    # The scores are exactly those of the left-out family's own scoring path.
+    fam = _geometry_family()
+    for k, (_, score, _) in enumerate(outside[:3]):
+        same = fam.leave_out(A, k).score(SPEC.inits()[0].garment_id, A, fam.entries[A].runs[k])
+        assert (score.geom, score.quality, score.predicted, score.success) == (
+            same.geom,
+            same.quality,
+            same.predicted,
+            same.success,
+        )
+    assert len(outside) == len(inside) == 6 and "first_grasp" not in inside[0][2]
+
+
+def test_the_left_out_execution_does_not_vote_for_its_own_context():
+    """3-NN along one line of grasp positions: A0 at 0, B at 0.5, A at 1, B at 1.5, A at 2, B at 3.
+    In sample A0 votes for itself (A0, B, A: context A); left out its neighbours are B, A, B."""
+    a = [_fold(0, (u, 0.0), d) for u, d in ((0.0, 0.0), (1.0, 0.01), (2.0, -0.01))]
+    b = [_fold(0, (u, 0.0), d) for u, d in ((0.5, 0.0), (1.5, 0.01), (3.0, -0.01))]
+    inside, outside = _oracle_scores(_family(a, b))
+    assert inside[0][1].predicted == A and inside[0][1].context_correct
+    assert outside[0][1].predicted == B and not outside[0][1].context_correct
+
+
+def test_summary_table_and_lines_of_the_out_of_sample_row(tmp_path: Path):
+    fam = _geometry_family()
+    init = SPEC.inits()[0]
+    # The policy grasps with the left arm 3 cm from the oracle's median of A and never with the right.
+    rollouts = {(init, A): _fold(0, (0.01 + 0.03 / SCALE, 0.0)), (init, B): _fold(0, (0.0, 0.0))}
+    rows = score_rows(SPEC, {init: fam}, rollouts)
+    summaries = summarize_rows(rows, {A: np.zeros((1, 7, 2)), B: np.zeros((1, 7, 2))})
+    oos = summaries[OUT_OF_SAMPLE]["seen"]
+    assert oos["w1"] is None and oos["rollouts"] == 6 and oos["first_grasp"]["arms"] == 6
+    policy = summaries["policy"]["seen"]["first_grasp"]
+    # A: left arm expected and 3 cm off; B: right arm expected, the policy used the left: missed.
+    assert (policy["arms"], policy["measured"], policy["missed"]) == (2, 1, 1)
+    assert policy["xy_m"]["median"] == pytest.approx(0.03) and policy["within_5cm"] == pytest.approx(0.5)
+    assert "first_grasp" not in summaries["oracle"]["seen"] and "first_grasp" not in summaries["wrong-demo"]["seen"]
+    line = score_line("policy", "seen", *rows["policy"][0][1:])
+    assert json.loads(json.dumps(line))["first_grasp"]["xy_m"][0] == pytest.approx(0.03)
+    assert notes({init: fam}, summaries) == []
+
+    summary = {"label": "p", "checkpoint": None, "rows": summaries}
+    text = tables(row_labels(summary))
+    assert "| oracle (in-sample) |" in text and "| oracle (out-of-sample) |" in text
+    oos_line = next(line for line in text.splitlines() if line.startswith("| oracle (out-of-sample) |"))
+    assert oos_line.split(" | ")[4] == "–"  # no W1
+    assert "| first grasp, xy (cm) |" in text and "| p | 3.0 | 3.0 | 50.0 | 1/2 |" in text
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.json").write_text(json.dumps(summary))
+    merged = merge_tables([str(tmp_path / "run"), str(tmp_path / "run")])
+    assert merged.count("| oracle (out-of-sample) |") == 2  # Table 1 and the first-grasp table, once each
+
+
+def test_two_executions_per_context_give_no_out_of_sample_row_and_say_why():
+    fam = _family([_fold(0, (0, 0)), _fold(0, (0.01, 0))], [_fold(1, (0.5, 0)), _fold(1, (0.51, 0))])
+    rows = score_rows(SPEC, {SPEC.inits()[0]: fam}, None)
+    assert OUT_OF_SAMPLE not in rows and "oracle" in rows
+    with pytest.raises(OracleBankError, match="at least 3"):
+        fam.leave_out(A, 0)
+    (note,) = notes({SPEC.inits()[0]: fam}, summarize_rows(rows, {A: np.zeros((1, 7, 2)), B: np.zeros((1, 7, 2))}))
+    assert "out-of-sample" in note and "has 2" in note
