@@ -16,6 +16,7 @@
 # --paper: the paper's scale for a GPU machine (paper simulator, encoder and policy presets, batched
 # worlds, the paper's step counts); the default is cpu-small, sized for a 2-core CPU (~2.5 h).
 # Environment overrides: EPISODES_PER, ENCODER_STEPS, POLICY_STEPS, WORKERS, WORLDS, DEVICE,
+# NPROC (policy training processes under torchrun, DDP; 2 on cpu-small: one per core),
 # OMP_NUM_THREADS (1 by default: much faster than 2 on a shared 2-core machine), TOKENIZER (an
 # existing tokenizer directory, e.g. models/encoder: stage 2 is skipped and the policy is trained
 # on that tokenizer's tokens).
@@ -31,13 +32,13 @@ work=${1:-$root/runs/default_models}
 if [[ $scale == paper ]]; then
   sim=paper encoder=paper policy=paper
   episodes_per=${EPISODES_PER:-50} encoder_steps=${ENCODER_STEPS:-20000} policy_steps=${POLICY_STEPS:-225000}
-  workers=${WORKERS:-1} worlds=${WORLDS:-16} device=${DEVICE:-cuda}
+  workers=${WORKERS:-1} worlds=${WORLDS:-16} device=${DEVICE:-cuda} nproc=${NPROC:-1}
   policy_train="batch_size: 64, noise_samples: 1, frame_stride: 1, demos_per_batch: 0, frames: all, se2_prob: 0.5"
   policy_model="{}"
 else
   sim=cpu-small encoder=cpu-small policy=cpu-small
   episodes_per=${EPISODES_PER:-11} encoder_steps=${ENCODER_STEPS:-600} policy_steps=${POLICY_STEPS:-8000}
-  workers=${WORKERS:-2} worlds=${WORLDS:-1} device=${DEVICE:-cpu}
+  workers=${WORKERS:-2} worlds=${WORLDS:-1} device=${DEVICE:-cpu} nproc=${NPROC:-2}
   # docs/policy.md "Default models": why these (throughput: benchmarks/bench_policy_train.py).
   policy_train="batch_size: 32, noise_samples: 8, frame_stride: 2, demos_per_batch: 4, ema_decay: 0.995, decision_weight: 3.0, recovery_prob: 0.5, recovery_noise_m: 0.05, frames: all, se2_prob: 0.5"
   policy_model="{demo_alignment: centroid}"
@@ -85,7 +86,11 @@ preset: $policy
 model: $policy_model
 train: {steps: $policy_steps, $policy_train, log_every: 50, checkpoint_every: 500}
 EOF
-"$py" -m instant_fold_training.train_policy --config "$work/policy.yaml" --data "$work/tokens_train" \
+train_policy=("$py" -m instant_fold_training.train_policy)
+if ((nproc > 1)); then  # DDP (gloo on CPU): the global batch is split over the processes
+  train_policy=("$py" -m torch.distributed.run --standalone --nproc_per_node "$nproc" -m instant_fold_training.train_policy)
+fi
+"${train_policy[@]}" --config "$work/policy.yaml" --data "$work/tokens_train" \
   --out "$work/policy" --device "$device" --resume --plot "$work/policy_training_curves.png"
 
 stage "5/5 offline evaluation"

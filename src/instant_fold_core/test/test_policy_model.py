@@ -74,7 +74,7 @@ def fixed_velocity(policy, batch, seed: int = 1):
     b, h = batch.obs.arm_state.shape[0], policy.cfg.horizon
     z, zk = torch.randn(b, h, 2, 3, generator=g), torch.randn(b, 2, 3, generator=g)
     scene = policy.prepare_scene(batch.obs, policy.encode_context(batch.demo))
-    return policy.velocity(scene, z, zk if policy.cfg.use_keypose_aux else None, torch.full((b,), 0.5))
+    return policy.velocity(scene, z, zk if policy.cfg.flow_keypose else None, torch.full((b,), 0.5))
 
 
 def test_output_shapes(episodes):
@@ -105,10 +105,15 @@ def _pad_demo(demo: DemoTokens, extra: int, g: torch.Generator) -> DemoTokens:
     )
 
 
-@pytest.mark.parametrize("ablation", (None, *ABLATIONS))
+#: Beyond the paper's ablations: the cloth-anchored head with registration and cloth geometry.
+ANCHORED = {"keypose_head": "anchored", "demo_alignment": "registration", "cloth_geometry": True}
+
+
+@pytest.mark.parametrize("ablation", (None, *ABLATIONS, "anchored"))
 def test_padding_never_changes_valid_outputs(episodes, ablation):
     """Padded keyframes and invalid cloth tokens (with random content) do not change the actions."""
-    cfg = small_config(**({ablation: False} if ablation else {}))
+    overrides = ANCHORED if ablation == "anchored" else ({ablation: False} if ablation else {})
+    cfg = small_config(**overrides)
     policy, dataset = make_policy(cfg, episodes)
     batch = make_batch(dataset)
     reference = fixed_velocity(policy, batch)
@@ -126,7 +131,7 @@ def test_padding_never_changes_valid_outputs(episodes, ablation):
     out = fixed_velocity(policy, padded)
     torch.testing.assert_close(out.traj_velocity, reference.traj_velocity, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(out.traj_gripper_logit, reference.traj_gripper_logit, atol=1e-5, rtol=1e-5)
-    if cfg.model.use_keypose_aux:
+    if cfg.model.flow_keypose:
         torch.testing.assert_close(out.keypose_velocity, reference.keypose_velocity, atol=1e-5, rtol=1e-5)
 
 

@@ -19,7 +19,9 @@ from instant_fold_core.config import Presets, build, load_file
 from instant_fold_core.errors import ConfigError
 
 #: Values of `PolicyConfig.demo_alignment`.
-DEMO_ALIGNMENTS: tuple[str, ...] = ("none", "centroid")
+DEMO_ALIGNMENTS: tuple[str, ...] = ("none", "centroid", "registration")
+#: Values of `PolicyConfig.keypose_head`.
+KEYPOSE_HEADS: tuple[str, ...] = ("flow", "anchored")
 
 
 @dataclass
@@ -77,8 +79,27 @@ class PolicyConfig:
     #: "centroid": the demonstration is translated so that the cloth centroid of its first keyframe
     #: lies on the current cloth centroid; a demonstrated grasp then sits near the same garment
     #: part of the current layout (up to the layouts' rotation). Not in the paper: a choice,
-    #: measured in docs/policy.md.
+    #: measured in docs/policy.md. "registration": a rigid planar registration (rotation about the
+    #: optical axis + shift, `instant_fold_core.registration`) of the first keyframe's cloth tokens
+    #: onto the current ones, which also undoes the layouts' rotation.
     demo_alignment: str = "none"
+    #: How the next grasp/place targets are predicted. "flow": the paper's keypose auxiliary, an
+    #: offset from the current end-effector sampled with the trajectory. "anchored": each arm's next
+    #: gripper-event position is read from the current cloth (a pointer over the cloth tokens'
+    #: positions plus a bounded offset, `policy/anchor.py`), so it cannot move with the arm, and the
+    #: trajectory branch is conditioned on it. Not in the paper: a choice, measured in docs/policy.md.
+    keypose_head: str = "flow"
+    #: Anchored head: largest offset from the pointed cloth point, in the image plane and along the
+    #: optical axis (a place point hovers above the cloth; a grasp sits on it).
+    anchor_offset_xy_m: float = 0.05
+    anchor_offset_z_m: float = 0.12
+    #: Anchored head: the pointed position is the weighted mean of the cloth tokens within this
+    #: radius of the most likely one (a soft mean over all tokens would land between two candidates).
+    anchor_window_m: float = 0.04
+    #: Cloth-token content gets Fourier features of its position relative to the cloth centroid, and
+    #: robot-state tokens their position relative to it (metric geometry attention can read out;
+    #: rotary phases alone only compare positions). Not in the paper.
+    cloth_geometry: bool = False
 
     def validate(self) -> PolicyConfig:
         positive = (
@@ -91,6 +112,9 @@ class PolicyConfig:
             "execute_steps",
             "num_modes",
             "alibi_length_scale_m",  # divides distances: 0 makes every prediction NaN
+            "anchor_offset_xy_m",
+            "anchor_offset_z_m",
+            "anchor_window_m",
         )
         for name in positive:
             if not getattr(self, name) > 0:  # NaN too
@@ -105,6 +129,10 @@ class PolicyConfig:
             raise ConfigError(f"model.execute_steps: {self.execute_steps} exceeds horizon {self.horizon}")
         if self.demo_alignment not in DEMO_ALIGNMENTS:
             raise ConfigError(f"model.demo_alignment: expected one of {DEMO_ALIGNMENTS}, got {self.demo_alignment!r}")
+        if self.keypose_head not in KEYPOSE_HEADS:
+            raise ConfigError(f"model.keypose_head: expected one of {KEYPOSE_HEADS}, got {self.keypose_head!r}")
+        if self.keypose_head == "anchored" and self.conditioning != "demo":
+            raise ConfigError("model.keypose_head: 'anchored' needs conditioning 'demo'")
         if self.conditioning not in ("demo", "language"):
             raise ConfigError(f"model.conditioning: expected 'demo' or 'language', got {self.conditioning!r}")
         for name in ("spatial_layers", "temporal_layers", "num_summary_tokens", "fusion_layers"):
@@ -117,13 +145,20 @@ class PolicyConfig:
         return self
 
     @property
+    def flow_keypose(self) -> bool:
+        """Whether the keypose is sampled by the flow (the paper's auxiliary) rather than anchored."""
+        return self.use_keypose_aux and self.keypose_head == "flow"
+
+    @property
     def num_action_tokens(self) -> int:
-        """2 keypose tokens (when the auxiliary is on) + 2H trajectory tokens."""
-        return (2 if self.use_keypose_aux else 0) + 2 * self.horizon
+        """2 keypose tokens (when the flow samples them) + 2H trajectory tokens."""
+        return (2 if self.flow_keypose else 0) + 2 * self.horizon
 
 
 #: Values of `TrainingConfig.frames`.
 FRAME_SELECTIONS: tuple[str, ...] = ("all", "moving")
+#: Values of `TrainingConfig.recovery_mode`.
+RECOVERY_MODES: tuple[str, ...] = ("rejoin", "to_target")
 
 
 @dataclass
@@ -140,6 +175,18 @@ class TrainingConfig:
     #: Probability of perturbing the current gripper positions and relabelling a recovery chunk.
     recovery_prob: float = 0.0
     recovery_noise_m: float = 0.03
+    #: "rejoin": the perturbed arm fades back onto the expert's path within the chunk (appendix E).
+    #: "to_target": an arm approaching its next grasp (gripper open, moving) is instead displaced by
+    #: `recovery_drift_m` (uniform within that distance) and its chunk relabelled as a straight move
+    #: to the true grasp at the expert's pace (at least `recovery_min_speed_m`/step), the size of the
+    #: drifts a closed loop produces; other arms keep "rejoin". Not in the paper.
+    recovery_mode: str = "rejoin"
+    recovery_drift_m: float = 0.15
+    recovery_min_speed_m: float = 0.01
+    #: Anchored head: probability that the trajectory branch is conditioned on the true next-event
+    #: target (jittered by `anchor_teacher_noise_m`) instead of the head's own (detached) prediction.
+    anchor_teacher_prob: float = 0.5
+    anchor_teacher_noise_m: float = 0.01
     #: Probability of occluding the current observation's cloth tokens around the grippers.
     occlusion_prob: float = 0.0
     occlusion_radius_m: float = 0.03
@@ -159,7 +206,8 @@ class TrainingConfig:
     #: (afterwards the cloth shows which fold is under way), so only these frames teach the policy to
     #: read its demonstration; they are ~18 % of the default models' frames. 1: uniform sampling.
     decision_weight: float = 1.0
-    #: Demonstrations per batch. 0: every sample draws its own context demonstration. G > 0: the batch
+    #: Demonstrations per batch (global, like `batch_size`: under torchrun each rank draws its share,
+    #: rounded up). 0: every sample draws its own context demonstration. G > 0: the batch
     #: holds G demonstrations, each the context of about batch_size / G samples of its garment and mode,
     #: so the context encoder (most of a CPU step) runs G times instead of batch_size times.
     demos_per_batch: int = 0
@@ -187,7 +235,12 @@ class TrainingConfig:
         for name in ("se2_rotation_deg", "se2_translation_m"):
             if not 0.0 <= getattr(self, name) < float("inf"):
                 raise ConfigError(f"train.{name}: must be finite and >= 0, got {getattr(self, name)}")
-        for name in ("recovery_prob", "occlusion_prob", "ema_decay", "se2_prob"):
+        if self.recovery_mode not in RECOVERY_MODES:
+            raise ConfigError(f"train.recovery_mode: expected one of {RECOVERY_MODES}, got {self.recovery_mode!r}")
+        for name in ("recovery_drift_m", "recovery_min_speed_m", "anchor_teacher_noise_m"):
+            if not 0.0 <= getattr(self, name) < float("inf"):
+                raise ConfigError(f"train.{name}: must be finite and >= 0, got {getattr(self, name)}")
+        for name in ("recovery_prob", "occlusion_prob", "ema_decay", "se2_prob", "anchor_teacher_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"train.{name}: must be in [0, 1], got {getattr(self, name)}")
         if not 0.0 < self.decision_weight < float("inf"):

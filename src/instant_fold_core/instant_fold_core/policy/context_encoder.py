@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -19,7 +21,10 @@ class SceneTokenizer(nn.Module):
     """Projects cloth tokens to the policy width and embeds robot states (x, y, z, g) with hand identity.
 
     Shared by the demonstration keyframes and the current observation, so both live in one
-    embedding space; the same state encoder also feeds the proprioceptive AdaLN signal.
+    embedding space; the same state encoder also feeds the proprioceptive AdaLN signal. With
+    `cfg.cloth_geometry`, positions enter the content too, relative to the frame's cloth centroid:
+    Fourier features for cloth tokens, the offset itself for robot states (so content carries
+    metric geometry that attention can read out, invariant to where the garment lies).
     """
 
     def __init__(self, cfg: PolicyConfig) -> None:
@@ -29,9 +34,14 @@ class SceneTokenizer(nn.Module):
         self.state_encoder = nn.Sequential(nn.Linear(4, w), nn.GELU(approximate="tanh"), nn.Linear(w, w))
         self.hand = nn.Embedding(2, w)
         self.kind = nn.Embedding(2, w)  # 0 = cloth token, 1 = robot-state token
+        self.geometry = FourierGeometry(w) if cfg.cloth_geometry else None
 
-    def robot(self, state: torch.Tensor) -> torch.Tensor:
-        """[..., 2, 4] arm states -> [..., 2, W] robot-state tokens."""
+    def robot(self, state: torch.Tensor, origin: torch.Tensor | None = None) -> torch.Tensor:
+        """[..., 2, 4] arm states -> [..., 2, W] robot-state tokens; with cloth geometry the
+        positions are taken relative to `origin` [..., 3] (the cloth centroid)."""
+        if self.geometry is not None:
+            assert origin is not None, "cloth geometry needs the cloth centroid"
+            state = torch.cat((state[..., :3] - origin[..., None, :], state[..., 3:]), -1)
         return self.state_encoder(state) + self.hand.weight + self.kind.weight[1]
 
     def scene(
@@ -39,14 +49,32 @@ class SceneTokenizer(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Tokens, positions and validity of cloth (+ robot-state, when `state` is given) tokens."""
         tokens = self.cloth_proj(features) + self.kind.weight[0]
+        origin = masked_centroid(positions, valid) if self.geometry is not None else None
+        if origin is not None:
+            tokens = tokens + self.geometry(positions - origin[..., None, :]).to(tokens.dtype)
         if state is None:
             return tokens, positions, valid
         robot_valid = torch.ones((*valid.shape[:-1], 2), dtype=torch.bool, device=valid.device)
         return (
-            torch.cat((tokens, self.robot(state)), -2),
+            torch.cat((tokens, self.robot(state, origin)), -2),
             torch.cat((positions, state[..., :3]), -2),
             torch.cat((valid, robot_valid), -1),
         )
+
+
+class FourierGeometry(nn.Module):
+    """Random-free Fourier features of 3D offsets (wavelengths 2 cm to 1 m, the garment's scales,
+    geometric) projected to the width."""
+
+    def __init__(self, width: int, bands: int = 6, min_wavelength_m: float = 0.02, max_wavelength_m: float = 1.0):
+        super().__init__()
+        wavelengths = torch.logspace(math.log10(min_wavelength_m), math.log10(max_wavelength_m), bands)
+        self.register_buffer("omega", 2 * math.pi / wavelengths, persistent=False)
+        self.proj = nn.Linear(3 * 2 * bands, width)
+
+    def forward(self, offsets: torch.Tensor) -> torch.Tensor:
+        ang = (offsets.float()[..., None] * self.omega).flatten(-2)
+        return self.proj(torch.cat((ang.cos(), ang.sin()), -1))
 
 
 class ContextEncoder(nn.Module):

@@ -77,12 +77,17 @@ class ObservationTokens:
 class ActionTargets:
     """Un-normalised targets: traj_delta [B, H, 2, 3] per-step position deltas (m), traj_gripper
     [B, H, 2] openness in {0, 1}, keypose_delta [B, 2, 3] offset from the current position to the
-    next keypose, keypose_gripper [B, 2]."""
+    next keypose, keypose_gripper [B, 2]; event_position [B, 2, 3] each arm's next gripper-event
+    position (absolute, camera frame; the end pose once it has none left), event_openness [B, 2]
+    its openness after the event, event_valid bool [B, 2] (False once an arm has no event left)."""
 
     traj_delta: torch.Tensor
     traj_gripper: torch.Tensor
     keypose_delta: torch.Tensor
     keypose_gripper: torch.Tensor
+    event_position: torch.Tensor
+    event_openness: torch.Tensor
+    event_valid: torch.Tensor
 
     def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> ActionTargets:
         return _to(self, device, dtype)
@@ -223,6 +228,9 @@ class PolicySample:
     traj_gripper: np.ndarray  # [H, 2]
     keypose_delta: np.ndarray  # [2, 3]
     keypose_gripper: np.ndarray  # [2]
+    event_position: np.ndarray  # [2, 3]
+    event_openness: np.ndarray  # [2]
+    event_valid: np.ndarray  # [2] bool
     mode_id: int = 0
 
 
@@ -246,6 +254,37 @@ def chunk_targets(
     keypose = episode.arm_state[kf]
     keypose_delta = (keypose[:, :3] - state[:, :3]).astype(np.float32)
     return traj_delta, targets[..., 3].astype(np.float32), keypose_delta, keypose[:, 3].astype(np.float32)
+
+
+@dataclass(frozen=True)
+class EventTargets:
+    """Each arm's next gripper event after a frame: position [2, 3], openness after it [2], valid [2]."""
+
+    position: np.ndarray
+    openness: np.ndarray
+    valid: np.ndarray
+
+
+def arm_events(arm_state: np.ndarray) -> list[np.ndarray]:
+    """Per arm, the frames whose open/closed state differs from the previous frame's (openness
+    < 0.5 = closed): that arm's grasps and releases, increasing."""
+    closed = np.asarray(arm_state)[:, :, 3] < 0.5
+    return [np.flatnonzero(closed[1:, a] != closed[:-1, a]) + 1 for a in range(closed.shape[1])]
+
+
+def event_targets(arm_state: np.ndarray, events: list[np.ndarray], t: int) -> EventTargets:
+    """The grasp/place targets of frame t: where each arm is at its first event after t (the measured
+    state of that frame), what its gripper becomes, and whether it has one left; an arm with none
+    left targets the episode's end pose (home). These are the anchored head's targets: a grasp lies
+    on the cloth, a place above it."""
+    position = arm_state[-1, :, :3].astype(np.float32)
+    openness = arm_state[-1, :, 3].astype(np.float32)
+    valid = np.zeros(len(events), bool)
+    for a, frames in enumerate(events):
+        later = frames[frames > t]
+        if later.size:
+            position[a], openness[a], valid[a] = arm_state[later[0], a, :3], arm_state[later[0], a, 3], True
+    return EventTargets(position, openness, valid)
 
 
 def collate(samples: list[PolicySample], demo_owner: list[int] | None = None) -> PolicyBatch:
@@ -291,6 +330,19 @@ def collate(samples: list[PolicySample], demo_owner: list[int] | None = None) ->
         torch.tensor([s.mode_id for s in holders], dtype=torch.long),
     )
     obs = ObservationTokens(stack("cloth_positions"), stack("cloth_features"), stack("cloth_valid"), stack("arm_state"))
-    target = ActionTargets(stack("traj_delta"), stack("traj_gripper"), stack("keypose_delta"), stack("keypose_gripper"))
+    target = ActionTargets(
+        *(
+            stack(name)
+            for name in (
+                "traj_delta",
+                "traj_gripper",
+                "keypose_delta",
+                "keypose_gripper",
+                "event_position",
+                "event_openness",
+                "event_valid",
+            )
+        )
+    )
     index = None if demo_owner is None else torch.tensor(demo_owner, dtype=torch.long)
     return PolicyBatch(demo, obs, target, index)

@@ -19,12 +19,15 @@ import numpy as np
 from instant_fold_core.dataset.keyframes import gripper_events
 from instant_fold_core.policy.configuration import TrainingConfig
 from instant_fold_core.policy.data import (
+    EventTargets,
     PolicyBatch,
     PolicyDataError,
     PolicySample,
     TokenizedEpisode,
+    arm_events,
     chunk_targets,
     collate,
+    event_targets,
 )
 from instant_fold_core.policy.normalization import ActionNormalizers
 
@@ -108,6 +111,7 @@ class PolicyDataset:
             for d in sib:
                 if self.frames_of[i]:
                     self.contexts_of[d].append(i)
+        self.arm_events = [arm_events(e.arm_state) for e in episodes]
         # SE(2) leaves the return home alone: from the last gripper event on, targets are robot poses.
         self.homing_from = [last_gripper_event(e) for e in episodes]
         # Decision frames (before the first gripper event) weigh train.decision_weight in every draw.
@@ -131,8 +135,11 @@ class PolicyDataset:
             deltas.append(d.reshape(-1, 3))
             keyposes.append(k.reshape(-1, 3))
         if self.train.recovery_prob > 0:
-            # Recovery chunks move back by up to the perturbation spread over the horizon.
+            # Recovery chunks move back by up to the perturbation spread over the horizon; a move to
+            # the target goes at least at the minimum recovery speed.
             r = self.train.recovery_noise_m / self.horizon
+            if self.train.recovery_mode == "to_target":
+                r = max(r, self.train.recovery_min_speed_m)
             deltas.append(np.array([[-r, -r, -r], [r, r, r]], np.float32))
         delta, keypose = np.concatenate(deltas), np.concatenate(keyposes)
         if self.train.se2_prob > 0:
@@ -166,17 +173,25 @@ class PolicyDataset:
             demo = self.demo(self.draw_demo(ep_idx, rng), rng, augment)
         state = episode.arm_state[t].copy()
         positions, valid = episode.cloth_positions[t], episode.cloth_valid[t]
+        event = event_targets(episode.arm_state, self.arm_events[ep_idx], t)
         if augment and rng.random() < self.train.recovery_prob:
             state, (traj_delta, traj_grip, kp_delta, kp_grip) = recovery_targets(
                 episode, t, self.horizon, rng, self.train.recovery_noise_m
             )
+            if self.train.recovery_mode == "to_target":
+                approaching = approach_arms(episode, t, self.horizon, event)
+                if approaching.any():
+                    state, traj_delta, kp_delta = retarget_recovery(
+                        episode, t, self.horizon, rng, state, traj_delta, kp_delta, event, approaching, self.train
+                    )
         else:
             traj_delta, traj_grip, kp_delta, kp_grip = chunk_targets(episode, t, self.horizon)
         if augment and rng.random() < self.train.occlusion_prob:
             valid = occlude_tokens(positions, valid, state[:, :3], self.train.occlusion_radius_m)
+        event_position = event.position
         if t < self.homing_from[ep_idx] and self._se2(augment, rng):
             tf = self._draw_transform(rng)
-            positions, state = tf.points(positions), tf.states(state)
+            positions, state, event_position = tf.points(positions), tf.states(state), tf.points(event_position)
             traj_delta, kp_delta = tf.vectors(traj_delta), tf.vectors(kp_delta)
         return PolicySample(
             demo.cloth_positions,
@@ -191,6 +206,9 @@ class PolicyDataset:
             traj_grip,
             kp_delta,
             kp_grip,
+            event_position.astype(np.float32),
+            event.openness,
+            event.valid,
             self.mode_ids[str(episode.meta["mode"])],
         )
 
@@ -306,6 +324,54 @@ def recovery_targets(
     prev = np.concatenate([state[None, :, :3], targets[:-1]], 0)
     _, grip, kp_delta, kp_grip = chunk_targets(episode, t, horizon, state)
     return state, ((targets - prev).astype(np.float32), grip, kp_delta, kp_grip)
+
+
+def approach_arms(episode: TokenizedEpisode, t: int, horizon: int, event: EventTargets) -> np.ndarray:
+    """bool [2]: arms approaching their next grasp at frame t (open, the next event a grasp, the
+    gripper staying open over the whole chunk): the phase in which a closed loop drifts."""
+    idx = np.minimum(np.arange(t, t + horizon), episode.num_frames - 1)
+    open_now = episode.arm_state[t, :, 3] >= 0.5
+    stays_open = (episode.action[idx, :, 3] >= 0.5).all(0)
+    return event.valid & (event.openness < 0.5) & open_now & stays_open
+
+
+def retarget_recovery(
+    episode: TokenizedEpisode,
+    t: int,
+    horizon: int,
+    rng: np.random.Generator,
+    state: np.ndarray,
+    traj_delta: np.ndarray,
+    keypose_delta: np.ndarray,
+    event: EventTargets,
+    arms: np.ndarray,
+    train: TrainingConfig,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drift-sized recovery for the approaching `arms`: displace each by up to `recovery_drift_m` in
+    the image plane (and `recovery_noise_m` in depth) from the expert's state, and relabel its chunk
+    as a straight move to the true grasp at the expert's pace (at least `recovery_min_speed_m` per
+    step), stopping there. The keypose target keeps its absolute position. `state`, `traj_delta`,
+    `keypose_delta` are the rejoin recovery's; other arms keep them. Returns the three, updated."""
+    state, traj_delta, keypose_delta = state.copy(), traj_delta.copy(), keypose_delta.copy()
+    idx = np.minimum(np.arange(t, t + horizon + 1), episode.num_frames - 1)
+    for a in np.flatnonzero(arms):
+        expert = episode.arm_state[t, a, :3]
+        angle = rng.uniform(0.0, 2 * np.pi)
+        radius = train.recovery_drift_m * np.sqrt(rng.uniform())  # uniform over the disc
+        offset = np.array(
+            [radius * np.cos(angle), radius * np.sin(angle), rng.uniform(-1, 1) * train.recovery_noise_m], np.float32
+        )
+        start = expert + offset
+        pace = np.linalg.norm(np.diff(episode.action[idx, a, :3], axis=0), axis=-1).mean()
+        speed = max(float(pace), train.recovery_min_speed_m)
+        to_go = event.position[a] - start
+        distance = float(np.linalg.norm(to_go))
+        reach = np.minimum(speed * (np.arange(horizon) + 1), distance)
+        path = start + (to_go / max(distance, 1e-9))[None] * reach[:, None]
+        traj_delta[:, a] = np.diff(np.concatenate([start[None], path]), axis=0)
+        keypose_delta[a] = keypose_delta[a] + state[a, :3] - start
+        state[a, :3] = start
+    return state, traj_delta.astype(np.float32), keypose_delta.astype(np.float32)
 
 
 def occlude_tokens(positions: np.ndarray, valid: np.ndarray, grippers: np.ndarray, radius: float) -> np.ndarray:

@@ -49,6 +49,23 @@ class _Branch(nn.Module):
         return self.position_head(x), self.gripper_head(x)[..., 0]
 
 
+@dataclass
+class TargetCondition:
+    """What the trajectory branch is told about each arm's next target (anchored head): position
+    [B, 2, 3] (camera frame) and its kind, valid bool [B, 2] (True: a grasp/place, False: home once
+    the arm has no event left). In training,
+    `forced` [B] says which samples are teacher-forced with this position; the others take the
+    head's own (detached) prediction."""
+
+    position: torch.Tensor
+    valid: torch.Tensor
+    forced: torch.Tensor | None = None
+
+
+#: Offsets to the target are given to the action tokens in units of this length (a sub-fold's size).
+TARGET_SCALE_M = 0.1
+
+
 class ActionDenoiser(nn.Module):
     def __init__(self, cfg: PolicyConfig, rope: Rope3D) -> None:
         super().__init__()
@@ -56,7 +73,13 @@ class ActionDenoiser(nn.Module):
         self.horizon = cfg.horizon
         self.width = w
         self.rope = rope
-        self.use_keypose = cfg.use_keypose_aux
+        self.use_keypose = cfg.flow_keypose
+        # Anchored head: each trajectory token is told where its arm's target is relative to it,
+        # and whether that target is home (the arm has no event left).
+        self.anchored = cfg.keypose_head == "anchored"
+        if self.anchored:
+            self.target_offset = nn.Sequential(nn.Linear(3, w), nn.GELU(approximate="tanh"), nn.Linear(w, w))
+            self.home_target = nn.Parameter(torch.zeros(w))
         self.action_tokenizer = nn.Linear(3, w)
         self.hand = nn.Embedding(2, w)
         self.step = nn.Embedding(cfg.horizon + 1, w)  # 0 = keypose, 1..H = trajectory step
@@ -64,16 +87,23 @@ class ActionDenoiser(nn.Module):
         self.proprio_mlp = nn.Sequential(nn.Linear(2 * w, w), nn.SiLU(), nn.Linear(w, w))
         self.cross = AdaBlock(w, cfg.num_heads, cfg.mlp_ratio, rope, attend_self=False, uses_context=True)
         self.trajectory = _Branch(cfg, rope)
-        self.keypose = _Branch(cfg, rope) if cfg.use_keypose_aux else None
+        self.keypose = _Branch(cfg, rope) if self.use_keypose else None
         hand = torch.arange(2).repeat(cfg.horizon)
         step = torch.arange(1, cfg.horizon + 1).repeat_interleave(2)
-        if cfg.use_keypose_aux:
+        if self.use_keypose:
             hand, step = (
                 torch.cat((torch.arange(2), hand)),
                 torch.cat((torch.zeros(2, dtype=torch.long), step)),
             )
         self.register_buffer("hand_ids", hand, persistent=False)
         self.register_buffer("step_ids", step, persistent=False)
+
+    def target_embedding(self, target: TargetCondition, traj_pos: torch.Tensor) -> torch.Tensor:
+        """[B, 2H, W]: each trajectory token's offset to its arm's target (+ a "home" embedding)."""
+        per_token = target.position[:, self.hand_ids].to(traj_pos.dtype)  # [B, 2H, 3]
+        offset = self.target_offset((per_token - traj_pos.flatten(1, 2)) / TARGET_SCALE_M)
+        home = (~target.valid[:, self.hand_ids, None]).to(offset.dtype)
+        return offset + home * self.home_target.to(offset.dtype)
 
     def context_kv(self, context: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor) -> list[KeyValue]:
         """Keys/values of the scene context for every block that reads it (fixed across Euler steps)."""
@@ -102,13 +132,18 @@ class ActionDenoiser(nn.Module):
         keypose_pos: torch.Tensor | None,
         modulations: list[torch.Tensor],
         context_kv: list[KeyValue],
+        target: TargetCondition | None = None,
     ) -> DecoderOutput:
         """z_traj/traj_pos [B, H, 2, 3] (normalised values, absolute 3D positions); `modulations` from
-        `self.modulations`, `context_kv` from `self.context_kv`."""
+        `self.modulations`, `context_kv` from `self.context_kv`; `target` (anchored head only) the
+        arms' next grasp/place targets."""
         z, pos = z_traj.flatten(1, 2), traj_pos.flatten(1, 2)
         if self.use_keypose:
             z, pos = torch.cat((z_keypose, z), 1), torch.cat((keypose_pos, pos), 1)
         x = self.action_tokenizer(z) + self.hand(self.hand_ids) + self.step(self.step_ids)
+        if self.anchored:
+            assert target is not None, "the anchored head's trajectory branch needs its target"
+            x = x + self.target_embedding(target, traj_pos).to(x.dtype)
         cos, sin = self.rope.angles(pos, x.dtype)  # shared by every block of this step
         x = self.cross(x, (cos, sin), modulations[0], context_kv[0])
         n_kp = 2 if self.use_keypose else 0

@@ -42,6 +42,9 @@ class SampledActions:
     traj_gripper_logit: torch.Tensor  # [B, H, 2]
     keypose: torch.Tensor | None  # [B, 2, 3]
     keypose_gripper_logit: torch.Tensor | None  # [B, 2]
+    #: Anchored head: each arm's next grasp/place target, absolute [B, 2, 3], and its openness logit.
+    anchor: torch.Tensor | None = None
+    anchor_openness_logit: torch.Tensor | None = None
 
 
 def euler_sample(
@@ -78,7 +81,13 @@ def sample_cached(
     steps = policy.cfg.num_inference_steps
     scene = policy.prepare_scene(obs, context, steps)
     noise_traj, noise_kp = draw_noise(policy, obs.arm_state.shape[0], scene.proprio, generator)
-    return euler_sample(partial(policy.velocity, scene), noise_traj, noise_kp, steps)
+    sampled = euler_sample(partial(policy.velocity, scene), noise_traj, noise_kp, steps)
+    if scene.anchor is not None:
+        # An arm with no event left reports home, open: what the fold loop's return rule looks for.
+        done = ~scene.anchor.remaining
+        sampled.anchor = scene.anchor.target
+        sampled.anchor_openness_logit = scene.anchor.openness_logit.masked_fill(done, 10.0)
+    return sampled
 
 
 def sample_naive(
@@ -107,7 +116,7 @@ def draw_noise(
     traj = torch.randn(batch, h, 2, 3, generator=generator).to(like.device, like.dtype) * scale
     kp = (
         torch.randn(batch, 2, 3, generator=generator).to(like.device, like.dtype) * scale
-        if policy.cfg.use_keypose_aux
+        if policy.cfg.flow_keypose
         else None
     )
     return traj, kp
@@ -118,7 +127,8 @@ def absolute_actions(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Sampled (normalised) actions -> absolute ones from the current arm state [B, 2, 4]:
     positions [B, H, 2, 3] (cumulative sum of the per-step deltas), openness [B, H, 2]
-    (thresholded at 0.5) and the next keypose [B, 2, 4] (None without the keypose auxiliary).
+    (thresholded at 0.5) and the next keypose [B, 2, 4] (the anchored head's target, else the flow's;
+    None without either).
     Tensors, unchecked: training measures them as they are, deployment builds chunks from them."""
     norm = policy.normalizers
     cur = arm_state[..., :3].float()
@@ -126,7 +136,10 @@ def absolute_actions(
     positions = cur[:, None] + torch.cumsum(deltas, 1)
     openness = (torch.sigmoid(sampled.traj_gripper_logit.float()) > 0.5).float()
     keypose = None
-    if sampled.keypose is not None:
+    if sampled.anchor is not None:
+        after = (sampled.anchor_openness_logit.float() > 0).float()[..., None]
+        keypose = torch.cat((sampled.anchor.float(), after), -1)
+    elif sampled.keypose is not None:
         kp_pos = cur + norm.keypose.unnormalize(sampled.keypose.float())
         keypose = torch.cat((kp_pos, (sampled.keypose_gripper_logit.float() > 0).float()[..., None]), -1)
     return positions, openness, keypose

@@ -13,6 +13,7 @@ are the same code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from torch import nn
 
 from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, read_json, save_checkpoint
 from instant_fold_core.errors import ConfigError
+from instant_fold_core.policy.anchor import AnchorHead, AnchorOutput, anchor_losses
 from instant_fold_core.policy.attention import Block, KeyValue, Rope3D
 from instant_fold_core.policy.configuration import InstantFoldPolicyConfig, PolicyConfig
 from instant_fold_core.policy.context_encoder import (
@@ -33,8 +35,14 @@ from instant_fold_core.policy.context_encoder import (
     masked_centroid,
 )
 from instant_fold_core.policy.data import ActionTargets, DemoTokens, ObservationTokens, PolicyBatch
-from instant_fold_core.policy.decoder import ActionDenoiser, DecoderOutput
+from instant_fold_core.policy.decoder import ActionDenoiser, DecoderOutput, TargetCondition
 from instant_fold_core.policy.normalization import ActionNormalizers, NormalizerError
+from instant_fold_core.registration import register_planar
+
+#: Point maps between the current scene's and the demonstration's frames ([B, L, 3] -> [B, L, 3]).
+PointMap = Callable[[torch.Tensor], torch.Tensor]
+#: The anchored head's losses (summed, then weighted by `keypose_loss_weight`).
+ANCHOR_LOSSES = ("anchor_pointer", "anchor_position", "anchor_openness", "anchor_home", "anchor_remaining")
 
 NORMALIZERS_FILE = "normalizers"
 MODES_FILE = "modes"
@@ -55,9 +63,14 @@ class DemoContext:
     event_tokens: torch.Tensor | None
     event_positions: torch.Tensor | None
     event_valid: torch.Tensor | None
-    fusion_kv: list[KeyValue]  # keys/values of the context for each fusion layer
+    #: Keys/values of the context for each fusion layer; empty with `demo_alignment =
+    #: "registration"`, whose keys are rotated by the registered positions at every query.
+    fusion_kv: list[KeyValue]
     #: [B, 3] cloth centroid of the first keyframe (`model.demo_alignment = "centroid"`), else None.
     anchor: torch.Tensor | None = None
+    #: The first keyframe's cloth tokens: positions [B, N, 3], features [B, N, D], validity [B, N]
+    #: (`model.demo_alignment = "registration"`: registered onto every query's cloth), else None.
+    first_cloth: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def select(self, index: torch.Tensor) -> DemoContext:
         """Row `index[b]` for every b: the encoded demonstration of each sample of a batch whose
@@ -78,6 +91,7 @@ class DemoContext:
                 for kv in self.fusion_kv
             ],
             pick(self.anchor),
+            None if self.first_cloth is None else tuple(x.index_select(0, index) for x in self.first_cloth),
         )
 
 
@@ -90,6 +104,9 @@ class SceneCache:
     current_xyz: torch.Tensor  # [B, 2, 3]
     #: AdaLN modulations per Euler step (one [B, 6W] per decoder block), when the schedule is known.
     schedule: list[list[torch.Tensor]] | None = None
+    #: Anchored head: its prediction and the targets the trajectory branch is conditioned on.
+    anchor: AnchorOutput | None = None
+    target: TargetCondition | None = None
 
     def repeat(self, repeats: int) -> SceneCache:
         """Each batch element `repeats` times in a row (several noise draws per fused scene)."""
@@ -100,7 +117,8 @@ class SceneCache:
             return x.repeat_interleave(repeats, 0)
 
         kv = [KeyValue(rep(c.k), rep(c.v), rep(c.bias)) for c in self.context_kv]
-        return SceneCache(kv, rep(self.proprio), rep(self.current_xyz))
+        target = None if self.target is None else TargetCondition(rep(self.target.position), rep(self.target.valid))
+        return SceneCache(kv, rep(self.proprio), rep(self.current_xyz), None, self.anchor, target)
 
 
 class InstantFoldPolicy(nn.Module):
@@ -120,6 +138,10 @@ class InstantFoldPolicy(nn.Module):
             Block(cfg.width, cfg.num_heads, cfg.mlp_ratio, rope, cross=True) for _ in range(cfg.fusion_layers)
         )
         self.denoiser = ActionDenoiser(cfg, rope)
+        anchored = cfg.keypose_head == "anchored"
+        self.anchor = AnchorHead(cfg, rope) if anchored else None
+        #: Anchored head: content of the two target tokens added to the decoder's scene context.
+        self.target_tokens = nn.Parameter(torch.randn(2, cfg.width) * 0.02) if anchored else None
         self.normalizers = ActionNormalizers()
         #: Mode name -> id of the training data (what the language-conditioned variant is told).
         self.mode_ids: dict[str, int] = {}
@@ -145,39 +167,95 @@ class InstantFoldPolicy(nn.Module):
                 valid = torch.cat((valid, s_valid), 1)
             if self.state_events is not None:
                 events = self.state_events(demo.arm_state, demo.frame_mask)
-        fusion_kv = [block.context_kv(tokens, pos, valid) for block in self.fusion]
-        anchor = None
+        registration = self.cfg.demo_alignment == "registration" and self.mode_embedding is None
+        fusion_kv = [] if registration else [block.context_kv(tokens, pos, valid) for block in self.fusion]
+        anchor, first = None, None
         if self.cfg.demo_alignment == "centroid" and self.mode_embedding is None:
             anchor = masked_centroid(demo.cloth_positions[:, 0], demo.cloth_valid[:, 0])
-        return DemoContext(tokens, pos, valid, *events, fusion_kv, anchor)
+        if registration:
+            first = (demo.cloth_positions[:, 0], demo.cloth_features[:, 0], demo.cloth_valid[:, 0])
+        return DemoContext(tokens, pos, valid, *events, fusion_kv, anchor, first)
 
     # ------------------------------------------------------------------ stage 2: query
-    def prepare_scene(self, obs: ObservationTokens, context: DemoContext, steps: int | None = None) -> SceneCache:
+    def prepare_scene(
+        self,
+        obs: ObservationTokens,
+        context: DemoContext,
+        steps: int | None = None,
+        condition: TargetCondition | None = None,
+    ) -> SceneCache:
         """Fuse the current scene with the demonstration context and project the scene-context K/V.
 
         With `steps`, the AdaLN modulations of the whole Euler schedule (t = 1, 1 - 1/steps, ...)
-        are computed here in one batch instead of once per step.
+        are computed here in one batch instead of once per step. Anchored head: the targets are
+        read from the fused scene here, once per query, and the trajectory branch is conditioned
+        on them (or on `condition`, which training passes to teacher-force).
         """
         x, pos, valid = self.tokenizer.scene(obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.arm_state)
-        # scene + offset: the scene in the demonstration's frame (queries of the fusion layers);
-        # demonstration - offset: the demonstration in the scene's frame (state-event tokens).
-        offset = torch.zeros_like(pos[:, :1])
-        if context.anchor is not None:
-            offset = (context.anchor - masked_centroid(obs.cloth_positions, obs.cloth_valid))[:, None].to(pos.dtype)
-        for block, kv in zip(self.fusion, context.fusion_kv, strict=True):
-            x = block(x, pos + offset, valid, kv)
+        to_demo, to_scene = self._alignment(obs, context)
+        # Fusion queries: the scene in the demonstration's frame (a translation, with the cached
+        # context keys); registration instead rotates the demonstration's keys into the scene's
+        # frame, since relative attention sees rotations. State-event tokens: the demonstration
+        # in the scene's frame.
+        fusion_kv = context.fusion_kv or [
+            block.context_kv(context.tokens, to_scene(context.positions), context.valid) for block in self.fusion
+        ]
+        for block, kv in zip(self.fusion, fusion_kv, strict=True):
+            x = block(x, to_demo(pos), valid, kv)
+        n = obs.cloth_positions.shape[1]
+        cloth, robot = x[:, :n], x[:, n:]
         if context.event_tokens is not None:
             x = torch.cat((x, context.event_tokens), 1)
-            pos = torch.cat((pos, context.event_positions - offset), 1)
+            pos = torch.cat((pos, to_scene(context.event_positions)), 1)
             valid = torch.cat((valid, context.event_valid), 1)
-        proprio = self.denoiser.proprio_condition(self.tokenizer.robot(obs.arm_state))
-        scene = SceneCache(self.denoiser.context_kv(x, pos, valid), proprio, obs.arm_state[..., :3])
+        anchor, target = None, None
+        if self.anchor is not None:
+            centroid = masked_centroid(obs.cloth_positions, obs.cloth_valid)
+            anchor = self.anchor(
+                x, pos, valid, cloth, obs.cloth_positions, obs.cloth_valid, robot, obs.arm_state[..., :3], centroid
+            )
+            target = TargetCondition(anchor.target.detach(), anchor.remaining)
+            if condition is not None:
+                position = condition.position
+                if condition.forced is not None:
+                    position = torch.where(condition.forced[:, None, None], position, target.position)
+                target = TargetCondition(position, condition.valid)
+            b = x.shape[0]
+            x = torch.cat((x, self.target_tokens.to(x.dtype).expand(b, -1, -1)), 1)
+            pos = torch.cat((pos, target.position.to(pos.dtype)), 1)
+            valid = torch.cat((valid, torch.ones_like(target.valid)), 1)
+        centroid_origin = masked_centroid(obs.cloth_positions, obs.cloth_valid) if self.cfg.cloth_geometry else None
+        proprio = self.denoiser.proprio_condition(self.tokenizer.robot(obs.arm_state, centroid_origin))
+        scene = SceneCache(
+            self.denoiser.context_kv(x, pos, valid), proprio, obs.arm_state[..., :3], None, anchor, target
+        )
         if steps is not None:
             b = proprio.shape[0]
             ts = euler_times(steps, proprio.device, proprio.dtype).repeat_interleave(b)
             per_block = self.denoiser.modulations(ts, proprio.repeat(steps, 1))
             scene.schedule = [[m[i * b : (i + 1) * b] for m in per_block] for i in range(steps)]
         return scene
+
+    def _alignment(self, obs: ObservationTokens, context: DemoContext) -> tuple[PointMap, PointMap]:
+        """Maps of [B, L, 3] positions, per `model.demo_alignment`: (where the fusion queries sit,
+        demonstration -> scene frame). Centroid moves the queries into the demonstration's frame
+        (the cached keys stay); registration leaves them and moves the demonstration instead."""
+        if context.anchor is not None:
+            offset = (context.anchor - masked_centroid(obs.cloth_positions, obs.cloth_valid))[:, None]
+            return (lambda p: p + offset.to(p.dtype)), (lambda p: p - offset.to(p.dtype))
+        if context.first_cloth is not None:
+            positions, features, valid = context.first_cloth
+            with torch.no_grad():
+                rigid = register_planar(
+                    positions.float(),
+                    valid,
+                    obs.cloth_positions.float(),
+                    obs.cloth_valid,
+                    features.float(),
+                    obs.cloth_features.float(),
+                )
+            return (lambda p: p), (lambda p: rigid.apply(p.float()).to(p.dtype))
+        return (lambda p: p), (lambda p: p)
 
     # ------------------------------------------------------------------ stage 3: Euler step
     def action_positions(
@@ -203,7 +281,7 @@ class InstantFoldPolicy(nn.Module):
             modulations = scene.schedule[step]
         else:
             modulations = self.denoiser.modulations(t, scene.proprio)
-        return self.denoiser(z_traj, traj_pos, z_keypose, keypose_pos, modulations, scene.context_kv)
+        return self.denoiser(z_traj, traj_pos, z_keypose, keypose_pos, modulations, scene.context_kv, scene.target)
 
     # ------------------------------------------------------------------ training
     def normalized_targets(self, target: ActionTargets) -> tuple[torch.Tensor, torch.Tensor]:
@@ -220,12 +298,16 @@ class InstantFoldPolicy(nn.Module):
         noise: tuple[torch.Tensor, torch.Tensor] | None = None,
         generator: torch.Generator | None = None,
         repeats: int = 1,
+        teacher: TargetCondition | None = None,
     ) -> dict[str, torch.Tensor]:
         """Rectified flow (z_t = (1-t) x + t eps, target eps - x) + gripper BCE, keypose auxiliary x weight.
 
         `repeats` draws of (t, noise) per sample share one demonstration encoding and scene fusion,
         the expensive part of a step, so the flow loss is averaged over more noise levels at little
-        extra cost (`t` and `noise`, when given, then have B * repeats rows, sample-major).
+        extra cost (`t` and `noise`, when given, then have B * repeats rows, sample-major). Anchored
+        head: `teacher` is what the trajectory branch is conditioned on (None: the head's own
+        prediction); its pointer, position, openness and remaining-event losses are added with
+        `keypose_loss_weight`.
         """
         x_traj, x_kp = (x.repeat_interleave(repeats, 0) for x in self.normalized_targets(batch.target))
         traj_gripper, keypose_gripper = (
@@ -245,16 +327,33 @@ class InstantFoldPolicy(nn.Module):
         context = self.encode_context(batch.demo)
         if batch.demo_index is not None:
             context = context.select(batch.demo_index)
-        scene = self.prepare_scene(batch.obs, context)
+        scene = self.prepare_scene(batch.obs, context, condition=teacher)
         if repeats > 1:
             scene = scene.repeat(repeats)
-        out = self.velocity(scene, z_traj, z_kp if self.cfg.use_keypose_aux else None, t)
+        out = self.velocity(scene, z_traj, z_kp if self.cfg.flow_keypose else None, t)
         losses = {
             "flow": F.mse_loss(out.traj_velocity.float(), (eps_traj - x_traj).float()),
             "gripper": F.binary_cross_entropy_with_logits(out.traj_gripper_logit.float(), traj_gripper.float()),
         }
         total = losses["flow"] + losses["gripper"]
-        if self.cfg.use_keypose_aux:
+        if scene.anchor is not None:
+            target = batch.target
+            losses.update(
+                anchor_losses(
+                    scene.anchor,
+                    batch.obs.cloth_positions,
+                    batch.obs.cloth_valid,
+                    target.event_position,
+                    target.event_openness,
+                    target.event_valid,
+                )
+            )
+            losses["anchor_remaining"] = F.binary_cross_entropy_with_logits(
+                scene.anchor.remaining_logit, target.event_valid.float()
+            )
+            anchor_total = sum(losses[k] for k in ANCHOR_LOSSES)
+            total = total + self.cfg.keypose_loss_weight * anchor_total
+        if self.cfg.flow_keypose:
             losses["keypose_flow"] = F.mse_loss(out.keypose_velocity.float(), (eps_kp - x_kp).float())
             losses["keypose_gripper"] = F.binary_cross_entropy_with_logits(
                 out.keypose_gripper_logit.float(), keypose_gripper.float()
@@ -270,9 +369,10 @@ class InstantFoldPolicy(nn.Module):
         noise: tuple[torch.Tensor, torch.Tensor] | None = None,
         generator: torch.Generator | None = None,
         repeats: int = 1,
+        teacher: TargetCondition | None = None,
     ) -> dict[str, torch.Tensor]:
         """Training forward (what DDP wraps): the losses of `compute_loss`."""
-        return self.compute_loss(batch, t, noise, generator, repeats)
+        return self.compute_loss(batch, t, noise, generator, repeats, teacher)
 
     # ------------------------------------------------------------------ persistence
     def save_pretrained(

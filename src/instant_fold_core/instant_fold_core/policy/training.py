@@ -15,6 +15,7 @@ continues exactly as an uninterrupted one would. `<out>/checkpoint` holds the de
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -29,9 +30,10 @@ from torch.nn.parallel import DistributedDataParallel
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.plotting import save_figure
-from instant_fold_core.policy.configuration import InstantFoldPolicyConfig, load_config
-from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode, collate
+from instant_fold_core.policy.configuration import InstantFoldPolicyConfig, TrainingConfig, load_config
+from instant_fold_core.policy.data import ActionTargets, PolicyDataError, TokenizedEpisode, collate
 from instant_fold_core.policy.dataset import PolicyDataset
+from instant_fold_core.policy.decoder import TargetCondition
 from instant_fold_core.policy.inference import absolute_actions, sample_cached
 from instant_fold_core.policy.modeling import InstantFoldPolicy, policy_summary
 from instant_fold_core.policy.normalization import NormalizerError
@@ -165,7 +167,9 @@ def train(
     check_new_run(out, resume, (CHECKPOINT_DIR,))
     where, torch_device = init_distributed(device)
     tr = cfg.train
-    dataset = PolicyDataset(episodes, cfg.model.horizon, tr)
+    # Batch size and demonstrations per batch are global: each rank draws its share.
+    demos = -(-tr.demos_per_batch // where.world_size) if tr.demos_per_batch else 0
+    dataset = PolicyDataset(episodes, cfg.model.horizon, dataclasses.replace(tr, demos_per_batch=demos))
     n, d = episodes[0].cloth_features.shape[1:]
     if (n, d) != (cfg.model.num_cloth_tokens, cfg.model.cloth_feature_dim):
         raise PolicyDataError(
@@ -208,8 +212,9 @@ def train(
         batch = dataset.draw_batch(rng, per_rank).to(torch_device)
         for group in optimizer.param_groups:
             group["lr"] = policy_learning_rate(cfg, step)
+        teacher = teacher_condition(batch.target, tr, gen) if cfg.model.keypose_head == "anchored" else None
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-            losses = model(batch, generator=gen, repeats=tr.noise_samples)
+            losses = model(batch, generator=gen, repeats=tr.noise_samples, teacher=teacher)
         optimizer.zero_grad(set_to_none=True)
         losses["loss"].backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), tr.grad_clip)
@@ -251,6 +256,17 @@ def train(
     return history
 
 
+def teacher_condition(target: ActionTargets, tr: TrainingConfig, gen: torch.Generator) -> TargetCondition:
+    """The anchored head's trajectory condition for a training batch: the true next-event targets,
+    jittered by `anchor_teacher_noise_m`, on a `anchor_teacher_prob` share of the samples (the
+    others are conditioned on the head's own prediction, as at inference)."""
+    b = target.event_position.shape[0]
+    jitter = torch.randn(target.event_position.shape, generator=gen) * tr.anchor_teacher_noise_m
+    forced = torch.rand(b, generator=gen) < tr.anchor_teacher_prob
+    device = target.event_position.device
+    return TargetCondition(target.event_position + jitter.to(device), target.event_valid, forced.to(device))
+
+
 def ranks_in_sync(policy: InstantFoldPolicy) -> bool:
     """Whether every rank holds the same weights (DDP must keep them identical)."""
     flat = torch.cat([p.detach().flatten().double() for p in policy.parameters()])
@@ -281,7 +297,7 @@ def plot_training_curves(log_path: str | Path, png_path: str | Path) -> Path:
         raise PolicyDataError(f"{log_path}: no training records to plot")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     steps = [r["step"] for r in train]
-    for key in ("loss", "flow", "gripper", "keypose_flow", "keypose_gripper"):
+    for key in ("loss", "flow", "gripper", "keypose_flow", "keypose_gripper", "anchor_pointer", "anchor_position"):
         if key in train[0]:
             axes[0].plot(steps, [r[key] for r in train], label=key)
     axes[0].set_yscale("log")
