@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -158,6 +159,29 @@ def _array(name: str, value: Array, shape: tuple[int | None, ...]) -> np.ndarray
     return arr
 
 
+def checked_cloth(
+    cfg: Any,
+    prefix: str,
+    positions: Array,
+    features: Array,
+    valid: Array | None,
+    lead: tuple[int | None, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cloth tokens at a runner's boundary, checked against `cfg` (its `num_cloth_tokens` and
+    `cloth_feature_dim`): positions [*lead, N, 3], features [*lead, N, D], validity [*lead, N]
+    (all valid when None), every frame with a valid token; else a `PolicyInputError` naming the
+    field (`prefix` + name)."""
+    n, d = cfg.num_cloth_tokens, cfg.cloth_feature_dim
+    pos = _array(f"{prefix}cloth_positions", positions, (*lead, n, 3))
+    feat = _array(f"{prefix}cloth_features", features, (*lead, n, d))
+    val = np.ones(pos.shape[:-1], bool) if valid is None else _array(f"{prefix}cloth_valid", valid, (*lead, n))
+    if val.dtype != np.bool_:
+        raise PolicyInputError(f"{prefix}cloth_valid: expected bool, got {val.dtype}")
+    if not val.reshape(-1, n).any(-1).all():
+        raise PolicyInputError(f"{prefix}cloth_valid: a frame has no valid cloth token")
+    return pos, feat, val
+
+
 class PolicyRunner:
     """Stateful policy for a robot: load a demonstration once, then answer observation queries."""
 
@@ -197,24 +221,6 @@ class PolicyRunner:
         policy, _ = InstantFoldPolicy.from_pretrained(directory, "cpu")
         return cls(policy, device, dtype, compile, step_duration)
 
-    def _cloth(
-        self,
-        prefix: str,
-        positions: Array,
-        features: Array,
-        valid: Array | None,
-        lead: tuple[int | None, ...],
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n, d = self.cfg.num_cloth_tokens, self.cfg.cloth_feature_dim
-        pos = _array(f"{prefix}cloth_positions", positions, (*lead, n, 3))
-        feat = _array(f"{prefix}cloth_features", features, (*lead, n, d))
-        val = np.ones(pos.shape[:-1], bool) if valid is None else _array(f"{prefix}cloth_valid", valid, (*lead, n))
-        if val.dtype != np.bool_:
-            raise PolicyInputError(f"{prefix}cloth_valid: expected bool, got {val.dtype}")
-        if not val.reshape(-1, n).any(-1).all():
-            raise PolicyInputError(f"{prefix}cloth_valid: a frame has no valid cloth token")
-        return pos, feat, val
-
     def _tensor(self, arr: np.ndarray) -> torch.Tensor:
         t = torch.from_numpy(np.ascontiguousarray(arr))
         return t.to(self.device, self.dtype if t.is_floating_point() else None)
@@ -230,7 +236,7 @@ class PolicyRunner:
         """Encode and cache the K context keyframes ([K, N, 3], [K, N, D], [K, 2, 4], [K, N])."""
         if self.cfg.conditioning != "demo":
             raise PolicyInputError("policy is language-conditioned: use load_mode(mode_id)")
-        pos, feat, val = self._cloth("demo.", cloth_positions, cloth_features, cloth_valid, (None,))
+        pos, feat, val = checked_cloth(self.cfg, "demo.", cloth_positions, cloth_features, cloth_valid, (None,))
         k = pos.shape[0]
         if k == 0:
             raise PolicyInputError("demo: needs at least one keyframe")
@@ -280,7 +286,7 @@ class PolicyRunner:
         """One query: [N, 3] positions, [N, D] features, [2, 4] arm states -> an ABSOLUTE `ActionChunk`."""
         if self._context is None:
             raise PolicyInputError("no demonstration loaded: call load_demonstration() (or load_mode()) first")
-        pos, feat, val = self._cloth("", cloth_positions, cloth_features, cloth_valid, ())
+        pos, feat, val = checked_cloth(self.cfg, "", cloth_positions, cloth_features, cloth_valid, ())
         state = _array("arm_state", arm_state, (2, 4))
         obs = ObservationTokens(
             self._tensor(pos[None]),

@@ -58,7 +58,7 @@ from instant_fold_core.checkpoint import CONFIG_FILE, read_json
 from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.pick_place import SCRIPTED, SIM_TO_REAL
-from instant_fold_core.policy.inference import Array, PolicyInputError, _array
+from instant_fold_core.policy.inference import Array, PolicyInputError, _array, checked_cloth
 from instant_fold_core.registration import DEFAULT_FEATURE_WEIGHT, PlanarRigid, register_planar
 
 #: `config.json` "variant" of a registration-replay checkpoint directory.
@@ -142,6 +142,14 @@ class Stage:
 
     keyframe: int
     events: dict[int, Event]  # arm (0 left, 1 right) -> event
+
+
+def cloth_arrays(
+    cfg: ReplayConfig, prefix: str, positions: Array, features: Array, valid: Array | None, lead: tuple[int | None, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`checked_cloth`, positions in float64 and features in float32 (what the registration takes)."""
+    pos, feat, val = checked_cloth(cfg, prefix, positions, features, valid, lead)
+    return pos.astype(np.float64), feat.astype(np.float32), val
 
 
 def demo_stages(arm_state: np.ndarray) -> list[Stage]:
@@ -229,24 +237,11 @@ class RegistrationReplay:
 
     # -- conditioning --------------------------------------------------------------------------
 
-    def _cloth(
-        self, prefix: str, positions: Array, features: Array, valid: Array | None, lead: tuple[int | None, ...]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n, d = self.cfg.num_cloth_tokens, self.cfg.cloth_feature_dim
-        pos = _array(f"{prefix}cloth_positions", positions, (*lead, n, 3)).astype(np.float64)
-        feat = _array(f"{prefix}cloth_features", features, (*lead, n, d)).astype(np.float32)
-        val = np.ones(pos.shape[:-1], bool) if valid is None else _array(f"{prefix}cloth_valid", valid, (*lead, n))
-        if val.dtype != np.bool_:
-            raise PolicyInputError(f"{prefix}cloth_valid: expected bool, got {val.dtype}")
-        if not val.reshape(-1, n).any(-1).all():
-            raise PolicyInputError(f"{prefix}cloth_valid: a frame has no valid cloth token")
-        return pos, feat, val
-
     def load_demonstration(
         self, cloth_positions: Array, cloth_features: Array, arm_state: Array, cloth_valid: Array | None = None
     ) -> None:
         """Keep the K keyframes ([K, N, 3], [K, N, D], [K, 2, 4], [K, N]) and restart the walker."""
-        pos, feat, val = self._cloth("demo.", cloth_positions, cloth_features, cloth_valid, (None,))
+        pos, feat, val = cloth_arrays(self.cfg, "demo.", cloth_positions, cloth_features, cloth_valid, (None,))
         if pos.shape[0] == 0:
             raise PolicyInputError("demo: needs at least one keyframe")
         state = _array("demo.arm_state", arm_state, (pos.shape[0], 2, 4)).astype(np.float64)
@@ -289,7 +284,7 @@ class RegistrationReplay:
         chunk; `generator` is accepted for the runner interface (nothing here is random)."""
         if self._demo is None:
             raise PolicyInputError("no demonstration loaded: call load_demonstration() first")
-        cloth = self._cloth("", cloth_positions, cloth_features, cloth_valid, ())
+        cloth = cloth_arrays(self.cfg, "", cloth_positions, cloth_features, cloth_valid, ())
         state = _array("arm_state", arm_state, (2, 4)).astype(np.float64)
         while self._stage < len(self._stages) and self._stage_done(state):
             self._advance()
