@@ -225,3 +225,116 @@ def test_every_shipped_oracle_bank_covers_its_benchmark() -> None:
         assert (bank.preset_name, bank.runs) == (spec.preset, spec.oracle_runs), root.name
         missing = [k for k in spec.bank_keys() if bank.load(k) is None]
         assert not missing, f"{root.name}: {len(missing)} of {len(spec.bank_keys())} contexts missing"
+
+
+#: Issue 28's rows in docs/policy.md ("Cloth-anchored head: measured"): label, quick-yardstick
+#: summary, offline evaluation (None: the variant has no learned keypose to probe).
+ISSUE_28_ROWS = (
+    ("paper head, v4 (163 episodes, 8,000 steps)", "quick_v4.json", "offline_v4.json"),
+    ("paper head, same data (62 episodes, 6,000 steps)", "quick_paper_head.json", "offline_paper_head.json"),
+    ("cloth-anchored (62 episodes, 6,000 steps)", "quick_anchored.json", "offline_anchored.json"),
+    ("registration replay (no training)", "quick_registration_replay.json", None),
+)
+
+
+def issue_28_row(label: str, quick: str, offline: str | None) -> str:
+    """One row of the issue-28 table, formatted from the measured JSONs."""
+    summary = json.loads((RESULTS / quick).read_text())
+    seen = summary["rows"]["policy"]["seen"]
+    grasp = seen["first_grasp"]
+    cells = [
+        label,
+        f"{seen['ctx_acc']['mean']:.1f}",
+        f"{seen['csr95']['mean']:.1f}",
+        f"{seen['geom']['mean']:.2f}",
+        f"{seen['w1']:.3f}",
+        f"{summary['outcomes'].get('completed', 0)} of {seen['rollouts']}",
+        f"{grasp['xy_m']['mean'] * 100:.1f} / {grasp['xy_m']['median'] * 100:.1f} cm, {grasp['within_5cm'] * 100:.0f} %",
+    ]
+    if offline is None:
+        cells += ["–", "–"]
+    else:
+        train = json.loads((RESULTS / offline).read_text())["train"]
+        fg = train["first_grasp"]
+        cells += [
+            f"{fg['mean_error_cm']:.1f} cm, {fg['within_5cm'] * 100:.0f} %",
+            f"{train['arm_sensitivity']['slope_median']:.2f}",
+        ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def test_the_issue_28_rows_of_the_policy_docs_are_the_measured_ones() -> None:
+    docs = (REPO / "docs" / "policy.md").read_text()
+    missing = [row for row in (issue_28_row(*r) for r in ISSUE_28_ROWS) if row not in docs]
+    assert not missing, missing
+    summary = json.loads((RESULTS / "quick_v4.json").read_text())
+    oracle = summary["rows"]["oracle-out-of-sample"]["seen"]
+    assert f"C-SR@95 {oracle['csr95']['mean']:.1f}, Geom. {oracle['geom']['mean']:.2f}" in docs
+
+
+def test_the_policy_card_quotes_the_issue_28_measurements() -> None:
+    card = " ".join((REPO / "models" / "policy" / "README.md").read_text().split())
+
+    def seen(name: str) -> dict:
+        return json.loads((RESULTS / name).read_text())["rows"]["policy"]["seen"]
+
+    def offline(name: str) -> dict:
+        return json.loads((RESULTS / name).read_text())["train"]
+
+    v4, replay, anchored = seen("quick_v4.json"), seen("quick_registration_replay.json"), seen("quick_anchored.json")
+    quotes = [
+        f"arm sensitivity {offline('offline_v4.json')['arm_sensitivity']['slope_median']:.2f}",
+        f"land {v4['first_grasp']['xy_m']['mean'] * 100:.1f} cm (mean) from the oracle's, "
+        f"{v4['first_grasp']['within_5cm'] * 100:.0f} % within 5 cm",
+        f"(Geom. {replay['geom']['mean']:.2f} against this policy's {v4['geom']['mean']:.2f})",
+        f"(sensitivity {offline('offline_anchored.json')['arm_sensitivity']['slope_median']:.2f}, "
+        f"median first grasp {anchored['first_grasp']['xy_m']['median'] * 100:.1f} cm)",
+        f"(Ctx. Acc. {anchored['ctx_acc']['mean']:.1f} vs {seen('quick_paper_head.json')['ctx_acc']['mean']:.1f} "
+        "on the quick yardstick)",
+    ]
+    missing = [q for q in quotes if q not in card]
+    assert not missing, missing
+
+
+def test_the_registration_replay_tables_are_the_measured_ones() -> None:
+    summary = json.loads((RESULTS / "quick_registration_replay.json").read_text())
+    assert tables(row_labels(summary)) in (REPO / "docs" / "registration.md").read_text()
+
+
+def test_the_registration_replay_main_job_numbers_in_the_readme_are_the_measured_ones() -> None:
+    run = json.loads((RESULTS / "main_job_registration_replay.json").read_text())
+    readme = " ".join((REPO / "README.md").read_text().split())
+    same = run["same_init"]
+    quoted = [
+        f"context {'right' if same['context_correct'] else 'wrong'}, Geom. {same['geom']:.2f} "
+        f"against the envelope of {same['envelope']:.2f}, fold rate {same['fold_rate']:.2f}, "
+        f"C-SR@95 {'success' if same['csr95_success'] else 'failure'}",
+        f"completed in {run['fold']['policy_queries']} policy queries, {run['wall_s']:.0f} s",
+    ]
+    missing = [q for q in quoted if q not in readme]
+    assert not missing, missing
+
+
+def test_the_issue_28_comparisons_in_the_policy_docs_are_the_measured_ones() -> None:
+    docs = " ".join((REPO / "docs" / "policy.md").read_text().split())
+
+    def seen(name: str) -> dict:
+        return json.loads((RESULTS / f"quick_{name}.json").read_text())["rows"]["policy"]["seen"]
+
+    def offline(name: str) -> dict:
+        return json.loads((RESULTS / f"offline_{name}.json").read_text())["train"]
+
+    a, p, v4 = seen("anchored"), seen("paper_head"), seen("v4")
+    quotes = [
+        f"(arm sensitivity {offline('v4')['arm_sensitivity']['slope_median']:.2f} -> "
+        f"{offline('anchored')['arm_sensitivity']['slope_median']:.2f})",
+        f"land {offline('anchored')['first_grasp']['mean_error_cm']:.1f} cm from the expert's instead of "
+        f"{offline('v4')['first_grasp']['mean_error_cm']:.1f} cm",
+        f"Geom. {a['geom']['mean']:.2f} vs {p['geom']['mean']:.2f}, W1 {a['w1']:.3f} vs {p['w1']:.3f}",
+        f"median closed-loop first grasp {a['first_grasp']['xy_m']['median'] * 100:.1f} vs "
+        f"{p['first_grasp']['xy_m']['median'] * 100:.1f} cm",
+        f"Ctx. Acc. {a['ctx_acc']['mean']:.1f} vs {p['ctx_acc']['mean']:.1f}",
+        f"Geom. {v4['geom']['mean']:.2f} vs {p['geom']['mean']:.2f}",
+    ]
+    missing = [q for q in quotes if q not in docs]
+    assert not missing, missing
