@@ -38,7 +38,7 @@ class SceneTokenizer(nn.Module):
 
     def robot(self, state: torch.Tensor, origin: torch.Tensor | None = None) -> torch.Tensor:
         """[..., 2, 4] arm states -> [..., 2, W] robot-state tokens; with cloth geometry the
-        positions are taken relative to `origin` [..., 3] (the cloth centroid)."""
+        positions are taken relative to `origin` [..., 3] (the cloth centroid; ignored without)."""
         if self.geometry is not None:
             assert origin is not None, "cloth geometry needs the cloth centroid"
             state = torch.cat((state[..., :3] - origin[..., None, :], state[..., 3:]), -1)

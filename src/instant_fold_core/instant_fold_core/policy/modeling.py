@@ -192,7 +192,8 @@ class InstantFoldPolicy(nn.Module):
         on them (or on `condition`, which training passes to teacher-force).
         """
         x, pos, valid = self.tokenizer.scene(obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.arm_state)
-        to_demo, to_scene = self._alignment(obs, context)
+        centroid = masked_centroid(obs.cloth_positions, obs.cloth_valid)
+        to_demo, to_scene = self._alignment(obs, context, centroid)
         # Fusion queries: the scene in the demonstration's frame (a translation, with the cached
         # context keys); registration instead rotates the demonstration's keys into the scene's
         # frame, since relative attention sees rotations. State-event tokens: the demonstration
@@ -210,7 +211,6 @@ class InstantFoldPolicy(nn.Module):
             valid = torch.cat((valid, context.event_valid), 1)
         anchor, target = None, None
         if self.anchor is not None:
-            centroid = masked_centroid(obs.cloth_positions, obs.cloth_valid)
             anchor = self.anchor(
                 x, pos, valid, cloth, obs.cloth_positions, obs.cloth_valid, robot, obs.arm_state[..., :3], centroid
             )
@@ -224,8 +224,7 @@ class InstantFoldPolicy(nn.Module):
             x = torch.cat((x, self.target_tokens.to(x.dtype).expand(b, -1, -1)), 1)
             pos = torch.cat((pos, target.position.to(pos.dtype)), 1)
             valid = torch.cat((valid, torch.ones_like(target.valid)), 1)
-        centroid_origin = masked_centroid(obs.cloth_positions, obs.cloth_valid) if self.cfg.cloth_geometry else None
-        proprio = self.denoiser.proprio_condition(self.tokenizer.robot(obs.arm_state, centroid_origin))
+        proprio = self.denoiser.proprio_condition(self.tokenizer.robot(obs.arm_state, centroid))
         scene = SceneCache(
             self.denoiser.context_kv(x, pos, valid), proprio, obs.arm_state[..., :3], None, anchor, target
         )
@@ -236,12 +235,14 @@ class InstantFoldPolicy(nn.Module):
             scene.schedule = [[m[i * b : (i + 1) * b] for m in per_block] for i in range(steps)]
         return scene
 
-    def _alignment(self, obs: ObservationTokens, context: DemoContext) -> tuple[PointMap, PointMap]:
+    def _alignment(
+        self, obs: ObservationTokens, context: DemoContext, centroid: torch.Tensor
+    ) -> tuple[PointMap, PointMap]:
         """Maps of [B, L, 3] positions, per `model.demo_alignment`: (where the fusion queries sit,
         demonstration -> scene frame). Centroid moves the queries into the demonstration's frame
         (the cached keys stay); registration leaves them and moves the demonstration instead."""
         if context.anchor is not None:
-            offset = (context.anchor - masked_centroid(obs.cloth_positions, obs.cloth_valid))[:, None]
+            offset = (context.anchor - centroid)[:, None]
             return (lambda p: p + offset.to(p.dtype)), (lambda p: p - offset.to(p.dtype))
         if context.first_cloth is not None:
             positions, features, valid = context.first_cloth
