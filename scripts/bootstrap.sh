@@ -32,6 +32,33 @@ pick_python() {
   exit 1
 }
 
+# A virtual environment is complete once its Python runs and its pip works: `python -m venv`
+# installs pip last, so a set-up interrupted there (Ctrl-C) left one without pip, which every
+# later run reused and failed on until .venv was deleted by hand.
+venv_complete() { [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -m pip --version >/dev/null 2>&1; }
+
+# Step 1: the virtual environment (system site-packages only when ROS 2 comes from apt, for its
+# rclpy), rebuilt from scratch when an earlier run left it incomplete.
+ensure_venv() {
+  venv_complete && return 0
+  if [[ -e "$VENV" ]]; then
+    log "removing the incomplete $VENV (an interrupted set-up)"
+    rm -rf "$VENV"
+  fi
+  local py
+  py="$(pick_python)"
+  log "creating $VENV with $($py --version)"
+  local venv_args=()
+  [[ -n "${ROS_DISTRO:-}" ]] && venv_args+=(--system-site-packages)
+  if ! "$py" -m venv "${venv_args[@]}" "$VENV" || ! venv_complete; then
+    echo "error: '$py -m venv' failed (on Debian/Ubuntu: apt-get install python3-venv)" >&2
+    exit 1
+  fi
+}
+
+# Sourced (the tests do, to run one step): define the steps only.
+[[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0
+
 # 0. System libraries the Python wheels load at run time (pyrealsense2 needs libusb).
 APT_LIBRARIES=(libusb-1.0-0:libusb-1.0.so.0)
 missing=()
@@ -60,15 +87,8 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-# 1. Virtual environment (system site-packages only when ROS 2 comes from apt, for its rclpy).
-if [[ ! -x "$VENV/bin/python" ]]; then
-  py="$(pick_python)"
-  log "creating $VENV with $($py --version)"
-  venv_args=()
-  [[ -n "${ROS_DISTRO:-}" ]] && venv_args+=(--system-site-packages)
-  "$py" -m venv "${venv_args[@]}" "$VENV" || {
-    echo "error: '$py -m venv' failed (on Debian/Ubuntu: apt-get install python3-venv)" >&2; exit 1; }
-fi
+# 1. Virtual environment.
+ensure_venv
 PY="$VENV/bin/python"
 "$PY" -c 'import sysconfig, os, sys; inc = sysconfig.get_paths()["include"]; sys.exit(not os.path.isfile(os.path.join(inc, "Python.h")))' || {
   echo "error: Python headers missing for $($PY --version) (on Debian/Ubuntu: apt-get install python3-dev)" >&2; exit 1; }

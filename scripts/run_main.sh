@@ -4,9 +4,14 @@
 # tokenizer, policy server, controller: separate processes over DDS) with the default models in
 # models/ and the bundled demonstration, runs one ExecuteFold, scores the result against the
 # oracle from the same start, and writes outputs/sim_fold/{metrics.json,rollout.mp4,fold_strip.png}.
-# Extra arguments go to `python -m instant_fold.sim_fold` (see --help).
+# Extra arguments go to `python -m instant_fold.sim_fold` (see --help); relative paths in them
+# (--demo, --out, --checkpoint, ...) are relative to the directory this script was called from.
 set -euo pipefail
+caller_dir="$PWD"
 # shellcheck source=scripts/workspace.sh
-source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"  # enters $ROOT
+cd "$caller_dir"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # one thread per node: the nodes share the CPU
-python -m instant_fold.sim_fold --out "$ROOT/outputs/sim_fold" "$@"
+# exec: the job is this process, so a signal to the script (SIGTERM, SIGKILL) reaches the job and,
+# through it, the graph's nodes; a child Python kept folding after its wrapper was killed.
+exec python -m instant_fold.sim_fold --out "$ROOT/outputs/sim_fold" "$@"

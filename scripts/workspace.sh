@@ -6,4 +6,4 @@ set +u  # activate scripts and colcon's setup files read unset variables
 # shellcheck source=scripts/env.sh
 source "$ROOT/scripts/env.sh"
 set -u
-cd "$ROOT"
+cd "$ROOT" || exit 1

@@ -6,7 +6,9 @@ demonstration (the sim node tells the policy server where the simulated arms res
 `arms/home` topic: the fold ends there), and when the fold ends asks the sim node to score it
 against the oracle program run from the same start state. Writes to
 `--out`: `rollout.mp4`, `fold_strip.png` (the demonstration's keyframes above the keyframes the
-policy produced), `metrics.json`, and the graph's log.
+policy produced), `metrics.json`, and the graph's log. One run holds `--out` at a time (a second
+is refused, naming the first's pid), and every node is supervised: one that exits ends the run at
+once, named, whatever the job was waiting for.
 
 python -m instant_fold.sim_fold [--demo FILE] [--garment proc:1] [--seed N] [--out outputs/sim_fold]
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -22,7 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +34,10 @@ import numpy as np
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml
 from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.errors import ExternalError
+from instant_fold_core.output_dir import OutputDirError, claimed_output_dir, make_output_dir
 from instant_fold_ros.bringup_share import models_dir
-from instant_fold_ros.node_main import spin_until_shutdown, wait_for_future
+from instant_fold_ros.graph_spec import GraphSpec
+from instant_fold_ros.node_main import spin_until_shutdown
 from instant_fold_ros.standins.process_runner import ProcessRunner
 
 DEFAULT_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
@@ -102,23 +107,32 @@ class LatencyProbe:
 
 
 def fold_strip(demo_path: Path, rollout_strip: Path, out: Path) -> Path:
-    """The demonstration's keyframes (top) above the rollout's keyframe strip (bottom)."""
+    """The demonstration's keyframes (top) above the rollout's keyframe strip (bottom).
+
+    A demonstration that cannot be read (the one the policy server refused, which aborted the
+    fold) gets a one-line panel saying why instead: the fold's report is still written.
+    """
     from PIL import Image, ImageDraw
 
-    from instant_fold_core.demonstration import load_demonstration
+    from instant_fold_core.demonstration import DemonstrationError, load_demonstration
 
-    demo = load_demonstration(demo_path)
-    panels = [Image.fromarray(c).convert("RGB") for c in demo.color]
+    bottom = Image.open(rollout_strip).convert("RGB")
+    try:
+        demo = load_demonstration(demo_path)
+    except DemonstrationError as exc:
+        panels = [Image.new("RGB", (bottom.width, 14))]
+        labels = [f"demonstration unreadable: {exc}"]
+    else:
+        panels = [Image.fromarray(c).convert("RGB") for c in demo.color]
+        labels = [f"demonstration: {demo.name}", *(f"keyframe {i}" for i in range(1, len(panels)))]
     top = Image.new("RGB", (sum(p.width for p in panels), panels[0].height))
     x = 0
-    for i, p in enumerate(panels):
+    for p, label in zip(panels, labels, strict=True):
         draw = ImageDraw.Draw(p)
-        label = f"demonstration: {demo.name}" if i == 0 else f"keyframe {i}"
         draw.rectangle([0, 0, p.width, 12], fill=(0, 0, 0))
         draw.text((2, 0), label, fill=(255, 255, 255))
         top.paste(p, (x, 0))
         x += p.width
-    bottom = Image.open(rollout_strip).convert("RGB")
     strip = Image.new("RGB", (max(top.width, bottom.width), top.height + bottom.height), (255, 255, 255))
     strip.paste(top, (0, 0))
     strip.paste(bottom, (0, top.height))
@@ -154,6 +168,8 @@ def same_init_metrics(args: argparse.Namespace, sim_metrics: dict) -> dict:
     }
 
 
+#: Largest step limit the ExecuteFold goal carries (`uint32 max_steps`).
+MAX_GOAL_STEPS = 2**32 - 1
 #: Exit code of a fold that was aborted or canceled (the graph ran, the fold did not).
 EXIT_FOLD_FAILED = 3
 
@@ -175,6 +191,12 @@ def fold_outcome(status: int, outcome: int) -> str:
     return name
 
 
+#: Largest ROS domain id (Fast DDS derives the domain's UDP ports from it; higher ones overflow).
+MAX_ROS_DOMAIN_ID = 232
+#: How often a wait checks that every node of the graph still runs (s).
+SUPERVISE_POLL_S = 0.5
+
+
 def graph_environment() -> AbstractContextManager[dict[str, str]]:
     """The environment the graph runs in: the user's ROS_DOMAIN_ID when one is set, else a domain
     reserved for this run alone. On a shared default domain a second run, or a graph left over
@@ -182,14 +204,41 @@ def graph_environment() -> AbstractContextManager[dict[str, str]]:
     rejected by the other graph's policy server)."""
     from instant_fold_ros.testing import isolated_ros_env
 
-    if os.environ.get("ROS_DOMAIN_ID"):
+    if domain := os.environ.get("ROS_DOMAIN_ID"):
+        if not (domain.isdigit() and int(domain) <= MAX_ROS_DOMAIN_ID):
+            raise SimFoldError(
+                f"ROS_DOMAIN_ID={domain!r}: expected an integer 0..{MAX_ROS_DOMAIN_ID} "
+                "(or unset it: the run then reserves a domain of its own)"
+            )
         return nullcontext(dict(os.environ))
     return isolated_ros_env()
 
 
-def _wait(future, timeout: float, what: str):
-    if not wait_for_future(future, timeout):
-        raise SimFoldError(f"{what}: no answer within {timeout:g} s")
+def _supervised(graph: GraphSpec) -> GraphSpec:
+    """`graph` with every node required: in the main job no node can go without the fold going with
+    it (a dead policy server never answers the goal, a dead sim node never advances time)."""
+    return replace(graph, nodes=tuple(replace(n, required=True) for n in graph.nodes))
+
+
+def _exited(runner: ProcessRunner, log: Path) -> str | None:
+    """What ended the graph: the first of its nodes that has exited, named, or None while all run."""
+    if (exited := runner.exited_required()) is None:
+        return None
+    return f"node '{exited[0]}' exited with code {exited[1]} (see {log})"
+
+
+def _wait(future, timeout: float, what: str, runner: ProcessRunner, log: Path):
+    """The future's result, waiting at most `timeout` s while every node runs: a node that dies
+    (a crash, SIGKILL) ends the wait at once, naming it, instead of leaving the whole timeout to
+    run out on a graph that can no longer answer."""
+    done = threading.Event()
+    future.add_done_callback(lambda _: done.set())
+    deadline = time.monotonic() + timeout
+    while not done.wait(min(SUPERVISE_POLL_S, max(0.0, deadline - time.monotonic()))):
+        dead = _exited(runner, log)
+        if dead is not None or time.monotonic() >= deadline:
+            future.cancel()
+            raise SimFoldError(f"{what}: {dead or f'no answer within {timeout:g} s'}")
     return future.result()
 
 
@@ -205,8 +254,7 @@ def run_fold(args: argparse.Namespace) -> dict:
     from instant_fold_interfaces.srv import EvaluateFold, SimStep
     from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
 
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_output_dir(args.out).resolve()
     options = FoldOptions(
         robot="sim",
         demo="",  # sent with the goal instead (the server encodes it once per goal)
@@ -228,6 +276,7 @@ def run_fold(args: argparse.Namespace) -> dict:
         if not (Path(directory) / "config.json").is_file():
             raise SimFoldError(f"{what} checkpoint {directory} not found (no config.json)")
     graph, params = build_fold_graph(options)
+    graph = _supervised(graph)
     # The only paths this run's requests name: the demonstration (goal) and the output folder.
     params["policy_server"]["file_roots"] = [str(demo.parent)]
     params["sim"]["file_roots"] = [str(out)]
@@ -260,8 +309,8 @@ def run_fold(args: argparse.Namespace) -> dict:
             )
             deadline = time.monotonic() + args.startup_timeout
             while not (fold.server_is_ready() and step.service_is_ready()):
-                if (exited := runner.exited_required()) is not None:
-                    raise SimFoldError(f"node '{exited[0]}' exited with code {exited[1]} (see {out / 'graph.log'})")
+                if (dead := _exited(runner, out / "graph.log")) is not None:
+                    raise SimFoldError(dead)
                 if time.monotonic() > deadline:
                     raise SimFoldError(
                         f"the fold graph did not come up within {args.startup_timeout:g} s (see graph.log)"
@@ -277,15 +326,19 @@ def run_fold(args: argparse.Namespace) -> dict:
                     print(f"[sim_fold] query {f.step}: phase {f.phase}, gripper events {f.events_executed}", flush=True)
 
             probe.armed = True
-            handle = _wait(fold.send_goal_async(goal, feedback_callback=feedback), 60, "execute_fold goal")
+            supervision = (runner, out / "graph.log")
+            handle = _wait(
+                fold.send_goal_async(goal, feedback_callback=feedback), 60, "execute_fold goal", *supervision
+            )
             if not handle.accepted:
                 raise SimFoldError("the policy server rejected the fold goal")
-            answer = _wait(handle.get_result_async(), args.fold_timeout, "execute_fold result")
+            answer = _wait(handle.get_result_async(), args.fold_timeout, "execute_fold result", *supervision)
             fold_result, outcome = answer.result, fold_outcome(answer.status, answer.result.outcome)
             print(f"[sim_fold] fold {outcome}: {fold_result.message} ({fold_result.steps} queries)")
             sim_metrics: dict = {}
             if args.evaluate:
-                answer = _wait(evaluate.call_async(EvaluateFold.Request(output_dir=str(out))), 600, "sim/evaluate")
+                request = EvaluateFold.Request(output_dir=str(out))
+                answer = _wait(evaluate.call_async(request), 600, "sim/evaluate", *supervision)
                 if not answer.success:
                     raise SimFoldError(f"evaluation failed: {answer.message}")
                 sim_metrics = json.loads(answer.metrics_json)
@@ -340,11 +393,29 @@ def _stop_signals_interrupt() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def _positive(kind: type[int] | type[float], maximum: float = math.inf):
+    """An argparse type: a finite number of `kind` in (0, maximum], checked before the graph
+    starts (a step limit of -1 used to reach the goal message and fail there, after the start-up)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (math.isfinite(value) and 0 < value <= maximum):
+            limit = "" if maximum == math.inf else f" and at most {maximum:g}"
+            raise argparse.ArgumentTypeError(f"must be positive{limit}, got {text!r}")
+        return value
+
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m instant_fold.sim_fold",
         description=__doc__.splitlines()[0],
-        epilog=f"Exit status: 0 the fold completed or reached the step limit; 1 the graph failed; "
+        epilog=f"Exit status: 0 the fold completed or reached the step limit; 1 the graph failed (a node "
+        "exited, a timeout) or could not start (bad input, --out in use by another run); "
         f"{EXIT_FOLD_FAILED} the fold was aborted or canceled (metrics.json says why); 130 stopped by "
         "Ctrl-C, SIGTERM or SIGHUP.",
     )
@@ -355,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", default="S")
     parser.add_argument("--checkpoint", default="", help="policy directory (default models/policy)")
     parser.add_argument("--tokenizer", default="", help="encoder directory (default models/encoder)")
-    parser.add_argument("--max-steps", type=int, default=150, help="policy queries at most")
+    parser.add_argument("--max-steps", type=_positive(int, MAX_GOAL_STEPS), default=150, help="policy queries at most")
     parser.add_argument(
         "--bank", default=str(models_dir() / "oracle_banks" / "cpu"), help="oracle bank with this start state"
     )
@@ -370,13 +441,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-evaluate", dest="evaluate", action="store_false", help="skip the oracle score, video and strip"
     )
-    parser.add_argument("--startup-timeout", type=float, default=180.0)
-    parser.add_argument("--fold-timeout", type=float, default=900.0)
+    parser.add_argument("--startup-timeout", type=_positive(float), default=180.0)
+    parser.add_argument("--fold-timeout", type=_positive(float), default=900.0)
     args = parser.parse_args(argv)
     try:
-        with _stop_signals_interrupt():
+        # One run per output folder: a second one refuses, naming the first's pid, instead of
+        # both writing (and claiming) the same metrics.json, video and strip.
+        with _stop_signals_interrupt(), claimed_output_dir(args.out):
             metrics = run_fold(args)
-    except SimFoldError as exc:
+    except (SimFoldError, OutputDirError) as exc:
         print(f"[sim_fold] error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

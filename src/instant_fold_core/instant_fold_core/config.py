@@ -11,7 +11,8 @@ registry shape; a YAML file may start from a preset (`preset: NAME`) and overrid
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterator, Mapping
+import math
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -104,6 +105,8 @@ def _checked(where: str, value: Any, default: Any) -> Any:
             return value
     elif isinstance(default, float):
         if isinstance(value, int | float):
+            if not math.isfinite(value):  # YAML's .nan/.inf and JSON's NaN/Infinity parse as floats
+                raise ConfigError(f"{where}: must be a finite number, got {value!r}")
             return float(value)
     elif isinstance(default, tuple):
         if isinstance(value, list | tuple):
@@ -113,6 +116,42 @@ def _checked(where: str, value: Any, default: Any) -> Any:
     elif isinstance(value, type(default)):
         return value
     raise ConfigError(f"{where}: expected {_kind(default)}, got {value!r}")
+
+
+def _numbers(value: Any) -> Iterator[float]:
+    """The numbers in a field's value: the value itself, or the items of a list, tuple or mapping."""
+    items = value.values() if isinstance(value, Mapping) else value if isinstance(value, list | tuple) else (value,)
+    yield from (v for v in items if isinstance(v, int | float) and not isinstance(v, bool))
+
+
+def check_numbers(
+    where: str,
+    config: Any,
+    positive: Iterable[str] = (),
+    non_negative: Iterable[str] = (),
+    unit_interval: Iterable[str] = (),
+) -> None:
+    """Range checks of a config dataclass, the one place they are written.
+
+    Every numeric field of `config` (numbers; lists, tuples and mappings of numbers) must be finite: a NaN
+    or infinite rate, weight or ratio otherwise trains on a NaN loss or fails deep inside a model.
+    The fields named in `positive` must also be > 0, in `non_negative` >= 0, in `unit_interval` in
+    [0, 1]. Errors name the field as `where.name` (`where` "" for a top-level config).
+    """
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if any(not math.isfinite(v) for v in _numbers(value)):
+            raise ConfigError(f"{dotted(where, f.name)}: must be finite, got {value!r}")
+    ranges = (
+        (positive, lambda v: v > 0, "must be positive"),
+        (non_negative, lambda v: v >= 0, "must be >= 0"),
+        (unit_interval, lambda v: 0 <= v <= 1, "must be in [0, 1]"),
+    )
+    for names, ok, requirement in ranges:
+        for name in names:
+            value = getattr(config, name)
+            if not ok(value):
+                raise ConfigError(f"{dotted(where, name)}: {requirement}, got {value!r}")
 
 
 def _kind(default: Any) -> str:

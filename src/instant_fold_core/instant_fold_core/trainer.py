@@ -13,6 +13,8 @@ same command-line vocabulary, so what is learnt about running one holds for the 
   `train` every `log_every` steps, `end`) and the trainer's deployable output.
 * `add_run_arguments`: `--config --out --resume --device --steps`; `check_new_run` refuses to
   train into a run directory without `--resume` (nothing is ever overwritten by accident).
+* `check_finite_loss` stops a run whose loss became NaN or infinite, and `save_train_state`
+  refuses non-finite tensors, so a diverged run never replaces a good checkpoint with garbage.
 """
 
 from __future__ import annotations
@@ -32,11 +34,37 @@ from torch import nn
 
 from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, load_strict, read_json, save_checkpoint
 from instant_fold_core.device import resolve_device
+from instant_fold_core.errors import InstantFoldError
 
 TRAIN_STATE_DIR = "train_state"
 LOG_FILE = "log.jsonl"
 MODEL_PREFIX = "model."
 OPTIM_PREFIX = "optim."
+
+
+class TrainingDiverged(InstantFoldError, RuntimeError):
+    """The loss or the weights became NaN or infinite (a too high learning rate, bad data); the run
+    stopped and nothing non-finite was saved."""
+
+
+def check_finite_loss(loss: torch.Tensor, step: int) -> None:
+    """Stop before a non-finite loss reaches the weights: after one such step every later loss is
+    NaN too, and the run would otherwise end "successfully" with NaN weights."""
+    if not bool(torch.isfinite(loss.detach()).all()):
+        raise TrainingDiverged(
+            f"step {step + 1}: the loss is {float(loss.detach())}; stopped without saving this step "
+            "(the last saved step is kept): lower train.lr or check the data"
+        )
+
+
+def check_finite_tensors(tensors: dict[str, torch.Tensor], where: Path) -> None:
+    """Refuse to write `tensors` to `where` when one holds NaN or infinite values."""
+    bad = [name for name, t in tensors.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise TrainingDiverged(
+            f"{where}: not saved, {len(bad)} tensor(s) hold NaN or infinite values (e.g. {bad[0]}); "
+            "the last saved step is kept"
+        )
 
 
 @dataclass(frozen=True)
@@ -99,13 +127,15 @@ def save_train_state(
 ) -> Path:
     """Write `<out>/train_state` (replacing the previous one): `model`'s weights, the optimizer's
     state, the trainer's own `tensors` (names carry their own prefix, e.g. `ema.`), `config` and
-    the JSON side files `extras`."""
+    the JSON side files `extras`. Raises TrainingDiverged, writing nothing, when a tensor is not
+    finite: the previous state stays the one to resume from."""
     everything = {MODEL_PREFIX + k: v for k, v in model.state_dict().items()}
     everything.update(tensors or {})
     state = optimizer.state_dict()
     for index, entries in state["state"].items():
         for name, value in entries.items():
             everything[f"{OPTIM_PREFIX}{index}.{name}"] = torch.as_tensor(value)
+    check_finite_tensors(everything, out / TRAIN_STATE_DIR)
     groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in state["param_groups"]]
     return save_checkpoint(
         out / TRAIN_STATE_DIR,
@@ -160,7 +190,10 @@ def read_train_state(directory: Path) -> TrainState:
 
 
 def check_new_run(out: Path, resume: bool, outputs: Collection[str]) -> None:
-    """Refuse to start a run in a directory that holds one (its `outputs`) unless resuming."""
+    """Refuse to start a run in a directory that holds one (its `outputs`) unless resuming, or in
+    a path that is not a directory."""
+    if out.exists() and not out.is_dir():
+        raise CheckpointError(f"--out {out}: exists and is not a directory")
     if not resume and any((out / name).exists() for name in (TRAIN_STATE_DIR, *outputs)):
         raise CheckpointError(
             f"{out} already holds a training run; pass --resume to continue it or choose another --out "

@@ -7,7 +7,8 @@ Jobs are (garment, mode, k) for k < episodes-per, run k by k; the variant cycles
 variants (so episodes are evenly split across them) unless the mode is written `mode/VARIANT`, and the seed is derived from
 (--seed, garment id, k), so any episode can be regenerated alone and episode k of every mode on a
 garment starts from the same cloth state (the in-context pairs and same-start evaluation need that). Finished
-episodes are skipped, which makes every run resumable. With --workers > 1 the jobs run on
+episodes are skipped, which makes every run resumable; one run fills a store at a time (a second
+one is refused, naming the first's pid). With --workers > 1 the jobs run on
 Ray (a local cluster bound to 127.0.0.1 by default, --address to join an existing one; the store
 must then be on a filesystem all nodes share). With --worlds N each process simulates N garments at once in one
 Newton model (`ClothBatch`): the way to fill a GPU.
@@ -30,6 +31,7 @@ from tqdm import tqdm
 
 from instant_fold_core.dataset.zarr_store import EpisodeStore
 from instant_fold_core.errors import ConfigError
+from instant_fold_core.output_dir import OutputDirError, claimed_output_dir
 from instant_fold_core.parallel import run_jobs
 
 from .garments import (
@@ -278,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = preset(args.preset)
     except ConfigError as exc:
         parser.error(f"--preset: {exc}")
-    garments = expand_garments(args.garments, args.split, cfg.garment_spacing, cfg.max_particles)
+    try:
+        garments = expand_garments(args.garments, args.split, cfg.garment_spacing, cfg.max_particles)
+    except (GarmentError, ValueError) as exc:  # ValueError: a proc: seed that is not an integer
+        parser.error(f"--garments: {exc} (expected proc:A:B, proc:S, newton_tshirt, an OBJ file or a folder of them)")
     try:
         jobs = make_jobs(garments, _resolve_modes(args.modes), _parse_list(args.variants), args.episodes_per, args.seed)
     except (KeyError, ValueError) as exc:
@@ -291,6 +296,18 @@ def main(argv: list[str] | None = None) -> int:
         if not starts or not starts <= set(range(args.episodes_per)):
             parser.error(f"--starts: each start must be in 0..{args.episodes_per - 1}, got {args.starts!r}")
         jobs = [j for j in jobs if j.k in starts]
+    try:
+        # One generator per store: a second one would delete the first's episodes in progress as
+        # "partial" and both would run the same jobs.
+        with claimed_output_dir(args.out):
+            return _generate(jobs, args)
+    except OutputDirError as exc:
+        print(f"generate: {exc}", file=sys.stderr)
+        return 1
+
+
+def _generate(jobs: list[Job], args: argparse.Namespace) -> int:
+    """Run the jobs the store at `args.out` does not hold yet; 1 when every one of them failed."""
     store = EpisodeStore(args.out, mode="a")
     if removed := store.clean_partial():
         log.info("removed %d partial episode(s) left by an interrupted run", removed)

@@ -392,13 +392,29 @@ def tables(rows: list[tuple[str, dict[str, Any]]]) -> str:
     return table(rows) + (f"\n{grasps}" if grasps else "")
 
 
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """The `summary.json` of an evaluate run; EvaluationError naming the folder when it has none (an
+    empty or unfinished run) or it is not a summary."""
+    path = run_dir / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise EvaluationError(
+            f"{run_dir}: no summary.json (not an evaluate run, or one that has not finished)"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EvaluationError(f"{path}: unreadable ({exc})") from exc
+    if not isinstance(summary, dict) or not isinstance(summary.get("rows"), dict):
+        raise EvaluationError(f"{path}: not an evaluate summary (no 'rows')")
+    return summary
+
+
 def merge_tables(run_dirs: list[str]) -> str:
     """One table from several runs: every run's policy and wrong-demo rows, the reference rows once."""
     rows: list[tuple[str, dict[str, Any]]] = []
     reference: list[tuple[str, dict[str, Any]]] = []
     for d in run_dirs:
-        summary = json.loads((Path(d) / "summary.json").read_text())
-        for label, splits in row_labels(summary):
+        for label, splits in row_labels(read_summary(Path(d))):
             target = reference if label in REFERENCE_LABELS.values() else rows
             if not any(label == existing for existing, _ in target):
                 target.append((label, splits))
@@ -447,9 +463,16 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("runs", nargs="+", help="result directories of evaluate runs")
         p.add_argument("--out", help="write the Markdown table here")
         a = p.parse_args(argv[1:])
-        text = merge_tables(a.runs)
-        if a.out:
-            Path(a.out).write_text(text)
+        try:
+            text = merge_tables(a.runs)
+            if a.out:
+                Path(a.out).write_text(text)
+        except EvaluationError as exc:
+            print(f"evaluate table: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            print(f"evaluate table: --out {a.out}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+            return 2
         print(text)
         return 0
     parser = build_parser()

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from instant_fold_core.config import Presets, build
+from instant_fold_core.config import Presets, build, check_numbers
 from instant_fold_core.errors import ConfigError
 
 #: The only `backbone_kwargs` passed on to timm: the ViT's size, as numbers. timm's
@@ -77,6 +77,7 @@ class EncoderConfig:
         for name in ("image_size", "feature_dim", "projection_hidden", "head_dim", "num_tokens"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"{name}: must be a positive integer, got {getattr(self, name)}")
+        check_numbers("encoder", self)
         if not self.layers or min(self.layers) < 1:
             raise ConfigError(f"layers: expected 1-indexed block numbers, got {self.layers}")
         if not 0 < self.near < self.far:

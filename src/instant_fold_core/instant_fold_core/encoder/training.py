@@ -24,15 +24,17 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from instant_fold_core.config import Presets, load_file
+from instant_fold_core.config import Presets, check_numbers, load_file
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.trainer import (
     MODEL_PREFIX,
     OPTIM_PREFIX,
     TRAIN_STATE_DIR,
     RunLog,
+    TrainingDiverged,
     TrainState,
     add_run_arguments,
+    check_finite_loss,
     check_new_run,
     close_distributed,
     init_distributed,
@@ -96,6 +98,21 @@ class TrainConfig:
         for name in ("steps", "clothes_per_batch", "trajectories_per_cloth", "max_frames"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        check_numbers(
+            "training",
+            self,
+            positive=(
+                *("lr", "sigma", "tau_start", "tau_end", "keypoint_radius"),
+                "loss_block",
+                "log_every",
+                "save_every",
+            ),
+            non_negative=(
+                *("weight_decay", "warmup_steps", "grad_clip", "same_weight", "cross_weight", "motion_dist"),
+                *("occlusion_radius", "random_occluders"),
+            ),
+            unit_interval=("min_lr_ratio", "motion_frac", "occlusion_prob"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -327,6 +344,7 @@ def pretrain(
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, tcfg.lr, tcfg.steps, tcfg.warmup_steps, tcfg.min_lr_ratio)
         out_step = runner(batch, tau, gen)
+        check_finite_loss(out_step["loss"], step)
         optimizer.zero_grad(set_to_none=True)
         out_step["loss"].backward()
         if tcfg.grad_clip > 0:
@@ -396,7 +414,8 @@ def _store_episodes(path: str, split: str) -> list[Episode]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The `pretrain_encoder` CLI; 2 (and the reason on stderr) when the run cannot start."""
+    """The `pretrain_encoder` CLI; 2 (and the reason on stderr) when the run cannot start, 1 when it
+    diverged (nothing non-finite saved)."""
     args = _parser().parse_args(argv)
     try:
         config = PretrainConfig.load(args.config)
@@ -417,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DataError, CheckpointError) as exc:
         print(f"pretrain_encoder: {exc}", file=sys.stderr)
         return 2
+    except TrainingDiverged as exc:
+        print(f"pretrain_encoder: {exc}", file=sys.stderr)
+        return 1
     finally:
         close_distributed()
     if summary["rank"] == 0 and summary["history"]:

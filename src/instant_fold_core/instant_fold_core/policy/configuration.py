@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from instant_fold_core.config import Presets, build, load_file
+from instant_fold_core.config import Presets, build, check_numbers, load_file
 from instant_fold_core.errors import ConfigError
 
 #: Values of `PolicyConfig.demo_alignment`.
@@ -83,6 +83,10 @@ class PolicyConfig:
     #: optical axis + shift, `instant_fold_core.registration`) of the first keyframe's cloth tokens
     #: onto the current ones, which also undoes the layouts' rotation.
     demo_alignment: str = "none"
+    #: "registration": start angles of the registration (equally spaced over the full turn). More
+    #: starts escape more of the local minima a folded, near-symmetric garment offers (measured in
+    #: docs/registration.md); each costs one coarse ICP pass per query.
+    registration_rotations: int = 8
     #: How the next grasp/place targets are predicted. "flow": the paper's keypose auxiliary, an
     #: offset from the current end-effector sampled with the trajectory. "anchored": each arm's next
     #: gripper-event position is read from the current cloth (a pointer over the cloth tokens'
@@ -107,6 +111,7 @@ class PolicyConfig:
             "num_cloth_tokens",
             "width",
             "num_heads",
+            "mlp_ratio",
             "horizon",
             "num_inference_steps",
             "execute_steps",
@@ -115,16 +120,14 @@ class PolicyConfig:
             "anchor_offset_xy_m",
             "anchor_offset_z_m",
             "anchor_window_m",
+            "registration_rotations",
         )
-        for name in positive:
-            if not getattr(self, name) > 0:  # NaN too
-                raise ConfigError(f"model.{name}: must be positive, got {getattr(self, name)}")
+        layers = ("spatial_layers", "temporal_layers", "num_summary_tokens", "fusion_layers")
+        check_numbers("model", self, positive, non_negative=("noise_scale", "keypose_loss_weight", *layers))
         if self.width % self.num_heads:
             raise ConfigError(f"model.width: {self.width} is not divisible by num_heads={self.num_heads}")
         if self.width // self.num_heads < 6:
             raise ConfigError("model.num_heads: head dimension must be >= 6 for 3D RoPE")
-        if not 0.0 <= self.noise_scale < float("inf"):  # NaN too
-            raise ConfigError(f"model.noise_scale: must be finite and >= 0, got {self.noise_scale}")
         if self.execute_steps > self.horizon:
             raise ConfigError(f"model.execute_steps: {self.execute_steps} exceeds horizon {self.horizon}")
         if self.demo_alignment not in DEMO_ALIGNMENTS:
@@ -135,9 +138,6 @@ class PolicyConfig:
             raise ConfigError("model.keypose_head: 'anchored' needs conditioning 'demo'")
         if self.conditioning not in ("demo", "language"):
             raise ConfigError(f"model.conditioning: expected 'demo' or 'language', got {self.conditioning!r}")
-        for name in ("spatial_layers", "temporal_layers", "num_summary_tokens", "fusion_layers"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"model.{name}: must be >= 0")
         if self.use_summary_tokens and self.num_summary_tokens == 0:
             raise ConfigError("model.num_summary_tokens: must be > 0 when use_summary_tokens is set")
         if not 0 < self.rope_min_wavelength_m < self.rope_max_wavelength_m:
@@ -227,26 +227,22 @@ class TrainingConfig:
     checkpoint_every: int = 5000
 
     def validate(self) -> TrainingConfig:
-        for name in ("batch_size", "steps", "log_every", "checkpoint_every", "noise_samples", "frame_stride"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"train.{name}: must be positive, got {getattr(self, name)}")
-        if self.demos_per_batch < 0:
-            raise ConfigError(f"train.demos_per_batch: must be >= 0, got {self.demos_per_batch}")
-        for name in ("se2_rotation_deg", "se2_translation_m"):
-            if not 0.0 <= getattr(self, name) < float("inf"):
-                raise ConfigError(f"train.{name}: must be finite and >= 0, got {getattr(self, name)}")
+        check_numbers(
+            "train",
+            self,
+            positive=(
+                *("batch_size", "steps", "log_every", "checkpoint_every", "noise_samples", "frame_stride"),
+                *("lr", "decision_weight"),
+            ),
+            non_negative=(
+                *("demos_per_batch", "se2_rotation_deg", "se2_translation_m", "recovery_drift_m"),
+                *("recovery_min_speed_m", "anchor_teacher_noise_m", "weight_decay", "warmup_steps"),
+                *("grad_clip", "recovery_noise_m", "occlusion_radius_m"),
+            ),
+            unit_interval=("recovery_prob", "occlusion_prob", "ema_decay", "se2_prob", "anchor_teacher_prob"),
+        )
         if self.recovery_mode not in RECOVERY_MODES:
             raise ConfigError(f"train.recovery_mode: expected one of {RECOVERY_MODES}, got {self.recovery_mode!r}")
-        for name in ("recovery_drift_m", "recovery_min_speed_m", "anchor_teacher_noise_m"):
-            if not 0.0 <= getattr(self, name) < float("inf"):
-                raise ConfigError(f"train.{name}: must be finite and >= 0, got {getattr(self, name)}")
-        for name in ("recovery_prob", "occlusion_prob", "ema_decay", "se2_prob", "anchor_teacher_prob"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"train.{name}: must be in [0, 1], got {getattr(self, name)}")
-        if not 0.0 < self.decision_weight < float("inf"):
-            raise ConfigError(f"train.decision_weight: must be finite and > 0, got {self.decision_weight}")
-        if self.lr <= 0:
-            raise ConfigError(f"train.lr: must be positive, got {self.lr}")
         if self.frames not in FRAME_SELECTIONS:
             raise ConfigError(f"train.frames: expected one of {FRAME_SELECTIONS}, got {self.frames!r}")
         return self

@@ -42,7 +42,9 @@ from instant_fold_core.trainer import (
     LOG_FILE,
     TRAIN_STATE_DIR,
     RunLog,
+    TrainingDiverged,
     add_run_arguments,
+    check_finite_loss,
     check_new_run,
     close_distributed,
     init_distributed,
@@ -215,6 +217,7 @@ def train(
         teacher = teacher_condition(batch.target, tr, gen) if cfg.model.keypose_head == "anchored" else None
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
             losses = model(batch, generator=gen, repeats=tr.noise_samples, teacher=teacher)
+        check_finite_loss(losses["loss"], step)
         optimizer.zero_grad(set_to_none=True)
         losses["loss"].backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), tr.grad_clip)
@@ -316,7 +319,8 @@ def plot_training_curves(log_path: str | Path, png_path: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The `train_policy` CLI; 2 (and the reason on stderr) when the run cannot start."""
+    """The `train_policy` CLI; 2 (and the reason on stderr) when the run cannot start, 1 when it
+    diverged (nothing non-finite saved)."""
     parser = argparse.ArgumentParser(
         prog="train_policy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -338,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, PolicyDataError, NormalizerError, CheckpointError) as exc:
         print(f"train_policy: {exc}", file=sys.stderr)
         return 2
+    except TrainingDiverged as exc:
+        print(f"train_policy: {exc}", file=sys.stderr)
+        return 1
     finally:
         close_distributed()
     if args.plot and int(os.environ.get("RANK", "0")) == 0:
