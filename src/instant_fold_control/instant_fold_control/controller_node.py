@@ -1,6 +1,7 @@
 """controller_node: the ROS face of the dual-arm controller (a thin adapter).
 
-Subscribes `arms/command` (ActionChunk), publishes `arms/state` (DualArmState, camera frame,
+Subscribes `arms/command` (ActionChunk; a message larger than the largest acceptable chunk is
+refused before it is deserialised), publishes `arms/state` (DualArmState, camera frame,
 `state_rate_hz` >= 30), serves `control/estop` and `control/reset` (std_srvs/Trigger), and
 publishes the static transforms camera -> each base when tf2_ros is importable (not from the
 ROS wheels). Parameters: `robot` (name of config/robots/<robot>.yaml; its `driver` selects the
@@ -16,11 +17,13 @@ thread: however many chunks, ticks and state messages are queued, an e-stop is a
 
 from __future__ import annotations
 
+import array
 import sys
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.time import Time
 from std_srvs.srv import Trigger
 
@@ -33,13 +36,33 @@ from instant_fold_control.safety import LOG_PERIOD_S
 from instant_fold_core.errors import ConfigError, InvalidInputError
 from instant_fold_interfaces.msg import ActionChunk, DualArmState
 from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header
+from instant_fold_ros.message_errors import MessageConversionError
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
+from instant_fold_ros.services import create_guarded_service
 
 COMMAND_TOPIC = "arms/command"
 STATE_TOPIC = "arms/state"
 ESTOP_SERVICE = "control/estop"
 RESET_SERVICE = "control/reset"
+#: Frame-id characters a chunk message may carry within `max_chunk_message_bytes`.
+FRAME_ID_ALLOWANCE = 256
+
+
+def max_chunk_message_bytes(max_steps: int) -> int:
+    """Serialized size of the largest chunk message the controller can accept: `max_steps` steps,
+    a keypose and a frame id of `FRAME_ID_ALLOWANCE` characters. Measured on a message, so the
+    bound follows the message definition. A larger message is refused before it is deserialised:
+    before, a 2,000,000-step chunk (64 MB) was deserialised and converted (about 0.3 s, 0.9 s on a
+    loaded machine, with state publishing paused) only to be refused for its length."""
+    largest = ActionChunk(
+        header=make_header("f" * FRAME_ID_ALLOWANCE),
+        horizon=max_steps,
+        positions=array.array("f", bytes(4 * 6 * max_steps)),
+        openness=array.array("f", bytes(4 * 2 * max_steps)),
+        has_keypose=True,
+    )
+    return len(serialize_message(largest))
 
 
 class ControllerNode(Node):
@@ -68,10 +91,12 @@ class ControllerNode(Node):
         self._clock_offset = 0.0 if self.drivers.lockstep is not None else self._ros_seconds() - self.loop.now()
         self.loop.read()
         self._state_pub = self.create_publisher(DualArmState, STATE_TOPIC, OBSERVATION_QOS)
-        self.create_subscription(ActionChunk, COMMAND_TOPIC, self._on_chunk, COMMAND_QOS)
+        self._max_chunk_bytes = max_chunk_message_bytes(self.robot.safety.max_chunk_steps)
+        # raw: the chunk's size is checked before it is deserialised (`max_chunk_message_bytes`).
+        self.create_subscription(ActionChunk, COMMAND_TOPIC, self._on_chunk, COMMAND_QOS, raw=True)
         safety_group = MutuallyExclusiveCallbackGroup()
-        self.create_service(Trigger, ESTOP_SERVICE, self._on_estop, callback_group=safety_group)
-        self.create_service(Trigger, RESET_SERVICE, self._on_reset, callback_group=safety_group)
+        for service, callback in ((ESTOP_SERVICE, self._on_estop), (RESET_SERVICE, self._on_reset)):
+            create_guarded_service(self, Trigger, service, callback, callback_group=safety_group)
         self.create_timer(1.0 / control_rate, self.loop.tick)
         self.create_timer(1.0 / state_rate, self._publish_state)
         self.create_timer(LOG_PERIOD_S, self._summary)
@@ -85,8 +110,25 @@ class ControllerNode(Node):
 
     # --- callbacks ----------------------------------------------------------------------------
 
-    def _on_chunk(self, msg: ActionChunk) -> None:
+    @staticmethod
+    def _deserialise(data: bytes) -> ActionChunk:
         try:
+            return deserialize_message(data, ActionChunk)
+        except Exception as exc:  # bytes no rclpy publisher would send (a foreign peer's): refused, not fatal
+            raise MessageConversionError(f"ActionChunk: cannot be deserialised: {exc}") from exc
+
+    def _on_chunk(self, data: bytes) -> None:
+        if len(data) > self._max_chunk_bytes:
+            # Counted with the chunks refused for their length (`DualArmController.submit_chunk`).
+            self.controller.safety.event(
+                "refused_long",
+                f"chunk refused: message of {len(data)} bytes, more than a chunk of safety.max_chunk_steps "
+                f"({self.robot.safety.max_chunk_steps}) steps can be ({self._max_chunk_bytes} bytes); not deserialised",
+                "error",
+            )
+            return
+        try:
+            msg = self._deserialise(data)
             chunk = action_chunk_from_msg(msg)
         except InvalidInputError as exc:  # the message's layout or the chunk contract
             self.controller.refuse_chunk(exc)

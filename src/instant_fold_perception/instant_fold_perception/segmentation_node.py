@@ -25,6 +25,7 @@ from instant_fold_ros.conversions import MessageConversionError, rgbd_from_msgs
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.params import declare_config
 from instant_fold_ros.qos import OBSERVATION_QOS
+from instant_fold_ros.services import create_guarded_service
 from instant_fold_ros.standins.exact_sync import ExactTimeSync
 from instant_fold_ros.standins.image_bridge import image_to_msg
 
@@ -46,7 +47,7 @@ class SegmentationNode(Node):
         self.create_subscription(CameraInfo, "camera/camera_info", self._on_info, OBSERVATION_QOS)
         self.create_subscription(Image, "camera/color", lambda m: self._sync.add("color", m), OBSERVATION_QOS)
         self.create_subscription(Image, "camera/depth", lambda m: self._sync.add("depth", m), OBSERVATION_QOS)
-        self.create_service(SetBoxPrompt, "segmentation/set_box_prompt", self._on_prompt)
+        create_guarded_service(self, SetBoxPrompt, "segmentation/set_box_prompt", self._on_prompt, (SegmentationError,))
         self.get_logger().info(f"segmenting with the '{backend}' backend")
 
     def _make_plane(self) -> PlaneSegmenter:
@@ -70,11 +71,7 @@ class SegmentationNode(Node):
         if prompt is None:
             response.success, response.message = False, "this segmentation backend takes no prompt"
             return response
-        try:
-            prompt((request.x_min, request.y_min, request.x_max, request.y_max))
-        except SegmentationError as exc:
-            response.success, response.message = False, str(exc)
-            return response
+        prompt((request.x_min, request.y_min, request.x_max, request.y_max))  # a bad box: answered by the guard
         response.success, response.message = True, "tracking restarts from the next frame"
         return response
 

@@ -3,13 +3,17 @@
 - `policy/load_demonstration` (LoadDemonstration): a demonstration file path or inline keyframes;
   tokenized and encoded once, then cached. A path (here or in an ExecuteFold goal) must lie under
   the `file_roots` parameter's folders (default: the working directory); the `demonstration`
-  parameter, set by the operator, is not restricted.
+  parameter, set by the operator, is not restricted. A demonstration of more than `max_keyframes`
+  keyframes (default `server.MAX_DEMONSTRATION_KEYFRAMES`) is refused before anything is encoded.
 - `policy/predict_action_chunk` (PredictActionChunk): tokens + arm state -> action chunk.
 - `policy/execute_fold` (ExecuteFold action): the closed loop — fresh `cloth/tokens` + `arms/state`
   -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms
   are back home with open grippers after the demonstration's events, or the step limit; feedback
   per query; cancel makes the arms hold where they are. Home is what the robot publishes, latched,
   on `arms/home` (the simulator does), else the demonstration's terminal keypose.
+
+Every request is answered: a bad one with `success=False` and the reason (one log line), never by
+the node's end (`instant_fold_ros.services`); a goal that cannot start is aborted with its reason.
 
 A fold samples from a generator of its own, seeded when it starts, so predict-service calls made
 meanwhile never change it. Its observation timeout counts on the node's clock: simulated time
@@ -40,7 +44,7 @@ from instant_fold_interfaces.msg import ActionChunk as ActionChunkMsg
 from instant_fold_interfaces.msg import ClothTokens, DualArmState
 from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
 from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig, Wait
-from instant_fold_policy.server import PolicyServer, PolicyServerError
+from instant_fold_policy.server import MAX_DEMONSTRATION_KEYFRAMES, PolicyServer, PolicyServerError
 from instant_fold_ros.conversions import (
     action_chunk_to_msg,
     demonstration_from_msg,
@@ -53,13 +57,15 @@ from instant_fold_ros.conversions import (
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.params import declare_config, declare_file_roots
 from instant_fold_ros.qos import COMMAND_QOS, LATCHED_QOS, OBSERVATION_QOS
+from instant_fold_ros.services import create_guarded_service, one_line
 
 #: Longest wait between checks for a cancel request while no observation arrives (s).
 CANCEL_CHECK_S = 0.1
 #: What a request can fail with and still be answered: its content (a message, a demonstration, a
-#: path, the tokens: `InvalidInputError`, also what numpy/torch raise as `ValueError`) or the
-#: server's state.
-REQUEST_ERRORS = (InvalidInputError, ValueError, PolicyServerError)
+#: path, the tokens: `InvalidInputError`, also what numpy/torch raise as `ValueError`; a path the
+#: file system refuses, such as a name too long: `OSError`) or the server's state. Any other error
+#: is answered too (`instant_fold_ros.services`), as an internal one.
+REQUEST_ERRORS = (InvalidInputError, ValueError, OSError, PolicyServerError)
 
 
 class PolicyServerNode(Node):
@@ -73,6 +79,7 @@ class PolicyServerNode(Node):
             str(p("device", "auto").value),
             int(p("seed", 0).value),
             self.step_duration,
+            int(p("max_keyframes", MAX_DEMONSTRATION_KEYFRAMES).value),
         )
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
@@ -91,8 +98,11 @@ class PolicyServerNode(Node):
         self.create_subscription(ClothTokens, "cloth/tokens", self._on_tokens, OBSERVATION_QOS, callback_group=group)
         self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS, callback_group=group)
         self.create_subscription(DualArmState, "arms/home", self._on_home, LATCHED_QOS, callback_group=group)
-        self.create_service(LoadDemonstration, "policy/load_demonstration", self._on_load, callback_group=group)
-        self.create_service(PredictActionChunk, "policy/predict_action_chunk", self._on_predict, callback_group=group)
+        for srv_type, service, callback in (
+            (LoadDemonstration, "policy/load_demonstration", self._on_load),
+            (PredictActionChunk, "policy/predict_action_chunk", self._on_predict),
+        ):
+            create_guarded_service(self, srv_type, service, callback, REQUEST_ERRORS, callback_group=group)
         self._action = ActionServer(
             self,
             ExecuteFold,
@@ -144,19 +154,16 @@ class PolicyServerNode(Node):
     # -- services ---------------------------------------------------------------------------
 
     def _load(self, path: str, inline) -> float:
-        demo = (
-            load_demonstration(resolve_under(path, self.file_roots, "demonstration"))
-            if path
-            else demonstration_from_msg(inline)
-        )
+        if path:
+            demo = load_demonstration(resolve_under(path, self.file_roots, "demonstration"))
+        else:
+            self.server.check_keyframes(len(inline.keyframes))  # before converting any image
+            demo = demonstration_from_msg(inline)
         return self.server.load_demonstration(demo)
 
     def _on_load(self, request: LoadDemonstration.Request, response: LoadDemonstration.Response):
-        try:
-            response.encode_time = self._load(request.path, request.demonstration)
-        except REQUEST_ERRORS as exc:
-            response.success, response.message = False, str(exc)
-            return response
+        """Refusals are answered by the service's guard (`REQUEST_ERRORS`)."""
+        response.encode_time = self._load(request.path, request.demonstration)
         assert self.server.demonstration is not None
         response.success, response.num_keyframes = True, self.server.demonstration.num_keyframes
         response.message = f"demonstration '{self.server.demonstration.name}' loaded"
@@ -176,15 +183,10 @@ class PolicyServerNode(Node):
         return action_chunk_to_msg(chunk, make_header(self.frame_id, stamp))
 
     def _on_predict(self, request: PredictActionChunk.Request, response: PredictActionChunk.Response):
-        try:
-            state = dual_arm_state_from_msg(request.state)
-            chunk, inference_time = self._predict(
-                request.tokens, state, request.steps_to_execute or self.steps_to_execute
-            )
-            response.chunk = self._chunk_msg(chunk, request.tokens.header.stamp)
-        except REQUEST_ERRORS as exc:
-            response.success, response.message = False, str(exc)
-            return response
+        """Refusals are answered by the service's guard (`REQUEST_ERRORS`)."""
+        state = dual_arm_state_from_msg(request.state)
+        chunk, inference_time = self._predict(request.tokens, state, request.steps_to_execute or self.steps_to_execute)
+        response.chunk = self._chunk_msg(chunk, request.tokens.header.stamp)
         response.success, response.inference_time = True, inference_time
         return response
 
@@ -242,8 +244,9 @@ class PolicyServerNode(Node):
             if self.server.demonstration is None:
                 raise PolicyServerError("no demonstration: give one in the goal or load one first")
         except REQUEST_ERRORS as exc:
+            self.get_logger().warning(f"fold goal refused: {one_line(str(exc))}")
             goal_handle.abort()
-            return ExecuteFold.Result(outcome=int(FoldOutcome.ABORTED), message=str(exc))
+            return ExecuteFold.Result(outcome=int(FoldOutcome.ABORTED), message=one_line(str(exc)))
         assert self.server.home is not None  # a demonstration is loaded
         loop: FoldLoop[ClothTokens] = FoldLoop(
             FoldLoopConfig(**{**vars(self.fold_config), "max_steps": goal.max_steps or self.fold_config.max_steps}),

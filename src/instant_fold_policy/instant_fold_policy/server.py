@@ -19,16 +19,28 @@ from instant_fold_core.checkpoint import checkpoint_id
 from instant_fold_core.contracts import ActionChunk, KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.device import resolve_device
-from instant_fold_core.errors import InstantFoldError
+from instant_fold_core.errors import InstantFoldError, InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import TokenArrays, tokenize_frame
 
 #: Tokenizes one frame with its cloth mask.
 FrameTokenizer = Callable[[RGBDFrame, np.ndarray], TokenArrays]
 
+#: Most keyframes a demonstration may have (the policy server's `max_keyframes` parameter). The
+#: server tokenizes and encodes every keyframe when a demonstration is loaded (about 0.5 s and
+#: 0.7 MB each on a CPU, while the load request waits), so a demonstration of hundreds of keyframes
+#: (the correction page saved one of 213, 112 MB) held the server for minutes. The project's
+#: demonstrations have 2 to about 20 (the scripted folds, `extract`'s rules); 64 leaves room for long
+#: folds and refuses only what no fold needs.
+MAX_DEMONSTRATION_KEYFRAMES = 64
+
 
 class PolicyServerError(InstantFoldError, RuntimeError):
     """A request cannot be served (no demonstration, tokens of another encoder, ...)."""
+
+
+class DemonstrationRefused(InvalidInputError):
+    """A demonstration the server will not encode (more keyframes than its `max_keyframes`)."""
 
 
 def policy_checkpoint_id(policy_dir: str | Path) -> str:
@@ -43,8 +55,16 @@ def policy_checkpoint_id(policy_dir: str | Path) -> str:
 class PolicyServer:
     """Holds the policy runner, the tokenizer for demonstration keyframes, and the loaded demo."""
 
-    def __init__(self, runner, tokenize: FrameTokenizer, encoder_id: str = "", seed: int = 0) -> None:
+    def __init__(
+        self,
+        runner,
+        tokenize: FrameTokenizer,
+        encoder_id: str = "",
+        seed: int = 0,
+        max_keyframes: int = MAX_DEMONSTRATION_KEYFRAMES,
+    ) -> None:
         self.runner = runner
+        self.max_keyframes = max_keyframes
         self.tokenize = tokenize
         self.encoder_id = encoder_id
         self.demonstration: Demonstration | None = None
@@ -63,8 +83,10 @@ class PolicyServer:
         device: str = "auto",
         seed: int = 0,
         step_duration: float | None = None,
+        max_keyframes: int = MAX_DEMONSTRATION_KEYFRAMES,
     ) -> PolicyServer:
-        """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default).
+        """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default);
+        `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`.
 
         `policy_dir` is a learned policy's checkpoint, or a directory whose `config.json` names the
         `registration_replay` variant (`instant_fold_core.policy.replay`: no weights, no training)."""
@@ -87,15 +109,29 @@ class PolicyServer:
                 f"expects {runner.cfg.num_cloth_tokens} x {runner.cfg.cloth_feature_dim}"
             )
         return cls(
-            runner, lambda frame, mask: tokenize_frame(tokenizer, frame, mask), checkpoint_id(tokenizer_dir), seed
+            runner,
+            lambda frame, mask: tokenize_frame(tokenizer, frame, mask),
+            checkpoint_id(tokenizer_dir),
+            seed,
+            max_keyframes,
         )
 
     @property
     def horizon(self) -> int:
         return int(self.runner.cfg.horizon)
 
+    def check_keyframes(self, count: int) -> None:
+        """Refuse a demonstration of `count` keyframes if it is longer than `max_keyframes`: callers
+        holding a demonstration message check its length before converting its images."""
+        if count > self.max_keyframes:
+            raise DemonstrationRefused(
+                f"demonstration of {count} keyframes refused: more than the server's max_keyframes "
+                f"({self.max_keyframes})"
+            )
+
     def load_demonstration(self, demo: Demonstration) -> float:
-        """Tokenize and encode the keyframes once; return the seconds it took."""
+        """Tokenize and encode the keyframes once (after `check_keyframes`); return the seconds it took."""
+        self.check_keyframes(demo.num_keyframes)
         start = time.perf_counter()
         demo.validate()
         tokens = [self.tokenize(demo.frame(i), demo.mask[i]) for i in range(demo.num_keyframes)]

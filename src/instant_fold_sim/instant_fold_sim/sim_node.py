@@ -21,7 +21,8 @@ stamp), so late subscribers get it; a slow CPU only slows the whole loop down, i
 what happens. `sim/evaluate` (EvaluateFold) scores the cloth against the oracle program run from
 the same start (same-init) and optionally writes the rollout video, keyframe strip and metrics
 into `output_dir`, which must lie under the `file_roots` parameter's folders (default `outputs`
-in the working directory).
+in the working directory). Every request is answered (a bad one with `success=False` and the
+reason), never by the node's end (`instant_fold_ros.services`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from instant_fold_ros.conversions import home_pose_to_msg, make_header, rgbd_to_
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.params import declare_file_roots
 from instant_fold_ros.qos import LATCHED_QOS, OBSERVATION_QOS
+from instant_fold_ros.services import create_guarded_service
 from instant_fold_ros.standins.image_bridge import image_to_msg
 
 from .garments import GarmentError
@@ -106,8 +108,9 @@ class SimNode(Node):
         self._info = self.create_publisher(CameraInfo, "camera/camera_info", OBSERVATION_QOS)
         self._mask = self.create_publisher(Image, "cloth/mask", OBSERVATION_QOS) if publish_mask else None
         self._clock_pub = self.create_publisher(Clock, "/clock", CLOCK_QOS)
-        self.create_service(SimStep, STEP_SERVICE, self._on_step)
-        self.create_service(EvaluateFold, EVALUATE_SERVICE, self._on_evaluate)
+        # Refusals the callbacks expect are answered by them; any other error by the guard.
+        create_guarded_service(self, SimStep, STEP_SERVICE, self._on_step)
+        create_guarded_service(self, EvaluateFold, EVALUATE_SERVICE, self._on_evaluate)
         self.create_timer(republish, self._publish)
         self._frame = self._render()
         self._publish()

@@ -42,6 +42,15 @@ from .spec import SceneSpec
 
 READY_LINE = "INSTANT_FOLD_BRIDGE"
 BACKENDS = ("isaac_lab", "newton_stand_in")
+#: The arrays each request with fixed shapes may carry, checked before their bytes are read (a
+#: `step` cannot make the server read 256 MB to find out its target is not [2, 3]); `reset`
+#: carries a mesh of any size, bounded by the protocol's limits.
+REQUEST_ARRAYS: protocol.Expected = {
+    "hello": {},
+    "step": {"target": (2, 3), "openness": (2,)},
+    "observe": {},
+    "close": {},
+}
 
 
 class BackendError(RuntimeError):
@@ -111,8 +120,9 @@ def make_backend(name: str, device: str) -> Backend:
 class Session:
     """Answers one client's requests with one backend."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, message_deadline_s: float = protocol.MESSAGE_DEADLINE_S) -> None:
         self.backend = backend
+        self.message_deadline_s = message_deadline_s
         self.frame = 0
         self.has_scene = False
 
@@ -174,18 +184,22 @@ class Session:
         raise ProtocolError(f"unknown request type {kind!r}")
 
     def serve(self, conn: socket.socket) -> None:
-        """Answer requests until `close` or the client goes away. A malformed frame ends the
-        session (the stream cannot be trusted any more); a request that cannot be honoured, or
-        whose content is invalid, is answered `error` and the session goes on, except a `hello`
-        in another protocol version."""
+        """Answer requests until `close` or the client goes away. A malformed frame (arrays of
+        other shapes than `REQUEST_ARRAYS` included, refused before their bytes are read) or a
+        client that stalls in the middle of a message ends the session with one line (the stream
+        cannot be trusted any more); a request that cannot be honoured, or whose content is
+        invalid, is answered `error` and the session goes on, except a `hello` in another
+        protocol version."""
+        try:
+            self._serve(conn)
+        except protocol.PeerClosed:
+            return
+        except (ProtocolError, OSError) as exc:
+            print(f"server: ending the session: {exc}", file=sys.stderr)
+
+    def _serve(self, conn: socket.socket) -> None:
         while True:
-            try:
-                header, arrays = protocol.recv(conn)
-            except protocol.PeerClosed:
-                return
-            except ProtocolError as exc:
-                print(f"server: ending the session: {exc}", file=sys.stderr)
-                return
+            header, arrays = protocol.recv(conn, REQUEST_ARRAYS, self.message_deadline_s)
             if header["type"] == "close":
                 protocol.send(conn, {"type": "closed"})
                 return
