@@ -19,5 +19,8 @@ mkdir -p "$_if_root/log"
 if [[ "${1:-}" != "--no-workspace" && -f "$_if_root/install/setup.bash" ]]; then
   # shellcheck disable=SC1091
   source "$_if_root/install/setup.bash"
+  # The user-facing command the docs call by name (`ros2 run` finds it here too).
+  case ":$PATH:" in *":$_if_root/install/instant_fold_demo/lib/instant_fold_demo:"*) ;; *)
+    export PATH="$_if_root/install/instant_fold_demo/lib/instant_fold_demo:$PATH" ;; esac
 fi
 unset _if_root

@@ -23,6 +23,7 @@ setup(
             "recorder_node = instant_fold_demo.recorder_node:main",
             "record_demo = instant_fold_demo.recorder_node:record_main",
             "bag_player = instant_fold_demo.player_node:main",
+            "sim_demonstrator = instant_fold_demo.sim_demonstrator:main",
         ],
     },
 )

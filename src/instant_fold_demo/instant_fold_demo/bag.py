@@ -10,6 +10,15 @@ and the disk: a slow disk drops messages (counted, reported) instead of growing 
 bound, and `close()` drains what was queued before the bag is finalised, so a stop (Ctrl-C,
 SIGTERM) loses nothing that was accepted. Write failures (full disk, size limit, unwritable
 folder) become `BagError`s that name the file and what to do.
+
+What `rosbags` writes differently from rosbag2 is corrected here (`_Rosbag2Writer`), so that
+`ros2 bag info` and Foxglove read our bags as their own: the metadata names the real ROS 2
+distribution, not `rosbags`; each topic carries the QoS profiles its publishers offered (given by
+the recorder, which saw them); an empty bag starts at 0 with a zero duration instead of INT64_MAX
+(the MCAP spec's value for "no messages", which readers turn into dates); and MCAP chunks can be
+zstd-compressed (`compression="zstd"`, chunk-level like rosbag2's `zstd_fast`/`zstd_small`
+storage presets, so every MCAP reader decompresses them; off by default: docs/demonstrations.md,
+"Chunk compression").
 """
 
 from __future__ import annotations
@@ -17,17 +26,36 @@ from __future__ import annotations
 import errno
 import os
 import queue
+import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
-from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
+import yaml
+from rosbags.interfaces import Qos
+from rosbags.rosbag2 import (
+    CompressionFormat,
+    CompressionMode,
+    Reader,
+    ReaderError,
+    StoragePlugin,
+    Writer,
+    WriterError,
+)
+from rosbags.rosbag2.storage_mcap import McapWriter
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
 from instant_fold_core.errors import ArtifactError
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd  # what rosbags compresses with before Python 3.14
 
 #: rosbag2 metadata version written: what ROS 2 Kilted writes (rosbags writes 8 or 9 only; not verified
 #: here with a `ros2 bag` of any distribution, none is installed).
@@ -35,6 +63,16 @@ ROSBAG2_VERSION: Literal[9] = 9
 #: Default bound on queued, not yet written message bytes (about 9 s of 640x480 RGB-D at 30 Hz).
 DEFAULT_MAX_QUEUED_BYTES = 512 * 1024 * 1024
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+#: The ROS 2 distribution of the workspace's pinned wheels (`requirements/ros-wheels.lock`: rclpy
+#: 9.x, the `ROS2_KILTED` type store below), named in a bag's metadata unless ROS_DISTRO says otherwise.
+WHEELS_ROS_DISTRO = "kilted"
+#: MCAP chunk compression: none, or zstd per chunk (as `ros2 bag record --storage-preset-profile
+#: zstd_fast` writes, at another level; every MCAP reader decompresses it).
+COMPRESSIONS = ("none", "zstd")
+#: zstd level of compressed chunks: the MCAP C++ writer's default level (1), which
+#: benchmarks/bench_bag_compression.py measures against zstd's own default (3): 7 % fewer bytes
+#: for nearly twice the CPU at level 3.
+ZSTD_LEVEL = 1
 
 
 class BagError(ArtifactError):
@@ -66,6 +104,54 @@ def check_writable_target(path: Path) -> None:
         raise BagError(f"cannot create {path}: {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise BagError(f"cannot create {path}: no write permission in {parent}")
+
+
+def ros_distro() -> str:
+    """The distribution a bag names (`ros2 bag info` shows it; tools choose message definitions by
+    it): ROS_DISTRO where an installed ROS 2 was sourced, else that of the workspace's wheels."""
+    return os.environ.get("ROS_DISTRO") or WHEELS_ROS_DISTRO
+
+
+def _with_ros_distro(metadata_yaml: str) -> str:
+    """rosbags' metadata YAML (metadata.yaml, or the copy it embeds in the MCAP file) naming
+    `ros_distro()` instead of `rosbags`, which is no distribution."""
+    data = yaml.safe_load(metadata_yaml)
+    data.get("rosbag2_bagfile_information", data)["ros_distro"] = ros_distro()
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+class _McapStorage(McapWriter):
+    """rosbags' MCAP storage with the distribution, an empty bag's start (the MCAP spec: 0 when a
+    chunk or the file has no messages) and the zstd level corrected."""
+
+    def __init__(self, path: Path, compression: CompressionMode) -> None:
+        super().__init__(path, compression)
+        if self.compression == "zstd":
+            self.compressor = partial(zstd.compress, level=ZSTD_LEVEL)
+
+    def close_chunk(self) -> None:
+        if not self.chunk.msgs:
+            self.chunk.message_start_time = 0
+        super().close_chunk()
+
+    def close(self, version: int, metadata: str) -> None:
+        if not any(self.channel_stats.values()):
+            self.message_start_time = 0
+        super().close(version, _with_ros_distro(metadata))
+
+
+class _Rosbag2Writer(Writer):
+    """rosbags' writer, writing `_McapStorage` and a metadata.yaml with the corrections above."""
+
+    STORAGE_PLUGINS = MappingProxyType({**Writer.STORAGE_PLUGINS, StoragePlugin.MCAP: _McapStorage})
+
+    def close(self) -> None:
+        if not any(self.counts.values()):
+            self.min_timestamp = 0  # start 0, duration 0 (rosbags: INT64_MAX)
+        super().close()
+        tmp = self.metapath.with_suffix(".yaml.tmp")
+        tmp.write_text(_with_ros_distro(self.metapath.read_text()))
+        tmp.replace(self.metapath)
 
 
 def _ament_prefixes() -> list[Path]:
@@ -117,10 +203,14 @@ class RecordingStats:
 class BagWriter:
     """A rosbag2 MCAP bag being written: topics are added as they appear, messages are raw CDR."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, compression: str = "none") -> None:
         self.path = Path(path)
+        if compression not in COMPRESSIONS:
+            raise BagError(f"unknown bag compression {compression!r}: choose one of {', '.join(COMPRESSIONS)}")
         check_writable_target(self.path)
-        self._writer = Writer(self.path, version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
+        self._writer = _Rosbag2Writer(self.path, version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
+        if compression == "zstd":
+            self._writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
         self._connections: dict[str, object] = {}
         self.stats = RecordingStats()
         try:
@@ -128,13 +218,18 @@ class BagWriter:
         except (OSError, WriterError) as exc:
             raise _io_error(self.path, exc, "creating") from exc
 
-    def add_topic(self, topic: str, msgtype: str, typestore: Typestore | None = None) -> None:
-        """Register `topic` (type like 'sensor_msgs/msg/Image'); a no-op when it is already there."""
+    def add_topic(
+        self, topic: str, msgtype: str, typestore: Typestore | None = None, offered_qos: Sequence[Qos] = ()
+    ) -> None:
+        """Register `topic` (type like 'sensor_msgs/msg/Image') with the QoS profiles its
+        publishers offered (`ros2 bag play` publishes with them); a no-op when it is already there."""
         if topic in self._connections:
             return
         store = typestore or typestore_for([msgtype])
         try:
-            self._connections[topic] = self._writer.add_connection(topic, msgtype, typestore=store)
+            self._connections[topic] = self._writer.add_connection(
+                topic, msgtype, typestore=store, offered_qos_profiles=offered_qos
+            )
         except (OSError, WriterError) as exc:
             raise _io_error(self.path, exc, "writing") from exc
         self.stats.per_topic[topic] = 0
@@ -170,8 +265,10 @@ class BagWriter:
 class QueuedBagWriter:
     """`BagWriter` behind a bounded queue and a writer thread (callbacks never wait on the disk)."""
 
-    def __init__(self, path: str | Path, max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
-        self._bag = BagWriter(path)
+    def __init__(
+        self, path: str | Path, max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES, compression: str = "none"
+    ) -> None:
+        self._bag = BagWriter(path, compression)
         self.path = self._bag.path
         self.max_queued_bytes = int(max_queued_bytes)
         self._queue: queue.SimpleQueue[tuple[str, int, bytes] | None] = queue.SimpleQueue()
@@ -183,9 +280,11 @@ class QueuedBagWriter:
         self._thread = threading.Thread(target=self._drain, name="bag-writer", daemon=True)
         self._thread.start()
 
-    def add_topic(self, topic: str, msgtype: str, typestore: Typestore | None = None) -> None:
+    def add_topic(
+        self, topic: str, msgtype: str, typestore: Typestore | None = None, offered_qos: Sequence[Qos] = ()
+    ) -> None:
         with self._lock:
-            self._bag.add_topic(topic, msgtype, typestore)
+            self._bag.add_topic(topic, msgtype, typestore, offered_qos)
 
     @property
     def topics(self) -> list[str]:

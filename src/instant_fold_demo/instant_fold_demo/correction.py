@@ -9,7 +9,15 @@ event changed, a keyframe duplicated (to add an event), deleted or moved. On sav
 keyframe, lifts it to 3D with that keyframe's depth, validates the whole sequence (per arm,
 grasps and releases alternate starting with a grasp; the last keyframe is TERMINAL; positions
 finite; grasps on the cloth) and only then writes: the previous file is kept as
-`<name>.v<N>.safetensors`, so every save is a new version. Serves on 127.0.0.1 by default.
+`<name>.v<N>.safetensors`, so every save is a new version, and the events JSON beside it
+(`extract`'s evidence) is rewritten to the corrected events, its previous version kept the same
+way. Serves on 127.0.0.1 by default.
+
+Saves are versioned against what the page loaded: the page sends the version (a digest of the
+file) it shows, and a save from a page that is behind the file (another tab, another program)
+is refused, not written over the newer file. Saves are serialised (a lock in the process, a lock
+on the folder across processes), the previous file is kept by a hard link before the new one
+replaces it (the demonstration file never disappears), and files get the user's umask.
 
     python -m instant_fold_demo.correction demo.safetensors [--port 8765]
 """
@@ -17,10 +25,19 @@ finite; grasps on the cloth) and only then writes: the previous file is kept as
 from __future__ import annotations
 
 import argparse
+import fcntl
+import hashlib
 import io
+import json
+import os
+import shutil
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, HTTPException
@@ -29,7 +46,9 @@ from pydantic import BaseModel
 
 from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.demonstration import Demonstration, DemonstrationError, load_demonstration
+from instant_fold_demo.extract import events_path, user_file_mode
 from instant_fold_demo.hands import backproject, depth_at, project
+from instant_fold_demo.keyframes import ARMS
 
 STATIC = Path(__file__).parent / "static"
 EVENT_NAMES = [e.name.lower() for e in KeyframeEvent]
@@ -45,28 +64,53 @@ class KeyframeEdit(BaseModel):
 
 
 class Edits(BaseModel):
+    version: str  # the file version the page loaded (`file_version`)
     keyframes: list[KeyframeEdit]
 
 
-def keyframes_json(demo: Demonstration) -> dict:
-    """What the page draws: per keyframe, arm pixels (keyposes projected), events, openness."""
+def file_version(path: Path) -> str:
+    """A version of the file on disk: a digest of its bytes (a save changes them, a copy does not)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def image_frames(demo: Demonstration) -> list[int]:
+    """The recording frame whose image each keyframe shows: `extract` records them (a grasp
+    shows the cloth before the hand came), else the keyframe's own frame."""
+    shown = demo.meta.get("image_frames")
+    if isinstance(shown, list) and len(shown) == demo.num_keyframes and all(isinstance(f, int) for f in shown):
+        return shown
+    return [int(f) for f in demo.frame_index]
+
+
+def keyframes_json(demo: Demonstration, version: str = "") -> dict:
+    """What the page draws: per keyframe, arm pixels (keyposes projected; `in_view` false for a
+    point outside the image, such as home, which the page pins to the border), events, openness,
+    the event's frame and the frame whose image is shown."""
     k = demo.intrinsics
-    return {
-        "name": demo.name,
-        "width": int(demo.color.shape[2]),
-        "height": int(demo.color.shape[1]),
-        "event_names": EVENT_NAMES,
-        "keyframes": [
+    h, w = demo.color.shape[1:3]
+    shown = image_frames(demo)
+    keyframes = []
+    for i in range(demo.num_keyframes):
+        pixels = [[round(float(c), 2) for c in project(demo.keypose[i, a, :3], k)] for a in (0, 1)]
+        keyframes.append(
             {
                 "source": i,
                 "frame_index": int(demo.frame_index[i]),
+                "image_frame": shown[i],
                 "events": [EVENT_NAMES[int(e)] for e in demo.events[i]],
-                "pixels": [[round(float(c), 2) for c in project(demo.keypose[i, a, :3], k)] for a in (0, 1)],
+                "pixels": pixels,
+                "in_view": [bool(0 <= u < w and 0 <= v < h) for u, v in pixels],
                 "openness": [float(demo.keypose[i, a, 3]) for a in (0, 1)],
                 "moved": [False, False],
             }
-            for i in range(demo.num_keyframes)
-        ],
+        )
+    return {
+        "name": demo.name,
+        "version": version,
+        "width": int(w),
+        "height": int(h),
+        "event_names": EVENT_NAMES,
+        "keyframes": keyframes,
     }
 
 
@@ -161,29 +205,135 @@ def apply_edits(demo: Demonstration, edits: Edits) -> Demonstration:
         keypose=keypose.astype(np.float32),
         events=events,
         frame_index=demo.frame_index[sources],
-        meta={**demo.meta, "corrected": True},
+        meta={**demo.meta, "corrected": True, "image_frames": [image_frames(demo)[s] for s in sources]},
     ).validate()
 
 
-def save_versioned(demo: Demonstration, path: Path) -> Path | None:
-    """Write `demo` to `path`, first keeping the existing file as the next `<stem>.v<N>.safetensors`."""
-    if not path.exists():
-        demo.save(path)
-        return None
+class StaleVersionError(DemonstrationError):
+    """The page's edits start from another version of the file than the one on disk."""
+
+
+@contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on a folder (flock on its descriptor), held by one save at a time across
+    processes (two correction pages, or a page and a script, on one file)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """Keep `src` as `dst` (which must not exist: FileExistsError): a hard link, atomic and
+    instant; on a file system without hard links, an exclusive copy."""
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        raise
+    except OSError:
+        with src.open("rb") as source, dst.open("xb") as target:
+            shutil.copyfileobj(source, target)
+
+
+def _keep(path: Path) -> Path:
+    """Keep `path` as the first free `<stem>.v<N>.safetensors` and return that path."""
     stem = path.name.removesuffix(".safetensors")
     n = 1
-    while (kept := path.with_name(f"{stem}.v{n}.safetensors")).exists():
-        n += 1
-    path.replace(kept)
-    demo.save(path)
-    return kept
+    while True:
+        kept = path.with_name(f"{stem}.v{n}.safetensors")
+        try:
+            _link_or_copy(path, kept)
+            return kept
+        except FileExistsError:
+            n += 1
+
+
+def corrected_events(demo: Demonstration, previous: list[dict]) -> list[dict]:
+    """The events of a corrected demonstration as the events JSON lists them; an event that the
+    extraction found (same arm, kind and position within 1 mm) keeps its evidence."""
+    shown = image_frames(demo)
+    out = []
+    for i in range(demo.num_keyframes):
+        for arm in (0, 1):
+            kind = {KeyframeEvent.GRASP: "grasp", KeyframeEvent.RELEASE: "release"}.get(
+                KeyframeEvent(demo.events[i, arm])
+            )
+            if kind is None:
+                continue
+            position = [round(float(c), 5) for c in demo.keypose[i, arm, :3]]
+            found = next(
+                (
+                    e
+                    for e in previous
+                    if e.get("arm") == ARMS[arm]
+                    and e.get("kind") == kind
+                    and np.allclose(e.get("position", [np.nan] * 3), position, atol=1e-3)
+                ),
+                None,
+            )
+            evidence = found["evidence"] if found else {"position_from": "set on the correction page"}
+            out.append(
+                {
+                    "arm": ARMS[arm],
+                    "kind": kind,
+                    "frame": int(demo.frame_index[i]),
+                    "image_frame": shown[i],
+                    "pixel": [round(float(c), 2) for c in project(demo.keypose[i, arm, :3], demo.intrinsics)],
+                    "position": position,
+                    "evidence": evidence,
+                }
+            )
+    return out
+
+
+def save_versioned(demo: Demonstration, path: Path, version: str | None = None) -> Path | None:
+    """Write `demo` to `path`, keeping the existing file as the next `<stem>.v<N>.safetensors`
+    (and the events JSON beside it as `<stem>.v<N>.events.json`, rewritten to the new events).
+
+    With `version`, refuse (`StaleVersionError`) when the file on disk is not that version."""
+    with folder_lock(path.parent):
+        kept = None
+        if path.exists():
+            if version is not None and file_version(path) != version:
+                raise StaleVersionError(
+                    f"{path.name} changed since this page loaded it (saved from another tab or program): "
+                    "reload the page to see the newer version, then correct it again"
+                )
+            kept = _keep(path)
+        elif version:
+            raise StaleVersionError(f"{path} no longer exists: it was moved or deleted since the page loaded it")
+        demo.save(path)
+        path.chmod(user_file_mode())
+        report_path = events_path(path)
+        if report_path.is_file():
+            report = json.loads(report_path.read_text())
+            if kept is not None and not events_path(kept).exists():
+                _link_or_copy(report_path, events_path(kept))
+            report["events"] = corrected_events(demo, report.get("events", []))
+            report["corrected"] = {"previous": kept.name if kept else None, "keyframes": demo.num_keyframes}
+            tmp = report_path.with_name(report_path.name + ".tmp")
+            tmp.write_text(json.dumps(report, indent=2))
+            tmp.chmod(user_file_mode())
+            tmp.replace(report_path)
+        return kept
 
 
 def create_app(path: str | Path) -> FastAPI:
     """The correction app for one demonstration file (loaded now: a broken file fails here)."""
     path = Path(path)
-    state = {"demo": load_demonstration(path)}
+    state: dict[str, Any] = {"demo": load_demonstration(path), "version": file_version(path)}
+    lock = threading.Lock()  # FastAPI runs these handlers in a thread pool
     app = FastAPI(title="Instant-Fold keyframe correction")
+
+    def current() -> tuple[Demonstration, str]:
+        """The file as it is on disk now (another program may have saved it)."""
+        with lock:
+            version = file_version(path)
+            if version != state["version"]:
+                state["demo"], state["version"] = load_demonstration(path), version
+            return state["demo"], version
 
     @app.get("/")
     def page() -> FileResponse:
@@ -191,13 +341,16 @@ def create_app(path: str | Path) -> FastAPI:
 
     @app.get("/api/demo")
     def demo_json() -> dict:
-        return keyframes_json(state["demo"])
+        demo, version = current()
+        return keyframes_json(demo, version)
 
     @app.get("/api/image/{index}.png")
-    def image(index: int) -> Response:
+    def image(index: int, version: str = "") -> Response:
         from PIL import Image
 
-        demo = state["demo"]
+        demo, now = current()
+        if version and version != now:
+            raise HTTPException(409, "the demonstration was saved since: reload the page")
         if not 0 <= index < demo.num_keyframes:
             raise HTTPException(404, f"no keyframe {index}")
         rgb = demo.color[index].astype(np.float32)
@@ -208,13 +361,28 @@ def create_app(path: str | Path) -> FastAPI:
 
     @app.post("/api/save")
     def save(edits: Edits) -> dict:
-        try:
-            corrected = apply_edits(state["demo"], edits)
-        except DemonstrationError as exc:
-            raise HTTPException(422, str(exc)) from exc
-        kept = save_versioned(corrected, path)
-        state["demo"] = corrected
-        return {"saved": str(path), "previous": str(kept) if kept else None, "keyframes": corrected.num_keyframes}
+        with lock:
+            try:
+                if edits.version != state["version"]:  # the edits index this version's keyframes
+                    raise StaleVersionError(
+                        "this page shows an older version of the demonstration (it was saved since, "
+                        "from another tab or program): reload the page, then correct it again"
+                    )
+                corrected = apply_edits(state["demo"], edits)
+                kept = save_versioned(corrected, path, edits.version)
+            except StaleVersionError as exc:
+                raise HTTPException(409, str(exc)) from exc
+            except DemonstrationError as exc:
+                raise HTTPException(422, str(exc)) from exc
+            except OSError as exc:
+                raise HTTPException(507, f"not written ({exc.strerror or exc}); the file on disk is unchanged") from exc
+            state["demo"], state["version"] = corrected, file_version(path)
+        return {
+            "saved": str(path),
+            "previous": str(kept) if kept else None,
+            "keyframes": corrected.num_keyframes,
+            "version": state["version"],
+        }
 
     return app
 

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -203,3 +207,32 @@ def model_provenance(path: Path | None = None) -> dict:
     model = path or default_model_path()
     info = model.with_suffix(".json")
     return json.loads(info.read_text()) if info.is_file() else {}
+
+
+#: Lines MediaPipe's native code (LiteRT, XNNPACK, glog) writes to stderr on every run: set-up
+#: and alignment notices that say nothing about the user's recording.
+NATIVE_NOISE = re.compile(r"^(INFO: |WARNING: |[IW]\d{4} [\d:. ]+\d+ \S+\.cc:\d+\] )")
+
+
+@contextmanager
+def quiet_native_logs() -> Iterator[None]:
+    """Keep MediaPipe's native INFO/WARNING lines off the terminal while it runs; anything else its
+    native code writes to stderr (an error) is passed on when the block ends.
+
+    Its C++ logging writes to file descriptor 2 directly, so Python's logging cannot filter it:
+    the descriptor is pointed at a temporary file for the duration and filtered afterwards."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            for line in capture.read().decode(errors="replace").splitlines(keepends=True):
+                if not NATIVE_NOISE.match(line):
+                    sys.stderr.write(line)
+            sys.stderr.flush()

@@ -37,7 +37,7 @@ from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
-from instant_fold_demo.hands import HandDetector, HandState, assign_arms, backproject, depth_at, hand_state
+from instant_fold_demo.hands import HandDetector, HandState, assign_arms, backproject, depth_at, hand_state, project
 from instant_fold_perception.segmentation import SegmentationError, Segmenter
 
 ARMS = ("left", "right")
@@ -119,6 +119,7 @@ def observe(
     clean_depth: np.ndarray | None = None
     shape: tuple[int, int] | None = None
     last_seen: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    last_ms = -1
     for frame in frames:
         if shape is None:
             shape = frame.depth.shape
@@ -128,7 +129,9 @@ def observe(
             mask = np.asarray(segmenter.segment(frame), bool)
         except SegmentationError:  # e.g. arms cover the table: no cloth here, and never clean
             mask = np.zeros(shape, bool)
-        detections = detector.detect(frame.color, frame.stamp_ns // 1_000_000)
+        # The tracker's clock is in whole milliseconds and must increase (frames < 1 ms apart).
+        last_ms = max(frame.stamp_ns // 1_000_000, last_ms + 1)
+        detections = detector.detect(frame.color, last_ms)
         arms = assign_arms(detections, shape[1], config.mirror, last_seen)
         hands = [None if d is None else hand_state(d, frame.depth, frame.intrinsics, config.depth_window) for d in arms]
         last_seen = (
@@ -330,17 +333,63 @@ def build_demonstration(
         raise ExtractionError(f"keyframe image frame {exc} was not read from the recording") from exc
 
 
-def events_json(events: list[Event], obs: list[FrameObservation], config: ExtractionConfig) -> dict:
-    """Every event with its evidence, the per-arm visibility, and the configuration used."""
-    seen = [sum(o.hands[a] is not None for o in obs) for a in (0, 1)]
-    warnings = [f"the {ARMS[a]} hand was never detected" for a in (0, 1) if seen[a] == 0]
+def events_json(events: list[Event], frames: int, config: ExtractionConfig, **details: object) -> dict:
+    """Every event with its evidence, the configuration used, and what the source adds (`details`)."""
     return {
         "format": "instant_fold_demo.events/1",
-        "frames": len(obs),
+        "frames": frames,
+        "warnings": [],
+        **details,
+        "config": asdict(config),
+        "events": [event_json(e) for e in events],
+    }
+
+
+def event_json(event: Event) -> dict:
+    """One event as the events JSON holds it (arm by name)."""
+    return {**asdict(event), "arm": ARMS[event.arm]}
+
+
+def hand_details(obs: list[FrameObservation]) -> dict:
+    """What hand tracking adds to the events JSON: clean frames, covered pixels, per-arm visibility."""
+    seen = [sum(o.hands[a] is not None for o in obs) for a in (0, 1)]
+    return {
         "clean_frames": sum(o.clean for o in obs),
         "covered_pixels": [o.covered for o in obs],
         "hand_frames": {ARMS[a]: seen[a] for a in (0, 1)},
-        "warnings": warnings,
-        "config": asdict(config),
-        "events": [{**asdict(e), "arm": ARMS[e.arm]} for e in events],
+        "warnings": [f"the {ARMS[a]} hand was never detected" for a in (0, 1) if seen[a] == 0],
     }
+
+
+def events_from_arm_states(states: np.ndarray, intrinsics: np.ndarray, source: str) -> list[Event]:
+    """Grasp and release events of a recorded robot: [T, 2, 4] arm states per frame (camera frame,
+    openness 1 open / 0 closed, closed below 0.5, the simulator's and the dataset's rule).
+
+    For a demonstration the robot itself performed (the simulated arms, or a teleoperated robot):
+    there is no hand to track, and the gripper state needs no inference. An event is the first
+    frame of a new open/closed state; its keypose is where the gripper was then, and that frame's
+    image is the keyframe's observation (as `instant_fold_core.demonstration.from_episode` does
+    for the simulator's own demonstrations)."""
+    closed = states[:, :, 3] < 0.5
+    if closed[0].any():
+        raise ExtractionError(f"the {ARMS[int(np.argmax(closed[0]))]} gripper is closed in the first frame")
+    events = []
+    for t, arm in zip(*np.nonzero(closed[1:] != closed[:-1]), strict=True):
+        frame = int(t) + 1
+        position = states[frame, arm, :3]
+        evidence = {
+            "openness": [round(float(states[frame - 1, arm, 3]), 4), round(float(states[frame, arm, 3]), 4)],
+            "position_from": f"the recorded arm state ({source}) at the event's frame",
+        }
+        pixel = [round(float(c), 2) for c in project(position, intrinsics)]
+        kind = "grasp" if closed[frame, arm] else "release"
+        events.append(Event(int(arm), kind, frame, frame, pixel, [round(float(c), 5) for c in position], evidence))
+    if not events:
+        raise ExtractionError(f"the grippers never close in {source}: nothing was grasped")
+    for arm in (0, 1):
+        if closed[-1, arm]:
+            last = max(e.frame for e in events if e.arm == arm)
+            raise ExtractionError(
+                f"{ARMS[arm]} arm grasps at frame {last} and never releases: the recording may have stopped too early"
+            )
+    return sorted(events, key=lambda e: (e.frame, e.arm))
