@@ -9,6 +9,8 @@ export UV_PYTHON_DOWNLOADS=never
 cd "$ROOT/requirements"
 "$UV" pip compile --quiet --universal --python-version 3.10 python.in -o python.lock
 "$UV" pip compile --quiet --universal --python-version 3.10 ros-wheels.in -c python.lock -o ros-wheels.lock
+# The optional LeRobot reader environment (docs/lerobot.md): lerobot pins its own torch and numpy.
+"$UV" pip compile --quiet --universal --python-version 3.10 lerobot.in -o lerobot.lock
 # The optional Isaac Lab environment (Python 3.12, Linux x86_64; omniverseclient ships manylinux_2_35 wheels).
 PY312="${PYTHON312:-$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python}"
 if [[ -x "$PY312" ]]; then

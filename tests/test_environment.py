@@ -98,3 +98,21 @@ def test_isaaclab_environment_is_pinned_separate_and_ignored() -> None:
     text = script.read_text()
     assert "/.venv-isaaclab}" in text and "sha256sum" in text and "isaac_lab/assets.py" in text
     assert "/.venv-isaaclab/" in (REPO / ".gitignore").read_text().splitlines()
+
+
+def test_lerobot_environment_is_pinned_separate_and_not_in_the_bootstrap() -> None:
+    """The optional LeRobot reader environment (docs/lerobot.md): lerobot 0.4.4 pins torch 2.10 and
+    numpy 2.2 against the workspace's 2.13 / 2.4, so it has its own lock and git-ignored folder, and
+    scripts/bootstrap.sh (CI) never makes it."""
+    lock = (REPO / "requirements" / "lerobot.lock").read_text()
+    pins = [line.split(";")[0].strip() for line in lock.splitlines() if line and not line.startswith((" ", "#"))]
+    assert pins and all("==" in p for p in pins)
+    for pin in ("lerobot==0.4.4", "torch==2.10.0", "numpy==2.2.6"):
+        assert pin in pins, pin
+    script = REPO / "scripts" / "bootstrap_lerobot.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert "/.venv-lerobot}" in script.read_text() and "sha256sum" in script.read_text()
+    assert "/.venv-lerobot/" in (REPO / ".gitignore").read_text().splitlines()
+    bootstrap = (REPO / "scripts" / "bootstrap.sh").read_text()
+    assert "lerobot" not in bootstrap
+    assert "lerobot.in" in (REPO / "scripts" / "lock.sh").read_text()

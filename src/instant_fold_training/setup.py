@@ -24,6 +24,7 @@ setup(
             "tokenize_episodes = instant_fold_training.tokenize_episodes:main",
             "evaluate_policy = instant_fold_training.evaluate_policy:main",
             "evaluate = instant_fold_training.evaluate:main",
+            "lerobot_dataset = instant_fold_training.lerobot_dataset:main",
         ],
     },
 )

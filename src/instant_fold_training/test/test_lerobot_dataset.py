@@ -1,0 +1,209 @@
+"""LeRobotDataset v3 export and import (`instant_fold_training.lerobot_dataset`, docs/lerobot.md).
+
+Real parts throughout: episodes go through a real zarr `EpisodeStore` (synthetic frames in the
+fast tests, the project's generator in the slow one), demonstrations are the bundled file, and
+the exports are read back by LeRobot's own `LeRobotDataset` (lerobot 0.4.4) in the isolated
+`.venv-lerobot`, since lerobot pins another torch and numpy than the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.dataset.lerobot_format import read_info
+from instant_fold_core.dataset.schema import Episode
+from instant_fold_core.demonstration import Demonstration, from_episode, load_demonstration
+from instant_fold_training.lerobot_dataset import main
+
+zarr_store = pytest.importorskip(
+    "instant_fold_core.dataset.zarr_store", reason="episode stores need zarr 3 (Python >= 3.11)"
+)
+
+REPO = Path(__file__).resolve().parents[3]
+DEMO = REPO / "models" / "demos" / "proc_00001_sleeves_down__bottom_up.safetensors"
+LEROBOT_PYTHON = Path(os.environ.get("LEROBOT_VENV", REPO / ".venv-lerobot")) / "bin" / "python"
+READER = Path(__file__).with_name("lerobot_reader.py")
+
+
+def _episode(mode: str, seed: int, frames: int = 8, res: int = 256) -> Episode:
+    """A synthetic episode with a grasp at frame 3 and a release at frame 6 on both arms."""
+    rng = np.random.default_rng(seed)
+    state = rng.uniform(-0.3, 0.9, (frames, 2, 4)).astype(np.float32)
+    state[:, :, 3] = 1.0
+    state[3:6, :, 3] = 0.0
+    return Episode(
+        rgb=rng.integers(0, 255, (frames, res, res, 3), dtype=np.uint8),
+        depth=rng.uniform(0.5, 1.2, (frames, res, res)).astype(np.float32),
+        mask=rng.random((frames, res, res)) > 0.4,
+        intrinsics=np.array([[300.5, 0, 128], [0, 300.5, 127.5], [0, 0, 1]], np.float32),
+        extrinsics=np.eye(4, dtype=np.float32),
+        arm_state=state,
+        action=np.roll(state, -1, axis=0) + np.float32(1e-3),
+        particles=rng.random((frames, 12, 3)).astype(np.float32),
+        particle_visible=rng.random((frames, 12)) > 0.3,
+        keypoints=rng.random((frames, 7, 3)).astype(np.float32),
+        keypoint_particle_ids=np.arange(7, dtype=np.int32),
+        keyframes=np.array([0, 3, 6, frames - 1], dtype=np.int32),
+        meta={"mode": mode, "garment_id": f"proc_{seed:05d}", "variant": "S", "seed": seed, "description": mode},
+    )
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    path = tmp_path / "sim.zarr"
+    s = zarr_store.EpisodeStore(path, mode="a")
+    s.write("proc_00001__m02_S__e000", _episode("sleeves_down__bottom_up", 1))
+    s.write("proc_00002__m16_S__e000", _episode("body_bottom_up__sleeves_down", 2, frames=10))
+    return path
+
+
+def _assert_same_demonstration(back: Demonstration, original: Demonstration) -> None:
+    for name in ("color", "mask", "events", "frame_index"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(original, name), err_msg=name)
+    for name in ("depth", "keypose", "intrinsics"):
+        np.testing.assert_allclose(getattr(back, name), getattr(original, name), rtol=0, atol=1e-6, err_msg=name)
+    assert (back.name, back.mode, back.description, back.meta) == (
+        original.name,
+        original.mode,
+        original.description,
+        original.meta,
+    )
+
+
+def test_demonstration_exports_and_imports_back_equal(tmp_path):
+    out = tmp_path / "lerobot"
+    assert main(["export", "--out", str(out), "--demo", str(DEMO)]) == 0
+    info = read_info(out)
+    original = load_demonstration(DEMO)
+    assert (info["total_episodes"], info["total_frames"]) == (1, original.num_keyframes)
+    assert main(["import", str(out), "--episode", "0", "--out", str(tmp_path / "back.safetensors")]) == 0
+    _assert_same_demonstration(load_demonstration(tmp_path / "back.safetensors"), original)
+
+
+def test_store_episodes_import_as_their_keyframe_demonstrations(tmp_path, store):
+    out = tmp_path / "lerobot"
+    assert main(["export", "--out", str(out), "--store", str(store)]) == 0
+    info = read_info(out)
+    assert (info["total_episodes"], info["total_frames"], info["total_tasks"]) == (2, 18, 2)
+    episodes = zarr_store.EpisodeStore(store)
+    for index, name in enumerate(episodes.names()):
+        target = tmp_path / f"{index}.safetensors"
+        assert main(["import", str(out), "--episode", str(index), "--out", str(target)]) == 0
+        back = load_demonstration(target)
+        _assert_same_demonstration(back, from_episode(episodes.read(name), name=name))
+        assert (
+            back.events[1].tolist() == [KeyframeEvent.GRASP] * 2
+            and back.events[2].tolist() == [KeyframeEvent.RELEASE] * 2
+        )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["import", "{tmp}", "--out", "{tmp}/d.safetensors"], "not a LeRobotDataset folder"),
+        (["import", "{lerobot}", "--episode", "5", "--out", "{tmp}/d.safetensors"], "no episode 5 (it has 1)"),
+        (["import", "{lerobot}", "--out", "{demo}"], "exists (--force to overwrite)"),
+        (["export", "--out", "{lerobot}", "--demo", "{demo}"], "exists and is not an empty folder"),
+        (["export", "--out", "{tmp}/new", "--store", "{store}", "--episodes", "nope"], "no episodes ['nope']"),
+        (["export", "--out", "{tmp}/new", "--demo", "{tmp}/missing.safetensors"], "does not exist"),
+    ],
+)
+def test_bad_input_gives_one_error_line(tmp_path, store, capsys, argv, message):
+    lerobot = tmp_path / "lerobot"
+    assert main(["export", "--out", str(lerobot), "--demo", str(DEMO)]) == 0
+    capsys.readouterr()
+    fill = {"tmp": tmp_path, "lerobot": lerobot, "demo": DEMO, "store": store}
+    assert main([arg.format(**fill) for arg in argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "new").exists()
+
+
+def test_damaged_export_is_refused_with_one_line(tmp_path, capsys):
+    out = tmp_path / "lerobot"
+    assert main(["export", "--out", str(out), "--demo", str(DEMO)]) == 0
+    data = out / "data" / "chunk-000" / "file-000.parquet"
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    capsys.readouterr()
+    assert main(["import", str(out), "--out", str(tmp_path / "d.safetensors")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out}: episode 0 cannot be read (") and err.count("\n") == 1, err
+    assert not (tmp_path / "d.safetensors").exists()
+
+
+def test_failed_export_leaves_no_folder(tmp_path, store, capsys):
+    """Images of two sizes cannot share a LeRobot feature: refused, and nothing is left behind."""
+    small = tmp_path / "small.zarr"
+    zarr_store.EpisodeStore(small, mode="a").write("e", _episode("sleeves_down__bottom_up", 3, res=32))
+    assert main(["export", "--out", str(tmp_path / "x"), "--store", str(small), "--demo", str(DEMO)]) == 1
+    assert "images are 256x256, the dataset's are 32x32" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sim.zarr", "small.zarr"]
+
+
+def _read_with_lerobot(root: Path, tmp_path: Path) -> dict:
+    if not LEROBOT_PYTHON.is_file():
+        pytest.skip(f"no LeRobot environment at {LEROBOT_PYTHON.parent.parent}: scripts/bootstrap_lerobot.sh makes it")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)  # the workspace's packages are not for lerobot's interpreter
+    run = subprocess.run(
+        [str(LEROBOT_PYTHON), str(READER), str(root)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _check_against(seen: dict, expected: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+    """`expected`: per episode (task, action [T, 2, 4], colour [T, H, W, 3], depth [T, H, W])."""
+    total = sum(len(action) for _, action, _, _ in expected)
+    assert seen["num_frames"] == seen["len"] == total
+    assert seen["num_episodes"] == len(expected)
+    assert seen["camera_keys"] == ["observation.images.overhead"]
+    np.testing.assert_allclose(
+        np.array(seen["action"]), np.concatenate([a.reshape(-1, 8) for _, a, _, _ in expected]), rtol=0, atol=1e-6
+    )
+    assert seen["task"] == [task for task, action, _, _ in expected for _ in action]
+    assert seen["image_sum"] == [int(c.astype(np.int64).sum()) for _, _, color, _ in expected for c in color]
+    np.testing.assert_allclose(
+        seen["depth_sum"], [float(d.astype(np.float64).sum()) for *_, depth in expected for d in depth], rtol=1e-9
+    )
+
+
+def test_lerobot_reads_store_episodes_and_a_demonstration(tmp_path, store):
+    out = tmp_path / "lerobot"
+    assert main(["export", "--out", str(out), "--store", str(store), "--demo", str(DEMO)]) == 0
+    seen = _read_with_lerobot(out, tmp_path)
+    episodes = zarr_store.EpisodeStore(store)
+    expected = []
+    for name in episodes.names():
+        ep = episodes.read(name)
+        expected.append((ep.meta["mode"], ep.action, ep.rgb, ep.depth))
+    demo = load_demonstration(DEMO)
+    expected.append((demo.mode, np.concatenate([demo.keypose[1:], demo.keypose[-1:]]), demo.color, demo.depth))
+    _check_against(seen, expected)
+    assert seen["keyframe"][:8] == [i in (0, 3, 6, 7) for i in range(8)]
+    assert seen["gripper_event"][3] == [KeyframeEvent.GRASP] * 2
+
+
+@pytest.mark.slow
+def test_generated_episode_through_lerobot_and_back(tmp_path):
+    """The project's generator (cpu-small, one fold) -> export -> LeRobot's reader and our import."""
+    from instant_fold_sim import generate
+
+    store = tmp_path / "sim.zarr"
+    args = ["--out", str(store), "--preset", "cpu-small", "--garments", "proc:0", "--modes", "2/S"]
+    assert generate.main(args) == 0
+    out = tmp_path / "lerobot"
+    assert main(["export", "--out", str(out), "--store", str(store)]) == 0
+    episodes = zarr_store.EpisodeStore(store)
+    (name,) = episodes.names()
+    ep = episodes.read(name)
+    assert main(["import", str(out), "--out", str(tmp_path / "d.safetensors")]) == 0
+    _assert_same_demonstration(load_demonstration(tmp_path / "d.safetensors"), from_episode(ep, name=name))
+    _check_against(_read_with_lerobot(out, tmp_path), [("sleeves_down__bottom_up", ep.action, ep.rgb, ep.depth)])
