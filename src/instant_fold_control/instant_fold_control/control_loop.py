@@ -10,7 +10,10 @@ clock otherwise.
 
 Under lockstep a tick commands where the arms must be at its *end* (`now + period`) and then
 asks the simulator to get there; between chunks (`plan_finished`) it does nothing, so simulated
-time stands still while the policy thinks and a slow CPU never changes the outcome.
+time stands still while the policy thinks and a slow CPU never changes the outcome. A refused
+chunk is the exception: the arms hold for the steps it would have executed, because on a robot time
+would pass meanwhile and the policy would see a new observation; a simulator paused at the
+refused chunk's instant would send none, and the fold would stall.
 A driver failure latches the e-stop and stops both arms.
 
 Threads: `tick`, `submit` and `reset` take turns (one lock); `estop` may come from another thread
@@ -52,6 +55,7 @@ class ControlLoop:
         self.measured_at = 0.0  # controller time of the latest measurement
         self._last_mode = Mode.WAITING
         self._gripper_sent: list[float | None] = [None, None]
+        self._hold_until = -np.inf  # under lockstep: simulated time a refused chunk holds the arms to
         self._lock = threading.Lock()  # ticks, chunks and resets
         self._command_lock = threading.Lock()  # driver commands and stops
 
@@ -86,7 +90,17 @@ class ControlLoop:
     def submit(self, chunk: ActionChunk, observation_time: float | None) -> bool:
         """Hand a chunk to the controller now (between ticks); False when it is refused."""
         with self._lock:
-            return self.controller.submit_chunk(chunk, self.now(), observation_time)
+            now = self.now()
+            accepted = self.controller.submit_chunk(chunk, now, observation_time)
+            if not accepted and self.lockstep is not None and not self.controller.estopped:
+                steps = min(chunk.steps_to_execute, self.controller.robot.safety.max_chunk_steps)
+                self._hold_until = now + steps * chunk.step_duration
+            return accepted
+
+    def idle(self, now: float) -> bool:
+        """Under lockstep: nothing to execute at `now` (the plan is done and no refused chunk's hold
+        runs), so simulated time waits for the next chunk."""
+        return self.controller.plan_finished(now) and now >= self._hold_until - 1e-6
 
     def reset(self) -> bool:
         """Release the e-stop at the measured position; False (still latched) when the drivers
@@ -95,6 +109,7 @@ class ControlLoop:
             if not self.read():
                 return False
             self.controller.reset()
+            self._hold_until = -np.inf
             return True
 
     def estop(self, reason: str) -> None:
@@ -107,7 +122,7 @@ class ControlLoop:
         if not self.read():
             return
         if self.lockstep is not None:
-            if self.controller.plan_finished(now):
+            if self.idle(now):
                 return
             now += self.period_s
         out = self.controller.step(now)

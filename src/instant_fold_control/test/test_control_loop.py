@@ -173,6 +173,26 @@ def test_a_chunk_runs_one_tick_per_step_and_time_stands_still_between_chunks(rig
     assert rig.controller.safety.counts["watchdog_hold"] == 0
 
 
+def test_a_refused_chunk_holds_the_arms_while_simulated_time_runs_its_duration(rig: Rig) -> None:
+    """Under lockstep a refused chunk must not freeze simulated time: the policy would never see a
+    new observation and the fold would stall (a robot's clock runs on while it holds)."""
+    close = [[-0.03, 0.0, 0.8], [0.03, 0.0, 0.8]]  # 6 cm apart, under the 12 cm minimum
+    assert not rig.loop.submit(chunk([close] * 3, [[1, 1]] * 3), rig.loop.now())
+    assert rig.controller.safety.counts["refused_distance"] == 1
+
+    for _ in range(6):
+        rig.loop.tick()
+    assert rig.sim.advances == pytest.approx([0.1, 0.2, 0.3])  # its 3 steps, then time waits again
+    np.testing.assert_allclose(rig.sim.state, START, atol=1e-9)  # held where they were
+    assert rig.controller.mode is Mode.HOLD
+
+    wp = [[-0.18, 0.0, 0.8], [0.2, 0.0, 0.8]]  # the next chunk runs as usual
+    assert rig.loop.submit(chunk([wp], [[1, 1]]), rig.loop.now())
+    rig.loop.tick()
+    assert rig.sim.advances == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    np.testing.assert_allclose(rig.sim.state[:, :3], wp, atol=1e-9)
+
+
 def test_gripper_openness_is_sent_once_per_change(rig: Rig) -> None:
     positions = [[[-0.2, 0.0, 0.8], [0.2, 0.0, 0.8]]] * 4
     openness = [[1, 1], [0, 1], [0, 1], [1, 1]]

@@ -124,9 +124,9 @@ def run_rollout(
         # One action step per simulated frame, whatever cadence the server was built with.
         steer = loop.steer(dataclasses.replace(prediction, step_duration=step_duration))
         now = link.now()
-        controller.submit_chunk(steer.chunk, now, decision.tokens_ns / NANOSECONDS)  # refusals are counted
+        control.submit(steer.chunk, decision.tokens_ns / NANOSECONDS)  # refusals are counted, and held
         loop.chunk_sent(round(now * NANOSECONDS), steer.chunk.steps_to_execute, step_duration, 0.0)
-        while not controller.plan_finished(link.now()):
+        while not control.idle(link.now()):
             control.tick()
             measure()
     return RolloutResult(
@@ -149,9 +149,8 @@ def _decide(loop: FoldLoop, world: SimWorld, server: PolicyServer) -> Query | Fi
         return loop.fail(f"no cloth tokens: {exc}")
     decision = loop.next(now_s=0.0)
     if isinstance(decision, Wait):
-        # Nothing was executed since the last query (the controller refused its chunk): simulated
-        # time stands still, so the graph's fold loop would wait until its observation timeout;
-        # the outcome is the same.
+        # No observation after the last chunk's steps (simulated time stood still): the graph's
+        # fold loop would wait until its observation timeout; the outcome is the same.
         decision = loop.next(now_s=math.inf)
     assert not isinstance(decision, Wait), "past its observation timeout the fold loop never waits"
     return decision

@@ -238,6 +238,12 @@ ISSUE_28_ROWS = (
         "quick_anchored_centroid.json",
         "offline_anchored_centroid.json",
     ),
+    ("cloth-anchored, refused chunks held (same checkpoint)", "quick_anchored_hold.json", "offline_anchored.json"),
+    (
+        "cloth-anchored, refused chunks held, 16 start angles at inference (same checkpoint)",
+        "quick_anchored_r16.json",
+        "offline_anchored_r16.json",
+    ),
     ("registration replay (no training)", "quick_registration_replay.json", None),
 )
 

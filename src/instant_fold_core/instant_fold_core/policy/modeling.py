@@ -254,6 +254,7 @@ class InstantFoldPolicy(nn.Module):
                     obs.cloth_valid,
                     features.float(),
                     obs.cloth_features.float(),
+                    rotations=self.cfg.registration_rotations,
                 )
             return (lambda p: p), (lambda p: rigid.apply(p.float()).to(p.dtype))
         return (lambda p: p), (lambda p: p)
