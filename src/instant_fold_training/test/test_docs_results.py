@@ -244,6 +244,11 @@ ISSUE_28_ROWS = (
         "quick_anchored_r16.json",
         "offline_anchored_r16.json",
     ),
+    (
+        "cloth-anchored, 16 start angles (163 episodes, 6,000 steps)",
+        "quick_anchored_full.json",
+        "offline_anchored_full.json",
+    ),
     ("registration replay (no training)", "quick_registration_replay.json", None),
 )
 
