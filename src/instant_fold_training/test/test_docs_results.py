@@ -238,6 +238,11 @@ ISSUE_28_ROWS = (
         "quick_anchored_centroid.json",
         "offline_anchored_centroid.json",
     ),
+    (
+        "cloth-anchored, rejoin recovery (62 episodes, 6,000 steps)",
+        "quick_anchored_rejoin.json",
+        "offline_anchored_rejoin.json",
+    ),
     ("cloth-anchored, refused chunks held (same checkpoint)", "quick_anchored_hold.json", "offline_anchored.json"),
     (
         "cloth-anchored, refused chunks held, 16 start angles at inference (same checkpoint)",
