@@ -127,18 +127,9 @@ def test_a_refused_demonstration_still_gets_its_report(tmp_path: Path, ros_env, 
 @pytest.mark.slow
 @pytest.mark.ros
 def test_killing_the_sim_node_mid_fold_ends_the_job_naming_it(tmp_path: Path, ros_env: dict[str, str]) -> None:
-    from instant_fold_core.testing import untrained_checkpoints
+    from main_job_rig import start_untrained_main_job
 
-    policy, tokenizer = untrained_checkpoints(tmp_path / "models")
-    out = tmp_path / "run"
-    args = ["--checkpoint", str(policy), "--tokenizer", str(tokenizer), "--no-evaluate", "--out", str(out)]
-    job = subprocess.Popen(
-        [sys.executable, "-u", "-m", "instant_fold.sim_fold", *args, "--max-steps", "1000"],
-        env=ros_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    job, out = start_untrained_main_job(tmp_path, ros_env)
     try:
         assert job.stdout is not None
         for line in job.stdout:

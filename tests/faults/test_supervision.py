@@ -95,18 +95,9 @@ def test_signals_stop_the_main_job_during_a_fold(
 ) -> None:
     """SIGTERM stops the job and its graph; so do two quick Ctrl-Cs (the second one interrupts the
     graph's shutdown: the nodes still go, by the parent-death signal)."""
-    from instant_fold_core.testing import untrained_checkpoints
+    from main_job_rig import start_untrained_main_job
 
-    policy, tokenizer = untrained_checkpoints(tmp_path / "models")
-    out = tmp_path / "run"
-    args = ["--checkpoint", str(policy), "--tokenizer", str(tokenizer), "--no-evaluate", "--out", str(out)]
-    job = subprocess.Popen(
-        [sys.executable, "-u", "-m", "instant_fold.sim_fold", *args, "--max-steps", "1000"],
-        env=ros_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    job, out = start_untrained_main_job(tmp_path, ros_env)
     pids: list[int] = []
     try:
         assert job.stdout is not None
