@@ -359,5 +359,19 @@ def test_the_issue_28_comparisons_in_the_policy_docs_are_the_measured_ones() -> 
         f"Ctx. Acc. {c['ctx_acc']['mean']:.1f} instead of {a['ctx_acc']['mean']:.1f}, but Geom. "
         f"{c['geom']['mean']:.2f} instead of {a['geom']['mean']:.2f}",
     ]
+    h, r16, full, rj = seen("anchored_hold"), seen("anchored_r16"), seen("anchored_full"), seen("anchored_rejoin")
+
+    def change(key: str, x: dict, y: dict, sep: str, digits: int) -> str:
+        return f"{x[key]['mean']:.{digits}f}{sep}{y[key]['mean']:.{digits}f}"
+
+    quotes += [
+        f"Ctx. Acc. {change('ctx_acc', h, r16, ' -> ', 1)}, C-SR@95 {change('csr95', h, r16, ' -> ', 1)}",
+        f"Geom. {change('geom', h, r16, ' -> ', 2)}",
+        f"Ctx. Acc. {full['ctx_acc']['mean']:.1f} (v4 {v4['ctx_acc']['mean']:.1f}), "
+        f"C-SR@95 {full['csr95']['mean']:.1f} (v4 {v4['csr95']['mean']:.1f}), "
+        f"Geom. {full['geom']['mean']:.2f} (v4 {v4['geom']['mean']:.2f})",
+        f"Ctx. Acc. {change('ctx_acc', rj, h, ' vs ', 1)}, C-SR@95 {change('csr95', rj, h, ' vs ', 1)}, "
+        f"Geom. {change('geom', rj, h, ' vs ', 2)}",
+    ]
     missing = [q for q in quotes if q not in docs]
     assert not missing, missing
