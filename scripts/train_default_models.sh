@@ -19,7 +19,8 @@
 # NPROC (policy training processes under torchrun, DDP; 2 on cpu-small: one per core),
 # OMP_NUM_THREADS (1 by default: much faster than 2 on a shared 2-core machine), TOKENIZER (an
 # existing tokenizer directory, e.g. models/encoder: stage 2 is skipped and the policy is trained
-# on that tokenizer's tokens).
+# on that tokenizer's tokens), STORE (an existing episode store, e.g. generated on another machine:
+# stage 1 is skipped and the later stages read it in place).
 set -euo pipefail
 
 scale=cpu-small
@@ -46,7 +47,7 @@ fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export PYTHONPATH="$root/src/instant_fold_core:$root/src/instant_fold_sim:$root/src/instant_fold_training${PYTHONPATH:+:$PYTHONPATH}"
 py=${PYTHON:-python}
-store=$work/store.zarr
+store=${STORE:-$work/store.zarr}
 mkdir -p "$work"
 
 stamp() { date -u +%H:%M:%S; }
@@ -59,9 +60,13 @@ stage() {
 # The default policy's folds: one sleeves-first, two body-first (a side fold and a bottom-up fold),
 # so that only the demonstration tells the policy which garment part to grasp first.
 modes=sleeves_down__bottom_up/S,body_bottom_up__sleeves_down/S,body_side_fold_L__sleeves_down/L
-stage "1/5 generating $episodes_per start states x 7 garments x 3 modes ($sim) into $store"
-"$py" -m instant_fold_sim.generate --out "$store" --preset "$sim" --garments proc:0:8 --split train \
-  --modes "$modes" --episodes-per "$episodes_per" --seed 0 --workers "$workers" --worlds "$worlds"
+if [[ -n "${STORE:-}" ]]; then
+  stage "1/5 episodes: using $store (STORE), not generated here"
+else
+  stage "1/5 generating $episodes_per start states x 7 garments x 3 modes ($sim) into $store"
+  "$py" -m instant_fold_sim.generate --out "$store" --preset "$sim" --garments proc:0:8 --split train \
+    --modes "$modes" --episodes-per "$episodes_per" --seed 0 --workers "$workers" --worlds "$worlds"
+fi
 
 if [[ -n "${TOKENIZER:-}" ]]; then
   tokenizer=$TOKENIZER

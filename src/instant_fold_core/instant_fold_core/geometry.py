@@ -136,7 +136,9 @@ def farthest_point_sampling(
     if p == 0 or not valid.any(dim=1).all():
         raise GeometryError("points: a batch element has no valid point to sample")
     if start is None:
-        scores = torch.rand(b, p, device=points.device, generator=generator)
+        # Drawn where the generator lives (training seeds a CPU generator for CUDA batches too).
+        drawn_on = generator.device if generator is not None else points.device
+        scores = torch.rand(b, p, device=drawn_on, generator=generator).to(points.device)
         first = torch.where(valid, scores, torch.full_like(scores, -1.0)).argmax(dim=1)
     else:
         first = torch.as_tensor(start, device=points.device, dtype=torch.long).expand(b).clone()

@@ -53,6 +53,19 @@ def test_fps_random_start_and_validity_mask():
     assert torch.nonzero(valid[0])[:, 0][ref].tolist() == idx2[0].tolist()
 
 
+@pytest.mark.gpu
+def test_fps_on_cuda_points_with_the_cpu_generator_training_seeds():
+    # Encoder pretraining seeds one CPU generator per step and tokenizes CUDA batches with it; the
+    # random FPS start is drawn on the CPU and moved, the same start as for CPU points.
+    gen = torch.Generator().manual_seed(3)
+    pts = torch.rand(2, 300, 3, generator=gen)
+    valid = torch.rand(2, 300, generator=gen) > 0.5
+    on_cpu = farthest_point_sampling(pts, 16, valid=valid, generator=torch.Generator().manual_seed(5))
+    on_cuda = farthest_point_sampling(pts.cuda(), 16, valid=valid.cuda(), generator=torch.Generator().manual_seed(5))
+    assert on_cuda.device.type == "cuda"
+    assert on_cuda.cpu().tolist() == on_cpu.tolist()
+
+
 def test_fps_fewer_valid_points_than_requested_and_errors():
     pts = torch.rand(1, 10, 3)
     valid = torch.zeros(1, 10, dtype=torch.bool)

@@ -375,3 +375,47 @@ def test_the_issue_28_comparisons_in_the_policy_docs_are_the_measured_ones() -> 
     ]
     missing = [q for q in quotes if q not in docs]
     assert not missing, missing
+
+
+def paper_scale_numbers(report: dict) -> dict[str, str]:
+    """docs/paper_scale.md's numbers, formatted from benchmarks/bench_paper_gpu.sh's JSON."""
+    enc, pol = report["encoder_pretraining"], report["policy_training"]
+    tok = {(r["config"], r["batch"]): r["full_ms_per_frame"] for r in report["tokenizer"]}
+
+    def query(dtype: str, config: str) -> dict:
+        return next(r for r in report["policy_query"][dtype]["results"] if r["config"] == config)["query_cached"]
+
+    return {
+        "encoder_s": f"{enc['seconds_per_step']:.2f}",
+        "encoder_steps": str(enc["steps"]),
+        "encoder_h": f"{enc['projected_hours_20000_steps']:.1f}",
+        "policy_rate": f"{pol['steps_per_s']:.1f}",
+        "policy_steps": str(pol["steps"]),
+        "policy_h": f"{pol['projected_hours_225000_steps']:.1f}",
+        "total_h": f"{enc['projected_hours_20000_steps'] + pol['projected_hours_225000_steps']:.0f}",
+        "tok1": f"{tok[('paper', 1)]:.1f}",
+        "tok8": f"{tok[('paper', 8)]:.1f}",
+        "q32": f"{query('float32', 'paper')['median_ms']:.1f}",
+        "q32p": f"{query('float32', 'paper')['p95_ms']:.1f}",
+        "q16": f"{query('bfloat16', 'paper')['median_ms']:.1f}",
+        "q16p": f"{query('bfloat16', 'paper')['p95_ms']:.1f}",
+        "qs32": f"{query('float32', 'cpu-small')['median_ms']:.1f}",
+    }
+
+
+def test_the_paper_scale_gpu_numbers_are_the_measured_ones() -> None:
+    report = json.loads((RESULTS / "bench_paper_gpu.json").read_text())
+    assert report["gpu"] and all(code == 0 for code in report["exit_codes"].values())
+    n = paper_scale_numbers(report)
+    docs = " ".join((REPO / "docs" / "paper_scale.md").read_text().split())
+    quoted = [
+        f"| {n['encoder_s']} s/step ({n['encoder_steps']} steps) | 20,000 steps: {n['encoder_h']} h |",
+        f"| {n['policy_rate']} steps/s ({n['policy_steps']} steps) | 225,000 steps: {n['policy_h']} h |",
+        f"| {n['tok1']} / {n['tok8']} ms per frame |",
+        f"| {n['q32']} ms median, {n['q32p']} ms p95 |",
+        f"| {n['q16']} ms median, {n['q16p']} ms p95 |",
+        f"| {n['qs32']} ms median |",
+        f"about {n['total_h']} h of GPU time",
+    ]
+    missing = [q for q in quoted if q not in docs]
+    assert not missing, missing

@@ -361,6 +361,8 @@ def pretrain(
             "tau": tau,
             "lr": optimizer.param_groups[0]["lr"],
             "tokens_per_s": tokens_seen * where.world_size / (time.perf_counter() - t0),
+            # since this run's first step: the difference of two records is their steps' wall time
+            "elapsed_s": time.perf_counter() - t0,
         }
         history.append(record)
         if step % tcfg.log_every == 0 or done in (tcfg.steps, end):
