@@ -38,11 +38,12 @@ if [[ $scale == paper ]]; then
   policy_model="{}"
 else
   sim=cpu-small encoder=cpu-small policy=cpu-small
-  episodes_per=${EPISODES_PER:-11} encoder_steps=${ENCODER_STEPS:-600} policy_steps=${POLICY_STEPS:-8000}
+  episodes_per=${EPISODES_PER:-11} encoder_steps=${ENCODER_STEPS:-600} policy_steps=${POLICY_STEPS:-6000}
   workers=${WORKERS:-2} worlds=${WORLDS:-1} device=${DEVICE:-cpu} nproc=${NPROC:-2}
   # docs/policy.md "Default models": why these (throughput: benchmarks/bench_policy_train.py).
-  policy_train="batch_size: 32, noise_samples: 8, frame_stride: 2, demos_per_batch: 4, ema_decay: 0.995, decision_weight: 3.0, recovery_prob: 0.5, recovery_noise_m: 0.05, frames: all, se2_prob: 0.5"
-  policy_model="{demo_alignment: centroid}"
+  policy_train="batch_size: 32, noise_samples: 8, frame_stride: 2, demos_per_batch: 4, ema_decay: 0.995, decision_weight: 3.0, recovery_prob: 0.5, recovery_noise_m: 0.05, recovery_mode: rejoin, frames: all, se2_prob: 0.5"
+  # The cloth-anchored head with demonstration registration (issue 28, docs/policy.md).
+  policy_model="{demo_alignment: registration, registration_rotations: 16, keypose_head: anchored, cloth_geometry: true, rope_min_wavelength_m: 0.04, rope_max_wavelength_m: 1.0}"
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export PYTHONPATH="$root/src/instant_fold_core:$root/src/instant_fold_sim:$root/src/instant_fold_training${PYTHONPATH:+:$PYTHONPATH}"

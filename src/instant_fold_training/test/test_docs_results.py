@@ -17,6 +17,8 @@ def test_the_evaluation_tables_in_the_docs_are_the_measured_ones() -> None:
     for name in (
         "eval_cpu_default.json",
         "eval_cpu_garments_default.json",
+        "eval_cpu_default_v4.json",
+        "eval_cpu_garments_default_v4.json",
         "eval_cpu_default_v2.json",
         "eval_cpu_previous_default.json",
         "eval_cpu_experiment_D.json",
@@ -172,9 +174,10 @@ def test_the_sampling_noise_rows_of_the_policy_card_are_the_measured_ones() -> N
 
 
 def test_the_isaac_lab_fold_numbers_are_the_measured_ones() -> None:
-    """docs/isaac_lab.md's table and the README quote the Isaac Lab fold (CPU) and the Newton main job."""
+    """docs/isaac_lab.md's table and the README quote the Isaac Lab fold (CPU) and the Newton main job
+    of the same policy (v4)."""
     isaac = json.loads((RESULTS / "isaac_lab_cpu_fold.json").read_text())
-    newton = json.loads((RESULTS / "main_job.json").read_text())
+    newton = json.loads((RESULTS / "main_job_v4.json").read_text())
     docs = (REPO / "docs" / "isaac_lab.md").read_text()
     fi, si = isaac["fold"], isaac["same_init"]
     frames = isaac["sim"]["frames"]
@@ -254,6 +257,11 @@ ISSUE_28_ROWS = (
         "quick_anchored_full.json",
         "offline_anchored_full.json",
     ),
+    (
+        "cloth-anchored, rejoin recovery, 16 start angles (163 episodes, 6,000 steps): v5, shipped",
+        "quick_full_rejoin.json",
+        "offline_full_rejoin.json",
+    ),
     ("registration replay (no training)", "quick_registration_replay.json", None),
 )
 
@@ -302,16 +310,18 @@ def test_the_policy_card_quotes_the_issue_28_measurements() -> None:
     def offline(name: str) -> dict:
         return json.loads((RESULTS / name).read_text())["train"]
 
-    v4, replay, anchored = seen("quick_v4.json"), seen("quick_registration_replay.json"), seen("quick_anchored.json")
+    v4, replay, v5 = seen("quick_v4.json"), seen("quick_registration_replay.json"), seen("quick_full_rejoin.json")
     quotes = [
         f"arm sensitivity {offline('offline_v4.json')['arm_sensitivity']['slope_median']:.2f}",
         f"land {v4['first_grasp']['xy_m']['mean'] * 100:.1f} cm (mean) from the oracle's, "
         f"{v4['first_grasp']['within_5cm'] * 100:.0f} % within 5 cm",
-        f"(Geom. {replay['geom']['mean']:.2f} against this policy's {v4['geom']['mean']:.2f})",
-        f"(sensitivity {offline('offline_anchored.json')['arm_sensitivity']['slope_median']:.2f}, "
-        f"median first grasp {anchored['first_grasp']['xy_m']['median'] * 100:.1f} cm)",
-        f"(Ctx. Acc. {anchored['ctx_acc']['mean']:.1f} vs {seen('quick_paper_head.json')['ctx_acc']['mean']:.1f} "
-        "on the quick yardstick)",
+        f"(Geom. {replay['geom']['mean']:.2f} against this policy's {v5['geom']['mean']:.2f})",
+        f"(sensitivity {offline('offline_full_rejoin.json')['arm_sensitivity']['slope_median']:.2f}, "
+        f"first grasps {v5['first_grasp']['xy_m']['mean'] * 100:.1f} cm mean, "
+        f"{v5['first_grasp']['xy_m']['median'] * 100:.1f} cm median, "
+        f"{v5['first_grasp']['within_5cm'] * 100:.0f} % within 5 cm)",
+        f"(Ctx. Acc. {v5['ctx_acc']['mean']:.1f} vs {v4['ctx_acc']['mean']:.1f}, C-SR@95 {v5['csr95']['mean']:.1f} vs "
+        f"{v4['csr95']['mean']:.1f}, Geom. {v5['geom']['mean']:.2f} vs {v4['geom']['mean']:.2f} on the quick yardstick)",
     ]
     missing = [q for q in quotes if q not in card]
     assert not missing, missing
@@ -373,6 +383,21 @@ def test_the_issue_28_comparisons_in_the_policy_docs_are_the_measured_ones() -> 
         f"Ctx. Acc. {change('ctx_acc', rj, h, ' vs ', 1)}, C-SR@95 {change('csr95', rj, h, ' vs ', 1)}, "
         f"Geom. {change('geom', rj, h, ' vs ', 2)}",
     ]
+    v5, g5 = seen("full_rejoin"), seen("full_rejoin")["first_grasp"]
+    quotes += [  # v5, the shipped policy: its bullet, the replay comparison, the recipe's choice
+        f"Ctx. Acc. {v5['ctx_acc']['mean']:.1f}, C-SR@95 {v5['csr95']['mean']:.1f} "
+        f"({round(v5['csr95']['mean'] * v5['rollouts'] / 100)} of {v5['rollouts']}), Geom. {v5['geom']['mean']:.2f}, "
+        f"W1 {v5['w1']:.3f}, closed-loop first grasps {g5['xy_m']['mean'] * 100:.1f} cm mean, "
+        f"{g5['xy_m']['median'] * 100:.1f} cm median, {g5['within_5cm'] * 100:.0f} % within 5 cm",
+        f"gave {rj['csr95']['mean']:.1f} / {rj['geom']['mean']:.2f} (rejoin) and "
+        f"{full['csr95']['mean']:.1f} / {full['geom']['mean']:.2f} (163 episodes)",
+        f"{v5['geom']['mean']:.2f} (v5), {a['geom']['mean']:.2f} (anchored, 62 episodes), {v4['geom']['mean']:.2f} (v4)",
+        f"Ctx. Acc. {change('ctx_acc', v5, v4, ' vs ', 1)}, C-SR@95 {change('csr95', v5, v4, ' vs ', 1)}, "
+        f"Geom. {change('geom', v5, v4, ' vs ', 2)}",
+    ]
+    readme = " ".join((REPO / "README.md").read_text().split())
+    replay = seen("registration_replay")
+    assert f"(Geom. {v5['geom']['mean']:.2f} against the replay's {replay['geom']['mean']:.2f})" in readme
     missing = [q for q in quotes if q not in docs]
     assert not missing, missing
 
@@ -417,5 +442,91 @@ def test_the_paper_scale_gpu_numbers_are_the_measured_ones() -> None:
         f"| {n['qs32']} ms median |",
         f"about {n['total_h']} h of GPU time",
     ]
+    missing = [q for q in quoted if q not in docs]
+    assert not missing, missing
+
+
+def test_the_v5_held_out_garment_prose_is_the_measured_one() -> None:
+    run = json.loads((RESULTS / "eval_cpu_garments_default.json").read_text())
+    v4 = json.loads((RESULTS / "eval_cpu_garments_default_v4.json").read_text())
+    seen, oos = run["rows"]["policy"]["seen"], run["rows"]["oracle-out-of-sample"]["seen"]
+    grasp = seen["first_grasp"]
+    docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+    quoted = [
+        f"follows its demonstration in {seen['ctx_acc']['mean']:.1f} % of the rollouts and succeeds in "
+        f"{round(seen['csr95']['mean'] * seen['rollouts'] / 100)} of {seen['rollouts']}",
+        f"(C-SR@95 {seen['csr95']['mean']:.1f} %, {100 * seen['csr95']['mean'] / oos['csr95']['mean']:.0f} % of the "
+        f"out-of-sample oracle's {oos['csr95']['mean']:.1f} %",
+        f"Geom. {seen['geom']['mean']:.2f} (v4 {v4['rows']['policy']['seen']['geom']['mean']:.2f})",
+        f"({100 * grasp['xy_m']['mean']:.1f} cm mean, {100 * grasp['xy_m']['median']:.1f} cm median, "
+        f"{100 * grasp['within_5cm']:.1f} % within 5 cm; {grasp['measured']} of {grasp['arms']} expected grasps made)",
+        f"{run['outcomes']['step_limit']} of the {run['rollouts']} rollouts end at the step limit "
+        f"({run['outcomes']['completed']} complete)",
+    ]
+    missing = [q for q in quoted if q not in docs]
+    assert not missing, missing
+
+
+def test_the_policy_card_quotes_its_benchmarks_against_v4() -> None:
+    card = " ".join((REPO / "models" / "policy" / "README.md").read_text().split())
+
+    def policy(name: str, split: str = "seen") -> dict:
+        return json.loads((RESULTS / name).read_text())["rows"]["policy"][split]
+
+    def arrow(key: str, old: dict, new: dict, digits: int) -> str:
+        return f"{old[key]['mean']:.{digits}f} -> {new[key]['mean']:.{digits}f}"
+
+    v5, v4 = policy("eval_cpu_default.json"), policy("eval_cpu_default_v4.json")
+    h5, h4 = policy("eval_cpu_default.json", "heldout"), policy("eval_cpu_default_v4.json", "heldout")
+    g5, g4 = policy("eval_cpu_garments_default.json"), policy("eval_cpu_garments_default_v4.json")
+    runs = [json.loads((RESULTS / n).read_text()) for n in ("eval_cpu_default.json", "eval_cpu_default_v4.json")]
+    grasp = v5["first_grasp"]
+    quotes = [
+        f"seen Ctx. Acc. {arrow('ctx_acc', v4, v5, 1)} %, C-SR@95 {arrow('csr95', v4, v5, 1)} % "
+        f"({round(v5['csr95']['mean'] * v5['rollouts'] / 100)} successes of {v5['rollouts']} instead of "
+        f"{round(v4['csr95']['mean'] * v4['rollouts'] / 100)}), Geom. {arrow('geom', v4, v5, 2)}, "
+        f"W1 {v4['w1']:.3f} -> {v5['w1']:.3f}",
+        f"{runs[0]['outcomes']['completed']} of {runs[0]['rollouts']} rollouts complete with the arms home instead "
+        f"of {runs[1]['outcomes']['completed']}",
+        f"first grasps {100 * grasp['xy_m']['mean']:.1f} cm from the oracle's on average, "
+        f"{100 * grasp['xy_m']['median']:.1f} cm median, {100 * grasp['within_5cm']:.1f} % within 5 cm",
+        f"Held-out fold: Ctx. Acc. {arrow('ctx_acc', h4, h5, 1)} %, no success, Geom. {arrow('geom', h4, h5, 2)}",
+        f"Ctx. Acc. {g5['ctx_acc']['mean']:.1f} %, C-SR@95 {g5['csr95']['mean']:.1f} %, Geom. {g5['geom']['mean']:.2f} "
+        f"(v4: {g4['ctx_acc']['mean']:.1f}, {g4['csr95']['mean']:.1f}, {g4['geom']['mean']:.2f}), with first grasps of "
+        f"{100 * g5['first_grasp']['xy_m']['mean']:.1f} cm mean",
+    ]
+    assert h5["csr95"]["mean"] == 0.0
+    missing = [q for q in quotes if q not in card]
+    assert not missing, missing
+
+
+def test_the_v5_benchmark_prose_is_the_measured_one() -> None:
+    """docs/evaluation.md's reading of the v5 CPU benchmark, against its summary and v4's."""
+    run = json.loads((RESULTS / "eval_cpu_default.json").read_text())
+    v4 = json.loads((RESULTS / "eval_cpu_default_v4.json").read_text())
+    rows = run["rows"]
+    seen, held, wrong = rows["policy"]["seen"], rows["policy"]["heldout"], rows["wrong-demo"]["seen"]
+    oos = rows["oracle-out-of-sample"]["seen"]
+    old = v4["rows"]["policy"]["seen"]
+    grasp = seen["first_grasp"]
+    successes = round(seen["csr95"]["mean"] * seen["rollouts"] / 100)
+    docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+    quoted = [
+        f"{successes} of the {seen['rollouts']} seen-fold rollouts succeed (C-SR@95 {seen['csr95']['mean']:.1f} %; "
+        f"v4: {round(old['csr95']['mean'] * old['rollouts'] / 100)}, {old['csr95']['mean']:.1f} %)",
+        f"seen Geom. {seen['geom']['mean']:.2f} (v4 {old['geom']['mean']:.2f}) and W1 {seen['w1']:.3f} (v4 {old['w1']:.3f})",
+        f"in {seen['ctx_acc']['mean']:.1f} % of them (v4 {old['ctx_acc']['mean']:.1f} %)",
+        f"control at {wrong['ctx_acc']['mean']:.1f} %",
+        f"{run['outcomes']['completed']} of the {run['rollouts']} rollouts complete with both arms home "
+        f"(v4: {v4['outcomes']['completed']})",
+        f"C-SR@95 {seen['csr95']['mean']:.1f} vs {oos['csr95']['mean']:.1f} % "
+        f"({100 * seen['csr95']['mean'] / oos['csr95']['mean']:.0f} % of it",
+        f"Geom. {seen['geom']['mean']:.2f} vs {oos['geom']['mean']:.2f} ({seen['geom']['mean'] / oos['geom']['mean']:.2f}x",
+        f"land {100 * grasp['xy_m']['mean']:.1f} cm from the oracle's on average, {100 * grasp['xy_m']['median']:.1f} cm "
+        f"median, {100 * grasp['within_5cm']:.1f} % within 5 cm",
+        f"(Ctx. Acc. {held['ctx_acc']['mean']:.1f} %, no success, Geom. {held['geom']['mean']:.2f}",
+        f"Rollouts took {run['mean_rollout_wall_s']:.0f} s each",
+    ]
+    assert held["csr95"]["mean"] == 0.0
     missing = [q for q in quoted if q not in docs]
     assert not missing, missing
