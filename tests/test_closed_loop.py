@@ -65,9 +65,10 @@ def test_in_process_and_graph_rollouts_end_in_the_same_state(
 
 
 def language_checkpoint(directory: Path, modes: list[str]) -> Path:
-    """The default policy's architecture, language-conditioned on `modes` (random weights)."""
+    """The default policy's architecture, language-conditioned on `modes` (random weights), with the
+    paper's keypose head: the cloth-anchored one reads its targets through a demonstration."""
     policy, cfg = InstantFoldPolicy.from_pretrained(MODELS / "policy")
-    cfg.model = dataclasses.replace(cfg.model, conditioning="language").validate()
+    cfg.model = dataclasses.replace(cfg.model, conditioning="language", keypose_head="flow").validate()
     language = InstantFoldPolicy(cfg.model)
     language.normalizers.load_dict(policy.normalizers.to_dict())
     language.mode_ids = {m: i for i, m in enumerate(modes)}
