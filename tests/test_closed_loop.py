@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_fold_recording_hosts import check_main_job_recording
 
 from instant_fold.sim_fold import DEFAULT_DEMO
 from instant_fold.sim_fold import main as sim_fold_main
@@ -52,8 +53,9 @@ def test_in_process_and_graph_rollouts_end_in_the_same_state(
         monkeypatch.setenv(key, value)
     out = tmp_path / "graph"
     args = ["--max-steps", str(QUERIES), "--seed", str(SEED), "--out", str(out), "--bank", str(tmp_path / "no_bank")]
-    assert sim_fold_main(args) == 0
+    assert sim_fold_main([*args, "--rrd"]) == 0  # recorded: the recording must not change the fold
     metrics = json.loads((out / "metrics.json").read_text())
+    check_main_job_recording(out, metrics)
     graph_record = metrics["sim"]["record"]
     assert metrics["fold"]["policy_queries"] == QUERIES and metrics["sim"]["frames"] == 2 * QUERIES
     _, _, result = in_process()

@@ -20,6 +20,7 @@ setup(
         "timm",
         "pyarrow",
         "pillow",
+        "rerun-sdk",  # fold_recording, rerun_web (imported when used)
         'zarr>=3; python_version >= "3.11"',
     ],
     python_requires=">=3.10",

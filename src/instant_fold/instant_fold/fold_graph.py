@@ -18,7 +18,8 @@ the same nodes with the same parameter files. Choices:
 - with the simulator: `sim_backend:=newton|isaac_lab|newton_stand_in` (default `newton`, the
   embedded scene; `isaac_lab`: Isaac Lab 3 with two Frankas in its own Python 3.12 process,
   docs/isaac_lab.md; `newton_stand_in`: the Isaac Lab bridge with the Newton scene behind it) and
-  `sim_device:=cpu|cuda:0` (the backend's device; default cpu).
+  `sim_device:=cpu|cuda:0` (the backend's device; default cpu); `sim_grasp:=fingers|commanded`
+  (Isaac Lab: held cloth follows the simulated fingers, default, or the commanded target).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ SEGMENTATIONS = ("sam2", "plane", "sim")
 #: Simulators behind the sim node (`sim_backend:=`); the bridge's are listed in
 #: instant_fold_sim.isaac_lab.server.BACKENDS (not imported: the bringup stays light).
 SIM_BACKENDS = ("newton", "isaac_lab", "newton_stand_in")
+#: What cloth a simulated Franka holds follows (instant_fold_sim.isaac_lab.grasp.GRASP_MODELS).
+SIM_GRASPS = ("fingers", "commanded")
 #: Steps of the simulator's actions: one 20 fps frame (the demonstrations' frame period).
 SIM_STEP_DURATION = 0.05
 SIM_CONTROL_RATE_HZ = 20.0
@@ -63,6 +66,7 @@ class FoldOptions:
     max_steps: str = ""
     sim_backend: str = ""
     sim_device: str = ""
+    sim_grasp: str = ""
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, str]) -> FoldOptions:
@@ -91,8 +95,10 @@ class FoldOptions:
             raise ConfigError(f"camera:={camera} needs playback_file:=<recording>")
         if camera != "sim" and any((self.garment, self.seed, self.mode, self.variant)):
             raise ConfigError("garment/seed/mode/variant choose the simulated start state: they need camera:=sim")
-        if camera != "sim" and (self.sim_backend or self.sim_device):
-            raise ConfigError("sim_backend/sim_device choose the simulator: they need robot:=sim")
+        if camera != "sim" and (self.sim_backend or self.sim_device or self.sim_grasp):
+            raise ConfigError("sim_backend/sim_device/sim_grasp choose the simulator: they need robot:=sim")
+        if self.sim_grasp and self.sim_grasp not in SIM_GRASPS:
+            raise ConfigError(f"sim_grasp:={self.sim_grasp}: expected one of {list(SIM_GRASPS)}")
         if self.sim_backend and self.sim_backend not in SIM_BACKENDS:
             raise ConfigError(f"sim_backend:={self.sim_backend}: expected one of {list(SIM_BACKENDS)}")
         models = models_dir()
@@ -111,6 +117,7 @@ class FoldOptions:
             max_steps=self.max_steps,
             sim_backend=self.sim_backend,
             sim_device=self.sim_device,
+            sim_grasp=self.sim_grasp,
         )
 
 
@@ -143,6 +150,8 @@ def build_fold_graph(options: FoldOptions) -> tuple[GraphSpec, dict[str, dict[st
             sim_params["backend"] = o.sim_backend
         if o.sim_device:
             sim_params["backend_device"] = o.sim_device
+        if o.sim_grasp:
+            sim_params["grasp"] = o.sim_grasp
         params["sim"] = sim_params
     elif o.camera == "bag":
         nodes.append(_node("bag_player", "instant_fold_demo", "bag_player", "demo.yaml"))

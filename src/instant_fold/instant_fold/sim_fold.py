@@ -6,11 +6,13 @@ demonstration (the sim node tells the policy server where the simulated arms res
 `arms/home` topic: the fold ends there), and when the fold ends asks the sim node to score it
 against the oracle program run from the same start state. Writes to
 `--out`: `rollout.mp4`, `fold_strip.png` (the demonstration's keyframes above the keyframes the
-policy produced), `metrics.json`, and the graph's log. One run holds `--out` at a time (a second
-is refused, naming the first's pid), and every node is supervised: one that exits ends the run at
-once, named, whatever the job was waiting for.
+policy produced), `metrics.json`, and the graph's log; with `--rrd`, `fold.rrd`, a Rerun recording
+fed from the graph's topics (docs/rerun.md), which `--view` then serves in Rerun's web viewer on
+127.0.0.1. One run holds `--out` at a time (a second is refused, naming the first's pid), and
+every node is supervised: one that exits ends the run at once, named, whatever the job was
+waiting for.
 
-python -m instant_fold.sim_fold [--demo FILE] [--garment proc:1] [--seed N] [--out outputs/sim_fold]
+python -m instant_fold.sim_fold [--demo FILE] [--garment proc:1] [--seed N] [--out outputs/sim_fold] [--rrd | --view]
 """
 
 from __future__ import annotations
@@ -31,13 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml
-from instant_fold_core.contracts import FoldOutcome
+from instant_fold.fold_graph import SIM_GRASPS, FoldOptions, build_fold_graph, parameters_yaml
+from instant_fold_core.compute_threads import pin_compute_threads
+from instant_fold_core.contracts import FoldOutcome, FoldPhase
 from instant_fold_core.errors import ExternalError
+from instant_fold_core.fold_recording import FoldRecording
 from instant_fold_core.output_dir import OutputDirError, claimed_output_dir, make_output_dir
 from instant_fold_ros.bringup_share import models_dir
 from instant_fold_ros.graph_spec import GraphSpec
 from instant_fold_ros.node_main import spin_until_shutdown
+from instant_fold_ros.recording_tap import RecordingTap
 from instant_fold_ros.standins.process_runner import ProcessRunner
 
 DEFAULT_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
@@ -91,12 +96,22 @@ class LatencyProbe:
             self.tokens_ms.append((self._tokens[key] - self.frames[key]) * 1000.0)
 
     def on_command(self, msg) -> None:
+        self.command_latency(msg)
+
+    def command_latency(self, msg) -> dict[str, float]:
+        """Count the chunk's latencies and return them (name -> ms), for a recording of the fold."""
         key = self.key(msg.header.stamp)
         now = time.monotonic()
+        latency = {}
         if key in self.frames:
-            self.command_ms.append((now - self.frames[key]) * 1000.0)
+            latency["frame_to_command"] = (now - self.frames[key]) * 1000.0
+            self.command_ms.append(latency["frame_to_command"])
         if key in self._tokens:
-            self.policy_ms.append((now - self._tokens[key]) * 1000.0)
+            latency["tokens_to_command"] = (now - self._tokens[key]) * 1000.0
+            self.policy_ms.append(latency["tokens_to_command"])
+            if key in self.frames:
+                latency["frame_to_tokens"] = (self._tokens[key] - self.frames[key]) * 1000.0
+        return latency
 
     def summary(self) -> dict[str, dict[str, float | int]]:
         return {
@@ -170,8 +185,13 @@ def same_init_metrics(args: argparse.Namespace, sim_metrics: dict) -> dict:
 
 #: Largest step limit the ExecuteFold goal carries (`uint32 max_steps`).
 MAX_GOAL_STEPS = 2**32 - 1
+#: Where `--view` serves the recording: this machine only (the viewer has no authentication).
+VIEW_HOST = "127.0.0.1"
 #: Exit code of a fold that was aborted or canceled (the graph ran, the fold did not).
 EXIT_FOLD_FAILED = 3
+#: Exit code of a simulator this machine cannot run (no Isaac Lab environment, no such device),
+#: told before any node starts.
+EXIT_SIM_UNAVAILABLE = 2
 
 
 def fold_outcome(status: int, outcome: int) -> str:
@@ -267,6 +287,7 @@ def run_fold(args: argparse.Namespace) -> dict:
         max_steps=str(args.max_steps),
         sim_backend=args.sim_backend,
         sim_device=args.sim_device,
+        sim_grasp=args.sim_grasp,
     )
     demo = Path(args.demo).resolve()
     if not demo.is_file():
@@ -283,7 +304,10 @@ def run_fold(args: argparse.Namespace) -> dict:
     params_file = out / "fold_params.yaml"
     params_file.write_text(parameters_yaml(params))
     started = time.monotonic()
-    with graph_environment() as env, open(out / "graph.log", "w") as log:
+    recording = open_recording(out / "fold.rrd", demo) if args.rrd else None
+    tap = RecordingTap(recording) if recording is not None else None
+    # Closed however the run ends: a failed fold's recording is its best account.
+    with recording or nullcontext(), graph_environment() as env, open(out / "graph.log", "w") as log:
         domain = int(env["ROS_DOMAIN_ID"])
         runner = ProcessRunner(graph, extra_parameters=[params_file], env=env, output=log)
         runner.start()
@@ -297,9 +321,13 @@ def run_fold(args: argparse.Namespace) -> dict:
         spinner.start()
         try:
             probe = LatencyProbe()
-            node.create_subscription(Image, "camera/color", probe.on_frame, OBSERVATION_QOS)
-            node.create_subscription(ClothTokens, "cloth/tokens", probe.on_tokens, OBSERVATION_QOS)
-            node.create_subscription(ActionChunk, "arms/command", probe.on_command, COMMAND_QOS)
+            if tap is None:
+                node.create_subscription(Image, "camera/color", probe.on_frame, OBSERVATION_QOS)
+                node.create_subscription(ClothTokens, "cloth/tokens", probe.on_tokens, OBSERVATION_QOS)
+                node.create_subscription(ActionChunk, "arms/command", probe.on_command, COMMAND_QOS)
+            else:  # the same subscriptions feed the recording; the arm states come with the feedback
+                also = {"camera/color": probe.on_frame, "cloth/tokens": probe.on_tokens}
+                tap.attach(node, latency=probe.command_latency, also=also, arm_state=False)
             fold: Any = ActionClient(node, ExecuteFold, "policy/execute_fold")
             step: Any = node.create_client(SimStep, "sim/step")
             evaluate: Any = node.create_client(EvaluateFold, "sim/evaluate")
@@ -322,6 +350,8 @@ def run_fold(args: argparse.Namespace) -> dict:
 
             def feedback(msg) -> None:
                 f = msg.feedback
+                if tap is not None and f.phase != FoldPhase.LOADING_DEMONSTRATION:  # a query's: its arm state
+                    tap.on_state(f.state)
                 if f.step % 10 == 0:
                     print(f"[sim_fold] query {f.step}: phase {f.phase}, gripper events {f.events_executed}", flush=True)
 
@@ -342,6 +372,10 @@ def run_fold(args: argparse.Namespace) -> dict:
                 if not answer.success:
                     raise SimFoldError(f"evaluation failed: {answer.message}")
                 sim_metrics = json.loads(answer.metrics_json)
+            if recording is not None:
+                finish_recording(
+                    recording, outcome, f"{fold_result.message} ({fold_result.steps} queries)", sim_metrics
+                )
         finally:
             executor.shutdown(timeout_sec=2)
             node.destroy_node()
@@ -364,8 +398,13 @@ def run_fold(args: argparse.Namespace) -> dict:
         "latency": probe.summary(),
         "graph_ready_s": ready_s,
         "wall_s": time.monotonic() - started,
+        # CPU of this process (all its threads, the nodes not included): what `--rrd` adds to it
+        # is the recording's cost (benchmarks/bench_rerun_main_job.py).
+        "job_cpu_s": time.process_time(),
         "sim_backend": args.sim_backend,
-        "sim_device": args.sim_device or "cpu",
+        "sim_device": args.sim_device,
+        "sim_grasp": args.sim_grasp if args.sim_backend == "isaac_lab" else None,
+        "compute_threads": args.compute_threads,
         "graph_exit_code": code,
         "ros_domain_id": domain,
         "demonstration": str(demo),
@@ -373,8 +412,32 @@ def run_fold(args: argparse.Namespace) -> dict:
         "tokenizer": options.tokenizer or str(models_dir() / "encoder"),
         "outputs": outputs,
     }
+    if recording is not None and tap is not None:
+        outputs["rrd"] = str(recording.path)
+        metrics["recording"] = {"queries": tap.queries, "refused_messages": tap.refused}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
     return metrics
+
+
+def open_recording(path: Path, demo: Path) -> FoldRecording:
+    """The fold's Rerun recording, with the demonstration it is conditioned on (or, for one that
+    cannot be read, a line saying so: the fold's report is still written)."""
+    from instant_fold_core.demonstration import DemonstrationError, load_demonstration
+
+    recording = FoldRecording(path)
+    try:
+        recording.demonstration(load_demonstration(demo))
+    except DemonstrationError as exc:
+        recording.event(None, f"demonstration unreadable: {exc}")
+    return recording
+
+
+def finish_recording(recording: FoldRecording, outcome: str, message: str, sim_metrics: dict) -> None:
+    """The fold's outcome, and with an evaluation the oracle's target keypoints and the fold's own."""
+    stamp = float(sim_metrics["sim_time_s"]) if "sim_time_s" in sim_metrics else None
+    recording.event(stamp, f"fold {outcome}: {message}")
+    if "oracle_keypoints" in sim_metrics:
+        recording.keypoints(np.asarray(sim_metrics["oracle_keypoints"]), np.asarray(sim_metrics["final_keypoints"]))
 
 
 @contextmanager
@@ -416,6 +479,8 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.splitlines()[0],
         epilog=f"Exit status: 0 the fold completed or reached the step limit; 1 the graph failed (a node "
         "exited, a timeout) or could not start (bad input, --out in use by another run); "
+        f"{EXIT_SIM_UNAVAILABLE} bad arguments, or a simulator this machine cannot run (--sim-backend isaac_lab "
+        "without its environment, a --sim-device it lacks), told before any node starts; "
         f"{EXIT_FOLD_FAILED} the fold was aborted or canceled (metrics.json says why); 130 stopped by "
         "Ctrl-C, SIGTERM or SIGHUP.",
     )
@@ -439,11 +504,47 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--sim-device", default="", help="the backend's device: cpu (default) or cuda:0")
     parser.add_argument(
+        "--sim-grasp",
+        default=SIM_GRASPS[0],
+        choices=SIM_GRASPS,
+        help="isaac_lab: held cloth follows the simulated fingers (default) or the commanded target (the first model)",
+    )
+    parser.add_argument(
         "--no-evaluate", dest="evaluate", action="store_false", help="skip the oracle score, video and strip"
+    )
+    parser.add_argument(
+        "--rrd", action="store_true", help="also write <out>/fold.rrd, a Rerun recording of the fold (docs/rerun.md)"
+    )
+    parser.add_argument(
+        "--view",
+        action="store_true",
+        help="--rrd, then serve it in Rerun's web viewer on 127.0.0.1 and print the URL (Ctrl-C stops it)",
+    )
+    parser.add_argument(
+        "--view-port", type=_positive(int, 65535), default=9090, help="the web viewer's HTTP port (--view)"
     )
     parser.add_argument("--startup-timeout", type=_positive(float), default=180.0)
     parser.add_argument("--fold-timeout", type=_positive(float), default=900.0)
     args = parser.parse_args(argv)
+    # Before anything computes or starts: this process's and every child's threads (the nodes,
+    # the simulator process), so the fold does not depend on the caller's OMP_NUM_THREADS.
+    args.compute_threads = pin_compute_threads()
+    from instant_fold_sim.availability import SimulatorUnavailable, check_simulator
+
+    try:  # one line and exit 2 now, not a node exiting 40 s into the graph's start-up
+        args.sim_device = check_simulator(args.sim_backend, args.sim_device)
+    except SimulatorUnavailable as exc:
+        print(f"[sim_fold] error: {exc}", file=sys.stderr)
+        return EXIT_SIM_UNAVAILABLE
+    args.rrd = args.rrd or args.view
+    if args.view:  # a port in use is told now, not after the fold
+        from instant_fold_core.rerun_web import RerunWebError, free_port
+
+        try:
+            free_port(VIEW_HOST, args.view_port)
+        except RerunWebError as exc:
+            print(f"[sim_fold] error: --view-port: {exc}", file=sys.stderr)
+            return 1
     try:
         # One run per output folder: a second one refuses, naming the first's pid, instead of
         # both writing (and claiming) the same metrics.json, video and strip.
@@ -455,6 +556,32 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("[sim_fold] interrupted: the graph was stopped", file=sys.stderr)
         return 130
+    code = report(args, metrics)
+    if args.view:
+        return serve_view(Path(metrics["outputs"]["rrd"]), args.view_port) or code
+    return code
+
+
+def serve_view(rrd: Path, port: int) -> int:
+    """Serve the fold's recording in Rerun's web viewer on 127.0.0.1 until Ctrl-C, SIGTERM or
+    SIGHUP; 1 when it cannot be served (the port in use), else 0."""
+    from instant_fold_core.rerun_web import RerunWebError, serve_recording
+
+    try:
+        log = rrd.with_name("rerun_web.log")
+        with _stop_signals_interrupt(), serve_recording(rrd, VIEW_HOST, port, log=log) as viewer:
+            print(f"[sim_fold] the fold in Rerun's web viewer: {viewer.url} (Ctrl-C stops it)", flush=True)
+            viewer.wait()
+    except RerunWebError as exc:
+        print(f"[sim_fold] error: --view: {exc} (--view-port)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def report(args: argparse.Namespace, metrics: dict) -> int:
+    """Print the fold's outcome and scores; the exit status it calls for."""
     fold = metrics["fold"]
     code = EXIT_FOLD_FAILED if fold["outcome"] in ("aborted", "canceled") else 0
     if code:
@@ -477,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
             f"({'correct' if same['context_correct'] else 'wrong'}), Geom. {same['geom']:.2f}, "
             f"fold rate {same['fold_rate']:.2f}, C-SR@95 {'success' if same['csr95_success'] else 'failure'}"
         )
-    print(f"[sim_fold] wrote {Path(args.out) / 'metrics.json'}, {s['video']}, {metrics['outputs']['strip']}")
+    rrd = f", {metrics['outputs']['rrd']}" if "rrd" in metrics["outputs"] else ""
+    print(f"[sim_fold] wrote {Path(args.out) / 'metrics.json'}, {s['video']}, {metrics['outputs']['strip']}{rrd}")
     return code
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml, parse_launch_arguments
+from instant_fold.fold_graph import SIM_GRASPS, FoldOptions, build_fold_graph, parameters_yaml, parse_launch_arguments
 from instant_fold.runner import load_graph_with_arguments
 from instant_fold_core.errors import ConfigError
 from instant_fold_ros.bringup_share import launch_dir
@@ -109,3 +109,19 @@ def test_sim_backend_reaches_the_sim_node_from_launch_arguments(tmp_path: Path) 
     assert "backend" not in params["sim"]  # default: the embedded Newton scene (config/sim.yaml)
     launch = launch_dir() / "fold.launch.py"
     assert "fold_launch_description" in launch.read_text()  # one launch argument per FoldOptions field
+
+
+def test_sim_grasp_reaches_the_sim_node_and_unknown_models_are_refused(tmp_path: Path) -> None:
+    """`sim_grasp:=commanded` (Isaac Lab: what held cloth follows) is the sim node's `grasp`; the
+    bringup's list is the simulator's (not imported there: the bringup stays light)."""
+    from instant_fold_sim.isaac_lab.grasp import GRASP_MODELS
+
+    assert SIM_GRASPS == GRASP_MODELS
+    _, files = load_graph_with_arguments(
+        "fold", ["robot:=sim", "sim_backend:=isaac_lab", "sim_grasp:=commanded"], tmp_path
+    )
+    assert yaml.safe_load(files[0].read_text())["sim"]["ros__parameters"]["grasp"] == "commanded"
+    with pytest.raises(ConfigError, match="sim_grasp:=friction"):
+        build_fold_graph(FoldOptions(robot="sim", sim_grasp="friction"))
+    with pytest.raises(ConfigError, match="need robot:=sim"):
+        build_fold_graph(FoldOptions(robot="dobot", sim_grasp="fingers"))

@@ -65,7 +65,16 @@ class SimLink(SimLinkBase):
         self._executor.add_node(node)
         self._thread = threading.Thread(target=self._spin, name="sim_driver_link", daemon=True)
         self._thread.start()
-        if not self._client.wait_for_service(timeout_sec=wait_s):
+        try:
+            ready = self._client.wait_for_service(timeout_sec=wait_s)
+        except BaseException:
+            # Ctrl-C while waiting (the runner stopping a graph whose sim node failed): stop the
+            # link's thread and node before the exception leaves. Left spinning, the process ended
+            # with them alive and the C++ runtime aborted it ("terminate called without an
+            # active exception" in the graph's log).
+            self._close()
+            raise
+        if not ready:
             self._close()
             raise DriverConnectionError(
                 f"sim driver: no simulator answers on '{self.service}' after {wait_s:g} s (is the sim node running?)"

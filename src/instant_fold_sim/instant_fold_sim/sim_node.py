@@ -49,11 +49,12 @@ from instant_fold_ros.qos import LATCHED_QOS, OBSERVATION_QOS
 from instant_fold_ros.services import create_guarded_service
 from instant_fold_ros.standins.image_bridge import image_to_msg
 
+from .availability import check_simulator
 from .garments import GarmentError
 from .isaac_lab.client import BridgeClient, BridgeError
-from .isaac_lab.server import BACKENDS
+from .isaac_lab.grasp import DEFAULT_GRASP
 from .keypoints import KeypointError
-from .rollout import EpisodeFailed
+from .rollout import EpisodeFailed, GenerationConfig, preset
 from .sim_world import SimWorld, SimWorldError
 
 STEP_SERVICE = "sim/step"
@@ -83,12 +84,18 @@ class SimNode(Node):
         backend = str(p("backend", "newton").value)
         device = str(p("backend_device", "cpu").value)
         isaaclab_python = str(p("isaaclab_python", "").value)
+        grasp = str(p("grasp", DEFAULT_GRASP).value)  # what held cloth follows (isaac_lab)
         start_timeout = float(p("backend_start_timeout_s", 600.0).value)
         self.bridge: BridgeClient | None = None
-        if backend != "newton":
-            if backend not in BACKENDS:
-                raise BridgeError(f"backend {backend!r}: expected newton or one of {BACKENDS}")
-            self.bridge = BridgeClient(backend, device, isaaclab_python, start_timeout_s=start_timeout)
+        # A device or an Isaac Lab environment this machine lacks is one line and exit 1 now,
+        # not a Warp traceback from the scene build or the simulator process.
+        device = check_simulator(backend, device, isaaclab_python)
+        world_config: GenerationConfig | str = preset_name
+        if backend == "newton":  # the embedded scene runs where it is told (it took CUDA when present)
+            world_config = preset(preset_name)
+            world_config.sim.device = device
+        else:
+            self.bridge = BridgeClient(backend, device, isaaclab_python, start_timeout_s=start_timeout, grasp=grasp)
             detail = self.bridge.hello
             self.get_logger().info(
                 f"simulator backend {detail['backend']} on {detail['device']} (pid {self.bridge.process.pid}): "
@@ -99,7 +106,7 @@ class SimNode(Node):
                     f"backend {backend}: a stand-in (the project's Newton scene behind the bridge), not Isaac Lab"
                 )
         try:
-            self.world = SimWorld(garment, seed, preset_name, bridge=self.bridge)
+            self.world = SimWorld(garment, seed, world_config, bridge=self.bridge)
         except BaseException:
             self.close()
             raise
@@ -118,7 +125,7 @@ class SimNode(Node):
         self._home_pub.publish(home_pose_to_msg(self.world.home(), self._frame[0].header))
         self.get_logger().info(
             f"simulating {self.world.garment.garment_id} (seed {seed}, {preset_name}, "
-            f"{self.world.scene.num_particles} particles) at {self.world.fps:g} fps with {backend}"
+            f"{self.world.scene.num_particles} particles) at {self.world.fps:g} fps with {backend} on {device}"
         )
 
     def close(self) -> None:

@@ -216,7 +216,8 @@ class SimWorld:
 
         Errors are in-plane keypoint distances normalised by the garment size (as the oracle
         check); `start_error_*` is the same measure for the untouched start state, the score of
-        doing nothing.
+        doing nothing. `oracle_keypoints` and `final_keypoints` are the two sets compared, in the
+        camera frame (real metres, `KEYPOINT_NAMES` order), for views of the fold (a Rerun recording).
         """
         folding_mode = resolve_mode(mode)
         if variant not in folding_mode.variants:
@@ -244,6 +245,8 @@ class SimWorld:
             "keypoint_error": dict(zip(KEYPOINT_NAMES, map(float, err), strict=True)),
             "keypoint_error_max": float(err.max()),
             "keypoint_error_mean": float(err.mean()),
+            "oracle_keypoints": self.camera_from_world(oracle).tolist(),
+            "final_keypoints": self.camera_from_world(final).tolist(),
             "start_error_max": float(start_err.max()),
             "start_error_mean": float(start_err.mean()),
             "success_tolerance": SUCCESS_TOLERANCE,

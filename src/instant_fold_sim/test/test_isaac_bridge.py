@@ -314,11 +314,46 @@ def test_a_dead_simulator_is_a_bridge_error_naming_its_exit(start) -> None:
         client.close()
 
 
+def test_the_simulator_computes_with_one_thread_and_stops_inside_the_runners_grace(monkeypatch) -> None:
+    """Issue 31: the simulator process fixes its compute threads itself, whatever the caller's
+    environment says (results must not depend on it); and closing it, even when it does not
+    answer, ends within CLOSE_BUDGET_S, inside the SIGINT grace the process runner gives the sim
+    node (a 35 s wait once made the runner SIGKILL it: graph exit -9)."""
+    import inspect
+    import os
+    import signal
+    import time
+
+    from instant_fold_ros.standins.process_runner import ProcessRunner
+    from instant_fold_sim.isaac_lab.client import CLOSE_BUDGET_S
+
+    grace = inspect.signature(ProcessRunner).parameters["sigint_grace"].default
+    assert grace > CLOSE_BUDGET_S + 1.0
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    client = BridgeClient("newton_stand_in", start_timeout_s=120)
+    try:
+        assert client.hello["compute_threads"] == "1"
+        os.kill(client.process.pid, signal.SIGSTOP)  # a simulator that no longer answers
+        t0 = time.monotonic()
+        client.close()
+        assert time.monotonic() - t0 < CLOSE_BUDGET_S + 1.0
+        assert client.process.returncode == -signal.SIGKILL  # stopped processes ignore SIGTERM
+    finally:
+        if client.process.poll() is None:
+            client.process.kill()
+    with BridgeClient("newton_stand_in", start_timeout_s=120) as answering:
+        t0 = time.monotonic()
+        answering.close()  # the server exits right after its reply
+        assert time.monotonic() - t0 < 2.0 and answering.process.returncode == 0
+
+
 def test_unknown_backend_and_missing_isaaclab_environment_are_clear_errors(tmp_path, monkeypatch) -> None:
     with pytest.raises(BridgeError, match="unknown simulator backend"):
         BridgeClient("gazebo")
     with pytest.raises(BridgeError, match="does not exist"):
         BridgeClient("isaac_lab", python=str(tmp_path / "nope" / "python"))
+    with pytest.raises(BridgeError, match="grasp model 'friction': expected one of fingers, commanded"):
+        BridgeClient("newton_stand_in", grasp="friction")
 
 
 def test_the_server_listens_on_loopback_only() -> None:

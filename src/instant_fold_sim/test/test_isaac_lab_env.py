@@ -38,6 +38,7 @@ def test_panda_converts_from_example_robot_data_once(tmp_path: Path) -> None:
         [str(ISAACLAB_PYTHON), str(script), "--out", str(tmp_path)], capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stderr[-2000:]
+    assert "Status:" not in run.stderr + run.stdout  # the converter's status lines are off (issue 31)
     from instant_fold_sim.isaac_lab.assets import panda_usd
 
     usd = panda_usd(tmp_path)
@@ -85,3 +86,43 @@ def test_isaac_lab_scene_steps_on_cpu_from_the_project_start_state() -> None:
         target = world.arm_state()[:, :3] + np.array([[0.05, 0.0, 0.0], [0.0, 0.05, 0.0]])
         assert world.step(target, np.ones(2), 0.5) == 10
         assert np.allclose(world.arm_state()[:, :3], target, atol=0.02)
+
+
+@pytest.mark.slow
+def test_held_cloth_stays_with_the_fingers_when_the_target_is_beyond_reach() -> None:
+    """Issue 31: the cloth follows the simulated Franka, not the command. The left gripper closes
+    where it stands, then is sent 2 m from its base (a Panda reaches 0.855 m): the hand stops at
+    its reach, and the particles it holds stay at the fingers, not at the unreachable target."""
+    from instant_fold_sim.isaac_lab import layout
+    from instant_fold_sim.sim_world import SimWorld
+
+    with BridgeClient("isaac_lab", "cpu", start_timeout_s=600, request_timeout_s=1800, grasp="fingers") as client:
+        assert client.hello["detail"]["grasp"] == "fingers"
+        world = SimWorld(GARMENT, SEED, "cpu-small", record=False, bridge=client)
+        spec = world.scene.spec  # bridge frame: real metres
+
+        def step(target: np.ndarray, openness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            _, out = client.request({"type": "step"}, {"target": target, "openness": openness})
+            return out["positions"].astype(np.float64), out["grippers"]
+
+        positions, grippers = step(spec.grippers[:, :3], np.ones(2))
+        # down to 2 cm above the cloth particle nearest the left TCP, then close there
+        nearest = positions[np.linalg.norm(positions - grippers[0, :3], axis=1).argmin()]
+        for _ in range(20):
+            positions, grippers = step(np.stack([nearest + np.array([0.0, 0.0, 0.02]), grippers[1, :3]]), np.ones(2))
+        # what the left gripper will hold: the server's rule, from the state it closes in
+        tcp = grippers[0, :3]
+        assert np.linalg.norm(tcp - nearest) < 0.05
+        d = np.linalg.norm(positions - tcp, axis=1)
+        held = np.flatnonzero(d <= spec.grasp_radius) if (d <= spec.grasp_radius).any() else np.array([d.argmin()])
+        _, grippers = step(grippers[:, :3], np.array([0.0, 1.0]))  # close the left gripper where it is
+        base = np.asarray(layout.arm_placements()[0].position)
+        far = base + np.array([0.0, -2.0, 0.3])  # 2 m from the base, beyond any Panda pose
+        for _ in range(15):
+            positions, grippers = step(np.stack([far, grippers[1, :3]]), np.array([0.0, 1.0]))
+        hand = grippers[0, :3]
+        assert np.linalg.norm(hand - base) < 1.3 and np.linalg.norm(hand - far) > 0.6  # the arm stopped short
+        assert np.linalg.norm(hand - tcp) > 0.1  # and moved on the way
+        # held rigidly at the fingers (their distances to the TCP kept), not at the command
+        assert np.allclose(np.linalg.norm(positions[held] - hand, axis=1), d[held], atol=5e-3)
+        assert np.linalg.norm(positions[held] - far, axis=1).min() > 0.6

@@ -29,6 +29,7 @@ from instant_fold_control.controller import DualArmController
 from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.errors import InvalidInputError
+from instant_fold_core.fold_recording import FoldRecording
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError
 from instant_fold_policy.fold_loop import NANOSECONDS, Finish, FoldLoop, FoldLoopConfig, Query, Wait
@@ -69,13 +70,22 @@ def sim_robot_config() -> RobotConfig:
     return load_robot_config(find_robot_config("sim"))
 
 
-def observe_tokens(world: SimWorld, tokenize) -> object:
-    """Render the camera and tokenize the cloth as the sim and tokenizer nodes do."""
+def observe_tokens(world: SimWorld, tokenize, recording: FoldRecording | None = None) -> object:
+    """Render the camera and tokenize the cloth as the sim and tokenizer nodes do (and record the
+    frame, its mask and its tokens when a recording is given)."""
     obs = world.observe()
+    stamp = world.stamp_ns(obs.frame) / NANOSECONDS
+    if recording is not None:
+        if not recording.has_camera:
+            recording.camera(obs.intrinsics, obs.rgb.shape[1], obs.rgb.shape[0])
+        recording.observation(stamp, obs.rgb, obs.mask)
     if int(np.count_nonzero(obs.mask & (obs.depth > 0))) < MIN_MASK_PIXELS:
         raise ValidationError(f"mask has fewer than {MIN_MASK_PIXELS} cloth pixels with valid depth")
     frame = RGBDFrame(obs.rgb, obs.depth, obs.intrinsics.astype(np.float32), frame_number=obs.frame)
-    return tokenize(frame, obs.mask)
+    tokens = tokenize(frame, obs.mask)
+    if recording is not None:
+        recording.tokens(stamp, tokens.positions, tokens.valid)
+    return tokens
 
 
 def run_rollout(
@@ -85,9 +95,14 @@ def run_rollout(
     robot: RobotConfig | None = None,
     fold: FoldLoopConfig | None = None,
     steps_to_execute: int = 0,
+    recording: FoldRecording | None = None,
 ) -> RolloutResult:
     """Fold `world` with the loaded policy (demonstration or mode already loaded) until the fold
-    loop finishes: arms home after the demonstration's events, or `max_steps` queries."""
+    loop finishes: arms home after the demonstration's events, or `max_steps` queries.
+
+    `recording`: also log every observation, its tokens, each query's chunk and latencies
+    (`observe_ms`: render + tokenize, `predict_ms`: the policy) and every tick's arm state; the
+    caller adds the demonstration and keypoints and closes it."""
     started = time.perf_counter()
     robot = robot or sim_robot_config()
     link = WorldLink(world)
@@ -106,29 +121,38 @@ def run_rollout(
         state = controller.state()
         assert state is not None
         loop.on_state(state.astype(np.float32), round(control.measured_at * NANOSECONDS))
+        if recording is not None:
+            recording.arm_state(control.measured_at, state)
 
     measure()
     policy_s = 0.0
     while True:
         t0 = time.perf_counter()
-        decision = _decide(loop, world, server)
+        decision = _decide(loop, world, server, recording)
         if isinstance(decision, Finish):
             finish = decision
             break
+        t1 = time.perf_counter()
         try:
             prediction = server.predict(decision.tokens, decision.arm_state, steps_to_execute, generator=noise)
         except POLICY_ERRORS as exc:
             finish = loop.fail(f"policy query failed: {exc}")
             break
-        policy_s += time.perf_counter() - t0
+        t2 = time.perf_counter()
+        policy_s += t2 - t0
         # One action step per simulated frame, whatever cadence the server was built with.
         steer = loop.steer(dataclasses.replace(prediction, step_duration=step_duration))
         now = link.now()
         control.submit(steer.chunk, decision.tokens_ns / NANOSECONDS)  # refusals are counted, and held
         loop.chunk_sent(round(now * NANOSECONDS), steer.chunk.steps_to_execute, step_duration, 0.0)
+        if recording is not None:
+            latency = {"observe_ms": (t1 - t0) * 1e3, "predict_ms": (t2 - t1) * 1e3}
+            recording.query(loop.step - 1, decision.tokens_ns / NANOSECONDS, steer.chunk, latency)
         while not control.idle(link.now()):
             control.tick()
             measure()
+    if recording is not None:
+        recording.event(link.now(), f"fold {finish.outcome.name.lower()}: {finish.message} ({loop.step} queries)")
     return RolloutResult(
         finish.outcome,
         finish.message,
@@ -141,10 +165,10 @@ def run_rollout(
     )
 
 
-def _decide(loop: FoldLoop, world: SimWorld, server: PolicyServer) -> Query | Finish:
+def _decide(loop: FoldLoop, world: SimWorld, server: PolicyServer, recording: FoldRecording | None) -> Query | Finish:
     """Observe the world and let the fold loop decide: query the policy or finish."""
     try:
-        loop.on_tokens(observe_tokens(world, server.tokenize), world.stamp_ns())
+        loop.on_tokens(observe_tokens(world, server.tokenize, recording), world.stamp_ns())
     except ValidationError as exc:
         return loop.fail(f"no cloth tokens: {exc}")
     decision = loop.next(now_s=0.0)

@@ -14,7 +14,7 @@ Steps, each resumable (finished work is never redone):
 4. the scores: `scores.jsonl` (every scored fold of every row), `summary.json`, `table.md`
    (rows policy, wrong-demo, oracle in-sample and out-of-sample, do-nothing; seen / held-out
    folds x Ctx. Acc., C-SR@95, Geom., W1 as in the paper's Table 1; then the first-grasp errors).
-   `--video` adds an MP4 and a keyframe strip per rollout.
+   `--video` adds an MP4 and a keyframe strip per rollout, `--rrd` a Rerun recording (docs/rerun.md).
 
 Jobs run in this process (`--workers 1`), on local Ray workers, or on a Ray cluster (`--address`).
 `--sim-backend isaac_lab` rolls the policy out in Isaac Lab instead (one Isaac Lab process per
@@ -35,13 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from instant_fold_core.checkpoint import CheckpointError, checkpoint_id
 from instant_fold_core.errors import ConfigError, InstantFoldError
+from instant_fold_core.fold_recording import FoldRecording
 from instant_fold_core.parallel import run_jobs
 from instant_fold_policy.server import PolicyServerError, policy_checkpoint_id
 from instant_fold_ros.bringup_share import models_dir
+from instant_fold_sim.isaac_lab.grasp import DEFAULT_GRASP, GRASP_MODELS
 from instant_fold_sim.isaac_lab.server import BACKENDS as BRIDGE_BACKENDS
 from instant_fold_sim.oracle_bank import BankKey, OracleBank, OracleBankError
 from instant_fold_sim.outcome import FoldRecord
@@ -88,6 +91,8 @@ class RunConfig:
     seed: int
     sim_backend: str = "newton"  # or a bridge backend (instant_fold_sim.isaac_lab)
     sim_device: str = "cpu"
+    rrd_dir: str = ""  # a Rerun recording per rollout goes here (none when empty)
+    sim_grasp: str = DEFAULT_GRASP  # isaac_lab: what held cloth follows (instant_fold_sim.isaac_lab.grasp)
 
 
 def default_bank(spec: BenchmarkSpec) -> Path:
@@ -146,7 +151,9 @@ def run_job(job: RolloutJob, cfg: RunConfig) -> dict[str, Any]:
 
     if cfg.sim_backend == "newton":
         return _roll_out(job, cfg, SimWorld(job.init.garment, job.init.seed, cfg.preset, record=bool(cfg.video_dir)))
-    with BridgeClient(cfg.sim_backend, cfg.sim_device, start_timeout_s=BRIDGE_START_TIMEOUT_S) as bridge:
+    with BridgeClient(
+        cfg.sim_backend, cfg.sim_device, start_timeout_s=BRIDGE_START_TIMEOUT_S, grasp=cfg.sim_grasp
+    ) as bridge:
         world = SimWorld(job.init.garment, job.init.seed, cfg.preset, record=bool(cfg.video_dir), bridge=bridge)
         return _roll_out(job, cfg, world)
 
@@ -158,12 +165,15 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
 
     server = _server(cfg.checkpoint, cfg.tokenizer, cfg.device, cfg.seed)
     demo = load_demonstration(demo_path(cfg.demo_dir, job)) if server.conditioning == "demo" else None
+    recording = FoldRecording(Path(cfg.rrd_dir) / f"{job.id}.rrd") if cfg.rrd_dir else None
+    if recording is not None and demo is not None:
+        recording.demonstration(demo)
     try:
         load_condition(server, demo, job.context.mode)
     except POLICY_ERRORS as exc:
         result = not_run(world, f"cannot condition the policy on {job.context.label}: {exc}")
     else:
-        result = run_rollout(world, server, cfg.max_steps)
+        result = run_rollout(world, server, cfg.max_steps, recording=recording)
     line: dict[str, Any] = {
         "id": job.id,
         "garment": job.init.garment,
@@ -185,7 +195,18 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
         episode = world.episode(f"policy rollout, demo {job.context.label}", job.context.variant)
         line["video"] = str(video(episode, Path(cfg.video_dir) / f"{job.id}.mp4"))
         line["strip"] = str(keyframe_strip(episode, Path(cfg.video_dir) / f"{job.id}.png"))
+    if recording is not None:
+        line["rrd"] = str(_close_recording(recording, world, job))
     return line
+
+
+def _close_recording(recording: FoldRecording, world: Any, job: RolloutJob) -> Path:
+    """Add the target and the result to a rollout's recording and close it: the keypoints of the
+    oracle program run from the same start (one more scripted fold, so `--rrd` costs a rollout
+    about that much) and the fold's final keypoints."""
+    same_init = world.evaluate(job.context.mode, job.context.variant)
+    recording.keypoints(np.asarray(same_init["oracle_keypoints"]), np.asarray(same_init["final_keypoints"]))
+    return recording.close()
 
 
 # --------------------------------------------------------------------------- driver
@@ -278,6 +299,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         }
         if args.sim_backend != "newton":  # rollouts of one simulator are never mixed with another's
             fingerprint["sim_backend"] = args.sim_backend
+            if args.sim_backend == "isaac_lab":  # nor one grasp model's with another's
+                fingerprint["sim_grasp"] = args.sim_grasp
             _check_simulator(args.sim_backend, args.sim_device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -334,6 +357,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             args.seed,
             args.sim_backend,
             args.sim_device,
+            str((out / "videos").resolve()) if args.rrd else "",
+            sim_grasp=args.sim_grasp,
         )
         t0 = time.perf_counter()
         lines, timing["rollouts_run"] = _rollouts(spec, cfg, out, args.workers, args.address)
@@ -362,6 +387,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "label": args.label,
         "max_steps": max_steps,
         "sim_backend": args.sim_backend,
+        "sim_grasp": args.sim_grasp if args.sim_backend == "isaac_lab" else None,
         "rows": summaries,
         "notes": notes(fams, summaries),
         "outcomes": outcomes,
@@ -447,12 +473,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="flow-sampler seed (reseeded per rollout)")
     p.add_argument("--video", action="store_true", help="write an MP4 and a keyframe strip per rollout")
     p.add_argument(
+        "--rrd",
+        action="store_true",
+        help="write a Rerun recording per rollout (videos/<id>.rrd: camera, mask, tokens, chunks, arm path, "
+        "oracle keypoints, latencies; docs/rerun.md)",
+    )
+    p.add_argument(
         "--sim-backend",
         default="newton",
         choices=("newton", *BRIDGE_BACKENDS),
         help="simulator of the policy's rollouts (isaac_lab: docs/isaac_lab.md); the oracle bank stays Newton's",
     )
     p.add_argument("--sim-device", default="cpu", help="the bridge backend's device: cpu or cuda:0")
+    p.add_argument(
+        "--sim-grasp",
+        default=DEFAULT_GRASP,
+        choices=GRASP_MODELS,
+        help="isaac_lab: held cloth follows the simulated fingers (default) or the commanded target (the first model)",
+    )
     return p
 
 

@@ -446,6 +446,25 @@ def test_the_paper_scale_gpu_numbers_are_the_measured_ones() -> None:
     assert not missing, missing
 
 
+def rerun_cost_sentence(report: dict) -> str:
+    """docs/rerun.md's account of docs/results/rerun_main_job.json (typed once, here)."""
+    wall, cpu = report["process_wall_overhead"], report["recording_cpu_s"]
+    per_pair = ", ".join(f"{p:+.1f}" for p in wall["per_pair_pct"])
+    return (
+        f"{len(report['pairs'])} pair(s) of runs: the main job took {wall['median_pct']:+.1f} % wall time with the "
+        f"recording (median over pairs; per pair {per_pair} %), while the whole graph's CPU differed by "
+        f"{report['graph_cpu_overhead']['median_pct']:+.1f} % between the runs; the recording's own CPU was "
+        f"{cpu['median']:.2f} s per fold, {report['recording_cpu_pct_of_job_wall']:.1f} % of the job's wall time. "
+        f"The recording is {report['rrd_mb']:.1f} MB."
+    )
+
+
+def test_the_rerun_recording_cost_is_the_measured_one() -> None:
+    report = json.loads((RESULTS / "rerun_main_job.json").read_text())
+    docs = " ".join((REPO / "docs" / "rerun.md").read_text().split())
+    assert rerun_cost_sentence(report) in docs
+
+
 def test_the_v5_held_out_garment_prose_is_the_measured_one() -> None:
     run = json.loads((RESULTS / "eval_cpu_garments_default.json").read_text())
     v4 = json.loads((RESULTS / "eval_cpu_garments_default_v4.json").read_text())

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from instant_fold_ros.bringup_share import models_dir
 from instant_fold_sim.oracle_bank import BankEntry, OracleBank, OracleBankError
 from instant_fold_training.benchmark import BenchmarkSpec
@@ -145,3 +147,17 @@ def test_rollouts_run_on_a_bridge_backend_scored_against_the_newton_bank(tiny_ru
     assert set(summary["rows"]) == {"policy", "wrong-demo", "oracle", "do-nothing"}
     # the same results directory with the embedded simulator is another configuration
     assert main([*args, "--out", str(tmp_path / "bridge")]) == 2
+
+
+@pytest.mark.slow  # one oracle fold per rollout besides the rollouts (~1 min)
+def test_rrd_writes_a_rerun_recording_per_rollout_with_the_oracle_keypoints(tiny_run: Path, tmp_path: Path) -> None:
+    rerun_chunk = pytest.importorskip("rerun.chunk", reason="rerun-sdk is pinned in requirements/python.lock")
+    args = ["--benchmark", "tiny", "--checkpoint", str(models_dir() / "policy"), "--max-steps", "1"]
+    args += ["--bank", str(tiny_run / "bank"), "--demo-dir", str(tiny_run / "demos"), "--out", str(tmp_path / "r")]
+    assert main([*args, "--rrd"]) == 0
+    rollouts = [json.loads(line) for line in (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines()]
+    assert [Path(r["rrd"]).name for r in rollouts] == [f"{r['id']}.rrd" for r in rollouts]
+    for rollout in rollouts:
+        entities = {chunk.entity_path for chunk in rerun_chunk.RrdReader(Path(rollout["rrd"])).stream()}
+        wanted = {"/camera/rgb", "/cloth/tokens", "/policy/chunk", "/arms/path", "/demonstration/keyposes"}
+        assert wanted | {"/oracle/keypoints", "/cloth/final_keypoints", "/latency/predict_ms"} <= entities

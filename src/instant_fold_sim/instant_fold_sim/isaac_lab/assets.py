@@ -81,8 +81,13 @@ def convert_panda(out: Path, force: bool = False) -> Path:
         have = json.loads(manifest.read_text())
         if all(have.get(k) == v for k, v in want.items()) and (target / have["usd"]).is_file():
             return target / have["usd"]
+    import usdex.core
     from urdf_usd_converter import Converter
 
+    # USD's status lines (~30 per conversion: every ROS package path resolved, every layer saved)
+    # off, warnings and errors kept: what the converter's own command line shows by default.
+    usdex.core.activateDiagnosticsDelegate()
+    usdex.core.setDiagnosticsLevel(usdex.core.DiagnosticsLevel.eWarning)
     target.mkdir(parents=True, exist_ok=True)
     asset = Converter(ros_packages=[{"name": ROS_PACKAGE, "path": str(share)}]).convert(str(urdf), str(target))
     usd = Path(asset.path).resolve()

@@ -28,6 +28,7 @@ from instant_fold_core import errors
 from instant_fold_core.errors import ExternalError
 
 from . import protocol
+from .grasp import DEFAULT_GRASP, GRASP_MODELS
 from .protocol import PROTOCOL_VERSION, ProtocolError, require
 from .server import BACKENDS, READY_LINE
 from .spec import SceneSpec
@@ -45,6 +46,10 @@ CONTROL_ROOT = Path(transforms.__file__).resolve().parents[1]
 CORE_ROOT = Path(errors.__file__).resolve().parents[1]
 ISAAC_PROCESS_PATHS = tuple(dict.fromkeys(map(str, (PACKAGE_ROOT, CONTROL_ROOT, CORE_ROOT))))
 ISAACLAB_VENV_NAME = ".venv-isaaclab"
+#: How long `close` may take in all (s): inside the process runner's SIGINT grace (10 s), so a
+#: sim node stopped with Ctrl-C has let its simulator go before the runner kills it (it waited up
+#: to 35 s, and the runner's SIGKILL at 15 s made the graph exit -9 in 1 of 3 runs).
+CLOSE_BUDGET_S = 6.0
 
 
 class BridgeError(ExternalError):
@@ -98,15 +103,20 @@ class BridgeClient:
         python: str = "",
         start_timeout_s: float = 600.0,
         request_timeout_s: float = 600.0,
+        grasp: str = DEFAULT_GRASP,
     ) -> None:
         """Start the server and say hello. `start_timeout_s` covers interpreter start and imports
-        (Isaac Lab and Warp's first kernel compilation take minutes on a CPU)."""
+        (Isaac Lab and Warp's first kernel compilation take minutes on a CPU). `grasp`: what the
+        cloth a Franka holds follows (`grasp.GRASP_MODELS`; Isaac Lab only)."""
+        if grasp not in GRASP_MODELS:
+            raise BridgeError(f"grasp model {grasp!r}: expected one of {', '.join(GRASP_MODELS)}")
         if backend not in BACKENDS:
             raise BridgeError(f"unknown simulator backend {backend!r}; expected one of {BACKENDS}")
         self.backend = backend
         exe = find_isaaclab_python(python) if backend == "isaac_lab" else Path(python or sys.executable)
         self.python = exe
         cmd = [str(exe), "-m", "instant_fold_sim.isaac_lab.server", "--backend", backend, "--device", device]
+        cmd += ["--grasp", grasp]
         self.process = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,
@@ -170,11 +180,14 @@ class BridgeClient:
             raise BridgeError(f"{self.backend} simulator refused {header['type']}: {reply.get('message')}")
         return reply, out
 
-    def close(self) -> None:
-        """Say close, then make sure the process is gone (idempotent)."""
+    def close(self, budget_s: float = CLOSE_BUDGET_S) -> None:
+        """Say close, then make sure the process is gone within `budget_s` (idempotent): the
+        server exits right after its `closed` reply (no interpreter teardown), a server that
+        does not is terminated, then killed."""
+        deadline = time.monotonic() + budget_s
         if self.sock is not None:
             try:
-                self.sock.settimeout(5.0)
+                self.sock.settimeout(max(0.1, 0.4 * budget_s))
                 protocol.send(self.sock, {"type": "close"})
                 protocol.recv(self.sock)
             except (OSError, ProtocolError):
@@ -182,12 +195,12 @@ class BridgeClient:
             self.sock.close()
             self.sock = None
         if self.process.poll() is None:
-            try:  # a loaded machine takes a while to tear a simulator's interpreter down
-                self.process.wait(timeout=30.0)
+            try:
+                self.process.wait(timeout=max(0.1, deadline - time.monotonic() - 1.0))
             except subprocess.TimeoutExpired:
                 self.process.terminate()
                 try:
-                    self.process.wait(timeout=5.0)
+                    self.process.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     self.process.kill()
                     self.process.wait()

@@ -32,9 +32,11 @@ Grasping (stated, as the issue asks): Isaac Lab's own cloth task grasps by frict
 coupled finger colliders and the cloth. The project's folds instead hold the cloth rigidly
 between the fingers: on close, the particles within the grasp radius of the TCP become
 kinematic (Isaac Lab's `write_nodal_kinematic_target_to_sim`, which on Newton zeroes their
-inverse mass, as the project's Newton scene pins them) and follow the TCP with their offsets;
-on open they are free again. The fingers still close and collide, so the arms look and touch
-as robots do; the attachment makes a grasp as reliable as the scripted demonstrations assume.
+inverse mass, as the project's Newton scene pins them); on open they are free again. Where the
+held particles go is the grasp model (`grasp.py`): with `fingers` (default) they move with the
+simulated hand's measured pose, set before each frame and again after it (so the state reported
+has them where physics put the fingers); with `commanded` (the first model, kept to compare)
+they follow the commanded target. The fingers close and collide either way.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import numpy as np
 
 from . import layout
 from .assets import panda_usd
+from .grasp import DEFAULT_GRASP, HeldCloth
 from .server import Backend, BackendError, BackendState
 from .spec import SceneSpec
 
@@ -264,6 +267,13 @@ class _Arm:
         quat = d.body_quat_w.torch[:, self.body]
         return (pos + m.quat_apply(quat, self.offset))[0].cpu().numpy().astype(np.float64)
 
+    def hand_rotation_world(self) -> np.ndarray:
+        """The simulated hand's measured orientation as a world rotation matrix [3, 3]."""
+        import isaaclab.utils.math as m
+
+        quat = self.robot.data.body_quat_w.torch[:, self.body]
+        return m.matrix_from_quat(quat)[0].cpu().numpy().astype(np.float64)
+
     def solve(self, target_world: np.ndarray) -> Any:
         """One damped-least-squares IK update: joint positions [1, 7] moving the TCP towards
         `target_world` at the fixed downward orientation (Isaac Lab's DifferentialIKController,
@@ -326,10 +336,12 @@ class IsaacLabBackend(Backend):
     name = "isaac_lab"
     stand_in = False
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self, device: str = "cpu", grasp: str = DEFAULT_GRASP) -> None:
         import isaaclab  # noqa: F401  (fail at start, with the server's clear message, if absent)
 
+        HeldCloth(grasp)  # an unknown model is refused before the scene is built
         self.device = device
+        self.grasp = grasp
         self.spec: SceneSpec | None = None
         self._reset_started = False
         self._tmp = tempfile.TemporaryDirectory(prefix="instant_fold_isaac_")
@@ -339,7 +351,12 @@ class IsaacLabBackend(Backend):
         return dict(self.timings_)
 
     def detail(self) -> dict[str, Any]:
-        return {"simulator": "Isaac Lab 3 (kit-less, Newton backend)", **_versions(), "device": self.device}
+        return {
+            "simulator": "Isaac Lab 3 (kit-less, Newton backend)",
+            **_versions(),
+            "device": self.device,
+            "grasp": self.grasp,
+        }
 
     # ------------------------------------------------------------------ build
 
@@ -380,8 +397,7 @@ class IsaacLabBackend(Backend):
             arm.start_at_default()
         self.sim.forward()
         self.scene.update(0.0)
-        self.held: list[np.ndarray] = [np.zeros(0, np.int64), np.zeros(0, np.int64)]
-        self.offsets: list[np.ndarray] = [np.zeros((0, 3)), np.zeros((0, 3))]
+        self.holds = [HeldCloth(self.grasp) for _ in ARMS]
         self.table = layout.table_depth(spec.intrinsics, spec.T_world_camera, spec.resolution)
         self.spec = spec
         self.timings_["build_s"] = time.perf_counter() - t0
@@ -440,28 +456,36 @@ class IsaacLabBackend(Backend):
         spec = self._spec()
         positions = self.cloth.data.nodal_pos_w.torch[0].cpu().numpy()
         for i, arm in enumerate(self.arms):
-            tcp = arm.tcp_world()
-            if openness[i] < 0.5 <= arm.openness:  # close: attach the cloth within the grasp radius
-                d = np.linalg.norm(positions - tcp, axis=1)
-                held = np.setdiff1d(np.flatnonzero(d <= spec.grasp_radius), self.held[1 - i])
-                self.held[i] = held if held.size else np.array([int(np.argmin(d))])
-                self.offsets[i] = positions[self.held[i]] - tcp
+            if openness[i] < 0.5 <= arm.openness:  # close: hold the cloth within the grasp radius
+                hand = arm.hand_rotation_world()
+                self.holds[i].grasp(positions, arm.tcp_world(), hand, spec.grasp_radius, self.holds[1 - i].ids)
             elif openness[i] >= 0.5 > arm.openness:  # open: release
-                self.held[i], self.offsets[i] = np.zeros(0, np.int64), np.zeros((0, 3))
+                self.holds[i].release()
             arm.command(target[i], float(openness[i]))
-        self.kinematic[..., 3] = 1.0
-        for i in range(2):
-            if self.held[i].size:
-                ids = self.torch_ids(self.held[i])
-                goal = np.asarray(target[i], np.float32) + self.offsets[i].astype(np.float32)
-                self.kinematic[0, ids, :3] = self._tensor(goal)
-                self.kinematic[0, ids, 3] = 0.0
-        self.cloth.write_nodal_kinematic_target_to_sim_index(self.kinematic)
+        self._hold(target)
         t0 = time.perf_counter()
         self._advance()
+        if self.grasp == "fingers":
+            # The fingers moved during the frame: the held cloth ends it where they are.
+            self._hold(target)
+            pos = self.cloth.data.nodal_pos_w.torch.clone()
+            held = self.kinematic[..., 3] == 0.0
+            pos[held] = self.kinematic[..., :3][held]
+            self.cloth.write_nodal_pos_to_sim_index(pos)
         self.timings_["step_s"] = time.perf_counter() - t0
         self.timings_["frames"] = self.timings_.get("frames", 0.0) + 1
         self.timings_["step_total_s"] = self.timings_.get("step_total_s", 0.0) + self.timings_["step_s"]
+
+    def _hold(self, commanded: np.ndarray) -> None:
+        """Make each gripper's held particles kinematic at the grasp model's targets, the rest free."""
+        self.kinematic[..., 3] = 1.0
+        for i, (arm, hold) in enumerate(zip(self.arms, self.holds, strict=True)):
+            if hold.ids.size:
+                ids = self.torch_ids(hold.ids)
+                goal = hold.targets(arm.tcp_world(), arm.hand_rotation_world(), commanded[i])
+                self.kinematic[0, ids, :3] = self._tensor(goal)
+                self.kinematic[0, ids, 3] = 0.0
+        self.cloth.write_nodal_kinematic_target_to_sim_index(self.kinematic)
 
     def torch_ids(self, ids: np.ndarray) -> Any:
         import torch

@@ -3,13 +3,14 @@
 Started by the ROS-side adapter (`client.BridgeClient`) as
 
     <python> -m instant_fold_sim.isaac_lab.server --backend isaac_lab|newton_stand_in [--device cpu|cuda:0]
+        [--grasp fingers|commanded]
 
 with `<python>` the Isaac Lab environment's interpreter (.venv-isaaclab, Python 3.12) for
 `isaac_lab`, or the workspace's own for the stand-in. It binds 127.0.0.1 on a free port, prints
 `INSTANT_FOLD_BRIDGE <port>` on stdout, serves the one client that connects, and exits when that
 client says `close` or goes away. Requests and replies (`protocol` module framing):
 
-    hello   {protocol}                           -> hello {protocol, backend, stand_in, device, detail}
+    hello   {protocol}                           -> hello {protocol, backend, stand_in, device, compute_threads, detail}
     reset   SceneSpec (spec module)              -> state
     step    target [2,3] f64, openness [2] f64   -> state          (one control frame, bridge frame)
     observe                                      -> observation {frame} rgb [H,W,3] u8, depth [H,W] f32, mask [H,W] bool
@@ -36,7 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from instant_fold_core.compute_threads import pin_compute_threads
+
 from . import protocol
+from .grasp import DEFAULT_GRASP, GRASP_MODELS
 from .protocol import PROTOCOL_VERSION, ProtocolError, require
 from .spec import SceneSpec
 
@@ -104,12 +108,14 @@ class Backend(abc.ABC):
         """Release the simulator (the process ends right after)."""
 
 
-def make_backend(name: str, device: str) -> Backend:
-    """The named backend; imports its simulator only now (the Isaac Lab one exists only in its venv)."""
+def make_backend(name: str, device: str, grasp: str = DEFAULT_GRASP) -> Backend:
+    """The named backend; imports its simulator only now (the Isaac Lab one exists only in its venv).
+    `grasp`: what the cloth a Franka holds follows (`grasp.GRASP_MODELS`); the stand-in's grippers
+    are kinematic points, where the measured and the commanded pose are one."""
     if name == "isaac_lab":
         from .isaac_env import IsaacLabBackend
 
-        return IsaacLabBackend(device=device)
+        return IsaacLabBackend(device=device, grasp=grasp)
     if name == "newton_stand_in":
         from .standin import NewtonStandIn
 
@@ -152,6 +158,8 @@ class Session:
                 "backend": self.backend.name,
                 "stand_in": self.backend.stand_in,
                 "device": self.backend.device,
+                # what the process computes with (`main` fixes it before the backend loads)
+                "compute_threads": os.environ.get("OMP_NUM_THREADS", ""),
                 "detail": self.backend.detail(),
             }, {}
         if kind == "reset":
@@ -265,17 +273,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backend", choices=BACKENDS, required=True)
     parser.add_argument("--device", default="cpu", help="cpu | cuda:0 (Warp/torch device of the simulator)")
+    parser.add_argument(
+        "--grasp", choices=GRASP_MODELS, default=DEFAULT_GRASP, help="what held cloth follows (isaac_lab)"
+    )
     parser.add_argument("--port", type=int, default=0, help="0: any free port (announced on stdout)")
     parser.add_argument("--accept-timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
     keep_stdout_for_announcement()
+    # Before the backend loads torch and Warp: the simulation must not depend on the thread count
+    # of the caller's environment (the determinism contract of instant_fold_core.compute_threads).
+    pin_compute_threads()
     try:
-        backend = make_backend(args.backend, args.device)
+        backend = make_backend(args.backend, args.device, args.grasp)
     except ImportError as exc:
         print(f"server: backend {args.backend} cannot be loaded in {sys.executable}: {exc}", file=sys.stderr)
         return 2
     serve(backend, port=args.port, accept_timeout_s=args.accept_timeout)
-    return 0
+    # The session is over and the backend released: end now. Isaac Lab's interpreter teardown
+    # (its simulation singletons, USD, Warp) took longer on a loaded CPU than the sim node may
+    # wait for it while stopping (client.CLOSE_BUDGET_S).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
