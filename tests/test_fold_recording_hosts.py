@@ -75,9 +75,13 @@ def check_main_job_recording(out: Path, metrics: dict) -> None:
     counts, first = rows(out / "fold.rrd")
     assert set(counts) >= COMMON | {"oracle/keypoints", "cloth/final_keypoints"}
     assert counts["policy/chunk"] == queries
-    # the job's probe times frames from the goal on: the first query may answer an earlier frame
-    assert counts["latency/tokens_to_command"] in (queries - 1, queries)
-    assert counts["camera/rgb"] == counts["cloth/tokens"] == metrics["sim"]["frames"] + 1  # each frame once
+    # the job's probe times frames from the goal on and only the frames it received (latest-message
+    # QoS): under load fewer commands have a latency (1 of 4 in one loaded run), never more
+    assert 1 <= counts["latency/tokens_to_command"] <= queries
+    # each frame at most once; the observation topics keep only their latest message, so on a loaded
+    # machine the tap can miss a frame (a fresh-clone CI run recorded 8 and 7 of 9)
+    for entity in ("camera/rgb", "cloth/tokens"):
+        assert metrics["sim"]["frames"] // 2 < counts[entity] <= metrics["sim"]["frames"] + 1, entity
     assert counts["arms/position"] == queries  # the state of each query, from the fold's feedback
     np.testing.assert_allclose(
         first["oracle/keypoints:Points3D:positions"], metrics["sim"]["oracle_keypoints"], atol=1e-6
