@@ -106,7 +106,11 @@ class SimLink(SimLinkBase):
         future.add_done_callback(lambda _: answered.set())
         gone_since: float | None = None
         while not answered.wait(LIVENESS_CHECK_S):
-            if self._client.service_is_ready():
+            client = self._client  # None once the link is closed from another thread (shutdown)
+            if client is None:
+                future.cancel()
+                raise DriverConnectionError("sim driver: the link was closed during a step")
+            if client.service_is_ready():
                 gone_since = None
                 continue
             now = time.monotonic()
