@@ -266,6 +266,11 @@ ISSUE_28_ROWS = (
 )
 
 
+def successes(row: dict) -> int:
+    """How many of a row's rollouts succeeded (C-SR@95 is their share, in %)."""
+    return round(row["csr95"]["mean"] * row["rollouts"] / 100)
+
+
 def issue_28_row(label: str, quick: str, offline: str | None) -> str:
     """One row of the issue-28 table, formatted from the measured JSONs."""
     summary = json.loads((RESULTS / quick).read_text())
@@ -386,7 +391,7 @@ def test_the_issue_28_comparisons_in_the_policy_docs_are_the_measured_ones() -> 
     v5, g5 = seen("full_rejoin"), seen("full_rejoin")["first_grasp"]
     quotes += [  # v5, the shipped policy: its bullet, the replay comparison, the recipe's choice
         f"Ctx. Acc. {v5['ctx_acc']['mean']:.1f}, C-SR@95 {v5['csr95']['mean']:.1f} "
-        f"({round(v5['csr95']['mean'] * v5['rollouts'] / 100)} of {v5['rollouts']}), Geom. {v5['geom']['mean']:.2f}, "
+        f"({successes(v5)} of {v5['rollouts']}), Geom. {v5['geom']['mean']:.2f}, "
         f"W1 {v5['w1']:.3f}, closed-loop first grasps {g5['xy_m']['mean'] * 100:.1f} cm mean, "
         f"{g5['xy_m']['median'] * 100:.1f} cm median, {g5['within_5cm'] * 100:.0f} % within 5 cm",
         f"gave {rj['csr95']['mean']:.1f} / {rj['geom']['mean']:.2f} (rejoin) and "
@@ -473,7 +478,7 @@ def test_the_v5_held_out_garment_prose_is_the_measured_one() -> None:
     docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
     quoted = [
         f"follows its demonstration in {seen['ctx_acc']['mean']:.1f} % of the rollouts and succeeds in "
-        f"{round(seen['csr95']['mean'] * seen['rollouts'] / 100)} of {seen['rollouts']}",
+        f"{successes(seen)} of {seen['rollouts']}",
         f"(C-SR@95 {seen['csr95']['mean']:.1f} %, {100 * seen['csr95']['mean'] / oos['csr95']['mean']:.0f} % of the "
         f"out-of-sample oracle's {oos['csr95']['mean']:.1f} %",
         f"Geom. {seen['geom']['mean']:.2f} (v4 {v4['rows']['policy']['seen']['geom']['mean']:.2f})",
@@ -502,8 +507,8 @@ def test_the_policy_card_quotes_its_benchmarks_against_v4() -> None:
     grasp = v5["first_grasp"]
     quotes = [
         f"seen Ctx. Acc. {arrow('ctx_acc', v4, v5, 1)} %, C-SR@95 {arrow('csr95', v4, v5, 1)} % "
-        f"({round(v5['csr95']['mean'] * v5['rollouts'] / 100)} successes of {v5['rollouts']} instead of "
-        f"{round(v4['csr95']['mean'] * v4['rollouts'] / 100)}), Geom. {arrow('geom', v4, v5, 2)}, "
+        f"({successes(v5)} successes of {v5['rollouts']} instead of "
+        f"{successes(v4)}), Geom. {arrow('geom', v4, v5, 2)}, "
         f"W1 {v4['w1']:.3f} -> {v5['w1']:.3f}",
         f"{runs[0]['outcomes']['completed']} of {runs[0]['rollouts']} rollouts complete with the arms home instead "
         f"of {runs[1]['outcomes']['completed']}",
@@ -528,11 +533,10 @@ def test_the_v5_benchmark_prose_is_the_measured_one() -> None:
     oos = rows["oracle-out-of-sample"]["seen"]
     old = v4["rows"]["policy"]["seen"]
     grasp = seen["first_grasp"]
-    successes = round(seen["csr95"]["mean"] * seen["rollouts"] / 100)
     docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
     quoted = [
-        f"{successes} of the {seen['rollouts']} seen-fold rollouts succeed (C-SR@95 {seen['csr95']['mean']:.1f} %; "
-        f"v4: {round(old['csr95']['mean'] * old['rollouts'] / 100)}, {old['csr95']['mean']:.1f} %)",
+        f"{successes(seen)} of the {seen['rollouts']} seen-fold rollouts succeed (C-SR@95 {seen['csr95']['mean']:.1f} %; "
+        f"v4: {successes(old)}, {old['csr95']['mean']:.1f} %)",
         f"seen Geom. {seen['geom']['mean']:.2f} (v4 {old['geom']['mean']:.2f}) and W1 {seen['w1']:.3f} (v4 {old['w1']:.3f})",
         f"in {seen['ctx_acc']['mean']:.1f} % of them (v4 {old['ctx_acc']['mean']:.1f} %)",
         f"control at {wrong['ctx_acc']['mean']:.1f} %",
