@@ -132,17 +132,27 @@ def render(
     rgb = rgb.reshape(res, res, 3)
     mean = rgb.mean()
     rgb = ((rgb - mean) * appearance.contrast + mean) * appearance.brightness
-    # Visibility: a particle is visible if nothing in front of it covers its pixel.
-    px = np.clip(np.round(uv).astype(int), 0, res - 1)
-    inside = ((uv >= 0) & (uv <= res - 1)).all(axis=1)
-    front = depth[px[:, 1], px[:, 0]]
-    visible = inside & (p_cam[:, 2] <= front + visibility_tol)
     return Frame(
         rgb=np.clip(rgb * 255 + 0.5, 0, 255).astype(np.uint8),
         depth=depth.astype(np.float32),
         mask=mask,
-        particle_visible=visible,
+        particle_visible=particle_visibility(camera, particles, depth, visibility_tol),
     )
+
+
+def particle_visibility(
+    camera: Camera, particles: np.ndarray, depth: np.ndarray, visibility_tol: float = 0.02
+) -> np.ndarray:
+    """Which particles [N] the camera sees: inside the image and not behind what its pixel shows
+    (`depth` [H, W] along the optical axis, the particles' units). One rule for every camera: the
+    project's renderer and another simulator's frames (Isaac Lab's, where an arm can cover cloth)."""
+    res = camera.resolution
+    p_cam = camera.world_to_camera(particles)
+    uv = camera.project(p_cam)
+    px = np.clip(np.round(uv).astype(int), 0, res - 1)
+    inside = ((uv >= 0) & (uv <= res - 1)).all(axis=1)
+    front = depth[px[:, 1], px[:, 0]]
+    return inside & (p_cam[:, 2] <= front + visibility_tol)
 
 
 def _rasterise(

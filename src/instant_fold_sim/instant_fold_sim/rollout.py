@@ -10,6 +10,7 @@ real-world metres (simulation space times `obs_scale`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -24,7 +25,7 @@ from .garments import GarmentMesh
 from .keypoints import detect_keypoints
 from .programs import FoldingMode, PickPlace, Subaction, random_deformation_program
 from .randomization import DRRanges, Randomization, initial_layout, sample_randomization
-from .render import render
+from .render import Frame, render
 from .scene import ClothScene, ClothSimConfig
 
 KP_INDEX = {name: i for i, name in enumerate(KEYPOINT_NAMES)}
@@ -237,8 +238,14 @@ class FoldingRollout:
         record: bool = True,
         noise: ExecutionNoise | None = None,
         rng: np.random.Generator | None = None,
+        camera: Callable[[np.ndarray], Frame] | None = None,
     ) -> None:
+        """`camera`: the frame recorded for the particle positions [N, 3] now (depth in simulation
+        metres); default the project's renderer. A simulator with its own camera (Isaac Lab, whose
+        frames show the Frankas) passes it, so the episode, and the video and keyframe strip drawn
+        from it, are what that camera saw."""
         self.scene, self.dr, self.kp_ids, self.config = scene, dr, keypoint_ids, config
+        self._camera_frame = camera or (lambda pos: render(dr.camera, dr.appearance, pos, scene.garment.faces))
         self.fps = scene.config.fps
         self.rec = _Recorder()
         self.record = record
@@ -268,7 +275,7 @@ class FoldingRollout:
     def _observe(self, row: list[tuple[np.ndarray, float]] | None) -> None:
         t0 = time.perf_counter()
         pos = self.scene.positions()
-        frame = render(self.dr.camera, self.dr.appearance, pos, self.scene.garment.faces)
+        frame = self._camera_frame(pos)
         r = self.rec
         r.rgb.append(frame.rgb)
         r.depth.append(frame.depth)

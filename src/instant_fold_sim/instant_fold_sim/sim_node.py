@@ -185,7 +185,9 @@ class SimNode(Node):
             # What the paper's metrics need (instant_fold_sim.oracle_bank.Family.score).
             metrics["record"] = self.world.record().to_json()
             if out is not None:
+                # The frames of the camera the policy saw: Isaac Lab's (Frankas in view) with that backend.
                 episode = self.world.episode(f"policy rollout ({self.mode})", self.variant)
+                metrics["video_camera"] = episode.meta["camera"]
                 metrics["video"] = str(video(episode, out / "rollout.mp4"))
                 metrics["rollout_keyframes"] = str(keyframe_strip(episode, out / "rollout_keyframes.png"))
                 (out / "sim_metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))

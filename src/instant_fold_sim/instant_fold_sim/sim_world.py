@@ -26,6 +26,7 @@ from instant_fold_core.evaluation.coverage import Coverage
 from .garments import resolve_garment
 from .outcome import FoldRecord, InitInfo, record_fold
 from .programs import resolve_mode
+from .render import Frame, particle_visibility
 from .rollout import PRESETS, FoldingRollout, GenerationConfig, _to_episode, preset, run_program, start_state
 
 if TYPE_CHECKING:
@@ -101,7 +102,16 @@ class SimWorld:
         self.initial_keypoints = self.keypoints_world()
         # Recording reuses the generator's rollout bookkeeping, so a policy rollout becomes an
         # `Episode` exactly like a generated one (same viewer, same store, same keyframes).
-        self._rollout = FoldingRollout(self.scene, self.start.dr, self.start.keypoint_ids, self.config, record)
+        # A bridged simulator records its own camera's frames (Isaac Lab: the Frankas in view, the
+        # garment in its episode colour), so the rollout video and strip show what it rendered.
+        self._rollout = FoldingRollout(
+            self.scene,
+            self.start.dr,
+            self.start.keypoint_ids,
+            self.config,
+            record,
+            camera=self._bridge_frame if bridge is not None else None,
+        )
         self.init = InitInfo.of(self.scene, self.start.keypoint_ids)
         self._coverage = Coverage(self.scene.positions(), self.garment.faces)
 
@@ -146,6 +156,15 @@ class SimWorld:
         return SimObservation(
             frame.rgb, (frame.depth * self.scale).astype(np.float32), frame.mask, self.camera.intrinsics, self.frames
         )
+
+    def _bridge_frame(self, particles: np.ndarray) -> Frame:
+        """The bridged simulator's camera frame now, as the rollout records frames (depth in
+        simulation metres; particle visibility against that camera's depth, so cloth under an
+        arm counts as hidden). `RemoteScene.observe` renders each simulated frame once, so the
+        frame the sim node publishes and the one recorded here are one render."""
+        rgb, depth, mask = cast("RemoteScene", self.scene).observe()
+        depth = depth.astype(np.float64) / self.scale
+        return Frame(rgb, depth.astype(np.float32), mask, particle_visibility(self.camera, particles, depth))
 
     # ------------------------------------------------------------------ stepping
 
@@ -207,7 +226,14 @@ class SimWorld:
                 if isinstance(series, list):
                     del series[-1]
         episode.meta.update(
-            {"mode": mode, "variant": variant, "seed": self.seed, "garment_id": self.garment.garment_id}
+            {
+                "mode": mode,
+                "variant": variant,
+                "seed": self.seed,
+                "garment_id": self.garment.garment_id,
+                # whose camera drew the frames: the project's renderer, or the bridged simulator's
+                "camera": "project" if self.bridge is None else str(self.bridge.hello.get("backend", "bridge")),
+            }
         )
         return episode
 

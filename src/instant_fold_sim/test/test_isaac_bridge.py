@@ -229,7 +229,45 @@ def test_garment_usd_is_the_project_mesh(start, tmp_path) -> None:
     stage = Usd.Stage.Open(path)  # kept: prims are invalid once their stage is gone
     mesh = UsdGeom.Mesh(stage.GetPrimAtPath("/Garment/mesh"))
     assert np.allclose(np.array(mesh.GetPointsAttr().Get()), spec.rest_positions)
-    assert np.array_equal(np.array(mesh.GetFaceVertexIndicesAttr().Get()).reshape(-1, 3), spec.faces)
+    faces = np.array(mesh.GetFaceVertexIndicesAttr().Get()).reshape(-1, 3)
+    assert np.array_equal(faces, layout.upward_faces(spec.rest_positions, spec.faces))  # the same triangles, wound up
+
+
+def _facing_up(v: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """Which triangles' winding normals point up (+z, towards the overhead camera)."""
+    return np.cross(v[faces[:, 1]] - v[faces[:, 0]], v[faces[:, 2]] - v[faces[:, 0]])[:, 2] > 0
+
+
+def test_garment_triangles_are_wound_consistently_and_face_the_camera(start) -> None:
+    """Newton's renderer shades a triangle's back side dark: the generator's proc:1 has triangles
+    facing down (a sleeve rendered dark in Isaac Lab). Re-wound, the flat garment faces up
+    everywhere, no edge is traversed twice the same way, and the triangles are the same."""
+    spec = scene_spec(*start, "cpu-small")
+    v, before = spec.rest_positions.astype(np.float64), spec.faces
+    assert not _facing_up(v, before).all()  # what the issue saw: some triangles face the table
+    after = layout.upward_faces(v, before)
+    assert _facing_up(v, after).all()
+    assert np.array_equal(np.sort(after, axis=1), np.sort(before, axis=1))
+    directed = [(int(t[k]), int(t[(k + 1) % 3])) for t in after for k in range(3)]
+    assert len(set(directed)) == len(directed)
+    mirrored = v[:, [1, 0, 2]]  # a mirror image turns every winding over: still made to face up
+    assert _facing_up(mirrored, layout.upward_faces(mirrored, before)).all()
+
+
+def test_the_garment_is_painted_in_the_episode_colour_as_the_renderer_shades_it() -> None:
+    """`paint_garment`: a fully lit white garment (linear radiance 1) shows exactly the episode
+    colour; half the light gives half the colour's linear light; other pixels are untouched."""
+    colour = np.array([0.55, 0.44, 0.86])
+    rgb = np.full((2, 3, 3), 200, np.uint8)
+    radiance = np.ones((2, 3, 3))
+    radiance[1] = 0.5
+    garment = np.array([[True, True, False], [True, False, False]])
+    out = layout.paint_garment(rgb, radiance, garment, colour)
+    assert np.array_equal(out[0, 0], np.round(colour * 255)) and np.array_equal(out[0, 1], out[0, 0])
+    half = layout.linear_to_srgb(0.5 * layout.srgb_to_linear(colour))
+    assert np.array_equal(out[1, 0], np.round(half * 255))
+    assert np.array_equal(out[~garment], rgb[~garment]) and rgb[0, 0, 0] == 200  # the input is not written
+    assert np.allclose(layout.linear_to_srgb(layout.srgb_to_linear(colour)), colour)
 
 
 def test_missing_robot_asset_says_how_to_make_it(tmp_path) -> None:
@@ -285,6 +323,37 @@ def test_sim_world_over_the_bridge_follows_the_embedded_newton_scene(stand_in: B
     assert len(rec_remote.episodes) == len(rec_local.episodes)
     assert rec_remote.frames == rec_local.frames
     assert np.allclose(rec_remote.final_keypoints, rec_local.final_keypoints, atol=2e-3)
+
+
+def test_a_bridged_rollout_records_the_simulators_own_camera_frames(stand_in: BridgeClient, monkeypatch) -> None:
+    """The episode (so the rollout video and keyframe strip) of a bridged world holds the frames
+    the simulator's camera sent, the ones the sim node published, rendered once per simulated
+    frame: with Isaac Lab, its camera with the Frankas in view (test_isaac_lab_env checks those
+    pixels), not the project's renderer."""
+    from instant_fold_sim.sim_world import SimWorld
+
+    world = SimWorld(GARMENT, SEED, "cpu-small", record=True, bridge=stand_in)
+    sent: list[np.ndarray] = []
+    request = stand_in.request
+
+    def spy(header: dict, arrays: dict | None = None) -> tuple[dict, dict]:
+        reply, out = request(header, arrays)
+        if header["type"] == "observe":
+            sent.append(out["rgb"])
+        return reply, out
+
+    monkeypatch.setattr(stand_in, "request", spy)
+    published = [world.observe().rgb]  # as the sim node: a frame at the start and after every step
+    kp = world.camera_from_world(world.keypoints_world()[:1])[0]
+    for k in range(1, 5):
+        assert world.step(np.stack([kp + np.array([0.02 * k, 0, -0.05]), world.home()[1]]), np.ones(2), k / 20) == 1
+        published.append(world.observe().rgb)
+    episode = world.episode("test", "S")
+    assert episode.meta["camera"] == "newton_stand_in" and episode.num_frames == len(published) == 5
+    assert len(sent) == 5  # one render per simulated frame, shared by the publisher and the recording
+    assert all(np.array_equal(a, b) for a, b in zip(episode.rgb, published, strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(episode.rgb, sent, strict=True))
+    assert episode.particle_visible.any(axis=1).all() and episode.mask.any(axis=(1, 2)).all()
 
 
 def test_bridge_errors_reach_the_caller_and_the_session_goes_on(stand_in: BridgeClient) -> None:

@@ -126,3 +126,49 @@ def test_held_cloth_stays_with_the_fingers_when_the_target_is_beyond_reach() -> 
         # held rigidly at the fingers (their distances to the TCP kept), not at the command
         assert np.allclose(np.linalg.norm(positions[held] - hand, axis=1), d[held], atol=5e-3)
         assert np.linalg.norm(positions[held] - far, axis=1).min() > 0.6
+
+
+@pytest.mark.slow
+def test_the_rollout_video_is_isaac_labs_camera_with_both_arms_and_the_garment_in_its_colour(tmp_path: Path) -> None:
+    """Issue 31: an Isaac Lab rollout's MP4 and keyframe strip are drawn from Isaac Lab's camera,
+    frame for frame what the sim node published: both Frankas in view (pixels well above the
+    table that are no cloth, not masked out), the garment in the episode's colour (it rendered
+    white kit-less: hue and saturation of its pixels against the appearance's)."""
+    import colorsys
+
+    import imageio.v3 as iio
+
+    from instant_fold_sim.isaac_lab import layout
+    from instant_fold_sim.sim_world import SimWorld
+    from instant_fold_sim.viewer import keyframe_strip, video
+
+    with BridgeClient("isaac_lab", "cpu", start_timeout_s=600, request_timeout_s=1800) as client:
+        world = SimWorld(GARMENT, SEED, "cpu-small", record=True, bridge=client)
+        published = [world.observe().rgb]  # as the sim node: at the start and after every step
+        kp = world.camera_from_world(world.keypoints_world())
+        above = np.stack([kp[0], kp[1]]) + np.array([0.0, 0.0, -0.06])  # both hands over the garment's top corners
+        start = world.arm_state()[:, :3]
+        for k in range(1, 13):
+            assert world.step(start + (above - start) * k / 12, np.ones(2), k / world.fps) == 1
+            published.append(world.observe().rgb)
+        obs = world.observe()
+        spec = world.scene.spec
+        episode = world.episode("test", "S")
+    assert episode.meta["camera"] == "isaac_lab" and episode.num_frames == len(published) == 13
+    assert all(np.array_equal(a, b) for a, b in zip(episode.rgb, published, strict=True))
+    # both arms in the last frame: nearer than the table by 3 cm and no cloth, on each side of the image
+    table = layout.table_depth(spec.intrinsics, spec.T_world_camera, spec.resolution)
+    arm = (obs.depth > 0) & (obs.depth < table - 0.03) & ~obs.mask
+    half = arm.shape[1] // 2
+    assert arm[:, :half].sum() > 100 and arm[:, half:].sum() > 100
+    table_rgb = np.median(episode.rgb[-1][(obs.depth > 0) & ~arm & ~obs.mask], axis=0)
+    assert np.abs(episode.rgb[-1][arm] - table_rgb).sum(axis=-1).mean() > 60  # drawn, not masked to the table
+    # the garment in the episode's colour (lit, so darker or lighter: hue and saturation kept)
+    a = spec.appearance
+    hsv = np.array([colorsys.rgb_to_hsv(*p) for p in obs.rgb[obs.mask].astype(np.float64) / 255.0])
+    hue_error = np.abs((np.median(hsv[:, 0]) - a["hue"] + 0.5) % 1.0 - 0.5)
+    assert hue_error < 0.02 and abs(np.median(hsv[:, 1]) - a["saturation"]) < 0.1
+    mp4 = video(episode, tmp_path / "rollout.mp4")
+    assert len(iio.imread(mp4, index=None)) == episode.num_frames
+    strip = keyframe_strip(episode, tmp_path / "rollout_keyframes.png")
+    assert iio.imread(strip).shape[1] == len(episode.keyframes) * spec.resolution

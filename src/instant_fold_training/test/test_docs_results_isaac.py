@@ -72,3 +72,32 @@ def test_the_issue_31_numbers_are_the_measured_ones() -> None:
     assert not missing, missing
     # as grasped: the fingers model keeps the held cloth at its grasp distance from the hand
     assert abs(fingers["held_to_hand_max_m"] - fingers["held_to_tcp_at_close_max_m"]) < 1e-3
+
+
+def test_the_isaac_lab_camera_run_is_the_measured_one_and_its_strip_is_shown() -> None:
+    """Issue 31 items 3 and 4: the strip docs/isaac_lab.md shows (Isaac Lab's camera, both Frankas)
+    is in docs/img, the run's fold and garment-colour numbers quoted are camera_fold's, and the
+    documented command's fold after the change is camera_v4_commanded's."""
+    issue = json.loads((RESULTS / "isaac_lab_issue31.json").read_text())
+    run, v4, white = issue["camera_fold"], issue["camera_v4_commanded"], issue["reproduce"][0]
+    assert (REPO / "docs" / "img" / "isaac_lab_strip.png").is_file()
+    fold, si, colour = run["fold"], run["same_init"], run["garment_colour"]
+    episode, seen = colour["episode_hsv"], colour["strip_first_panel_median_hsv"]
+    assert run["sim_grasp"] == "fingers" and si["context_correct"]
+    quotes = [
+        "](img/isaac_lab_strip.png)",
+        f"checkpoint {run['policy_checkpoint_id']}, run after the change",
+        f"{colour['pixels']} garment pixels: median hue {seen[0]:.3f} and saturation {seen[1]:.2f} "
+        f"against the episode's {episode[0]:.3f} and {episode[1]:.2f}; value {seen[2]:.2f} against {episode[2]:.2f}",
+        f"{fold['outcome']}, {fold['message']}, context right, Geom. {si['geom']:.2f}, fold rate {si['fold_rate']:.2f} "
+        f"(graph up in {run['graph_ready_s']:.0f} s, {run['wall_s']:.0f} s in all)",
+        # the documented command (v4, `commanded`) after the change, against its white-garment run
+        f"{v4['fold']['outcome']}, {v4['fold']['message']}, context right, Geom. {v4['same_init']['geom']:.2f}, "
+        f"fold rate {v4['same_init']['fold_rate']:.2f}, against {white['fold']['message']}, "
+        f"Geom. {white['same_init']['geom']:.2f} with the white garment",
+    ]
+    assert v4["sim_grasp"] == white["sim_grasp"] == "commanded" and v4["video_camera"] == "isaac_lab"
+    assert v4["policy_checkpoint_id"] == white["policy_checkpoint_id"] and v4["same_init"]["context_correct"]
+    docs = _docs()
+    missing = [q for q in quotes if q not in docs]
+    assert not missing, missing

@@ -269,6 +269,7 @@ class RemoteScene:
         reply, out = client.request(header, arrays)
         self.build_s = float(reply.get("build_s", 0.0))
         self._openness = self.spec.grippers[:, 3].copy()
+        self._observation: tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
         self._apply(reply, out)
 
     def _apply(self, reply: dict[str, Any], out: dict[str, np.ndarray]) -> None:
@@ -310,6 +311,10 @@ class RemoteScene:
         return self._speed
 
     def observe(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The simulator's camera: rgb, depth (real m), mask."""
-        _, out = self.client.request({"type": "observe"})
-        return out["rgb"], out["depth"], out["mask"].astype(bool)
+        """The simulator's camera: rgb, depth (real m), mask; rendered once per simulated frame
+        (the sim node publishes it and the rollout records it: Isaac Lab renders 0.5 s a frame on
+        a CPU). The arrays are shared between callers: read them, do not write."""
+        if self._observation is None or self._observation[0] != self.frame:
+            _, out = self.client.request({"type": "observe"})
+            self._observation = (self.frame, (out["rgb"], out["depth"], out["mask"].astype(bool)))
+        return self._observation[1]

@@ -11,7 +11,9 @@ core/lift/config/franka_soft) where it applies:
   project's preset (8 x 8 at 20 frames/s), soft contact friction 0.6 (the project's cloth-table);
 * garment: the project's mesh (`SceneSpec.rest_positions`, written to a USD mesh) as a Newton
   surface deformable (`DeformableObjectCfg` + `UsdFileCfg`), material from the Lift-Cloth task,
-  colour from the episode's randomised appearance; the settled start positions and velocities
+  triangles wound upwards (`layout.upward_faces`), colour from the episode's randomised
+  appearance applied to the camera image (`layout.paint_garment`: kit-less, no material reaches
+  a deformable's triangles in Newton's renderer); the settled start positions and velocities
   from the project's generator are written into the simulation after spawning, so the layout is
   the Newton sim's;
 * table: a static box, top at z = 0;
@@ -19,9 +21,11 @@ core/lift/config/franka_soft) where it applies:
   placed by `layout.arm_placements`, two articulations side by side as the bimanual OpenArm
   tasks use one articulation with left/right joint groups: one left and one right action path;
 * camera: `CameraCfg` at the episode camera's pose (the project's optical frame is Isaac Lab's
-  "ros" convention), pinhole from the episode intrinsics, Newton's Warp renderer, rgb + depth
-  (`distance_to_image_plane`) + instance segmentation (robots), cloth mask = above the table
-  plane and not robot (`layout.cloth_mask`).
+  "ros" convention), pinhole from the episode intrinsics, Newton's Warp renderer, rgb (+ its
+  linear `rgb_hdr`, to colour the garment) + depth (`distance_to_image_plane`) + semantic
+  segmentation (robots and table labelled, the garment the only unlabelled hit); cloth mask =
+  above the table plane and no shape (`layout.cloth_mask`). The Frankas stay in the rgb (what the
+  rollout video shows); the mask excludes them.
 
 Control, per frame: each arm's TCP target goes through Isaac Lab's `DifferentialIKController`
 (damped least squares, absolute pose in the base frame, orientation held fixed pointing down),
@@ -41,6 +45,7 @@ they follow the commanded target. The fingers close and collide either way.
 
 from __future__ import annotations
 
+import colorsys
 import os
 import tempfile
 import time
@@ -73,10 +78,21 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def cloth_colour(spec: SceneSpec) -> np.ndarray:
+    """The episode's garment colour (display RGB in [0, 1]), as the project's renderer computes it."""
+    a = spec.appearance
+    return np.array(
+        colorsys.hsv_to_rgb(float(a.get("hue", 0.6)), float(a.get("saturation", 0.5)), float(a.get("value", 0.6)))
+    )
+
+
+def table_colour(spec: SceneSpec) -> np.ndarray:
+    """The episode's table colour (display RGB in [0, 1])."""
+    return np.array([float(c) for c in spec.appearance.get("table_rgb", (0.55, 0.45, 0.35))])
+
+
 def scene_cfg(spec: SceneSpec, garment_path: str, robot_path: str) -> Any:
     """The Isaac Lab `InteractiveSceneCfg` of one start state (one environment)."""
-    import colorsys
-
     import isaaclab.sim as sim_utils
     from isaaclab.actuators import ImplicitActuatorCfg
     from isaaclab.assets import ArticulationCfg, AssetBaseCfg, DeformableObjectCfg
@@ -94,11 +110,10 @@ def scene_cfg(spec: SceneSpec, garment_path: str, robot_path: str) -> Any:
     # Newton imports deformables through the cloner: replicate_physics must be on (False: "No
     # imported deformable matches", checked with Isaac Lab 3.0.0).
     cfg = FoldSceneCfg(num_envs=1, env_spacing=0.0, replicate_physics=True)
-    a = spec.appearance
-    table_rgb = tuple(float(c) for c in a.get("table_rgb", (0.55, 0.45, 0.35)))
-    cloth_rgb = colorsys.hsv_to_rgb(
-        float(a.get("hue", 0.6)), float(a.get("saturation", 0.5)), float(a.get("value", 0.6))
-    )
+    # The episode's table colour is a display (sRGB) colour, as the project's renderer draws it;
+    # a preview surface's diffuse colour is linear, so it is converted (a fully lit table shows
+    # the episode's colour). The garment's colour is applied to the camera image (`observe`).
+    table_rgb = tuple(float(c) for c in layout.srgb_to_linear(table_colour(spec)))
     cfg.table = AssetBaseCfg(
         prim_path="{ENV_REGEX_NS}/Table",
         init_state=AssetBaseCfg.InitialStateCfg(pos=(0.0, 0.0, -0.025)),
@@ -106,6 +121,8 @@ def scene_cfg(spec: SceneSpec, garment_path: str, robot_path: str) -> Any:
             size=(2.0, 1.6, 0.05),
             collision_props=sim_utils.UsdPhysicsCollisionCfg(),
             visual_material=sim_utils.PreviewSurfaceCfg(diffuse_color=table_rgb),
+            # labelled, so the only unlabelled pixels of the segmentation are the garment's
+            semantic_tags=[("class", "table")],
         ),
     )
     cfg.garment = DeformableObjectCfg(
@@ -113,7 +130,8 @@ def scene_cfg(spec: SceneSpec, garment_path: str, robot_path: str) -> Any:
         spawn=sim_utils.UsdFileCfg(
             usd_path=garment_path,
             deformable_props=NewtonDeformableBodyPropertiesCfg(),
-            visual_material=sim_utils.PreviewSurfaceCfg(diffuse_color=tuple(float(c) for c in cloth_rgb)),
+            # No visual material: kit-less Isaac Lab skips a USD file's one, and Newton's renderer
+            # reads none for a deformable's triangles (layout.paint_garment).
             physics_material=NewtonSurfaceDeformableBodyMaterialCfg(
                 particle_radius=0.006 * spec.world_scale, **CLOTH_MATERIAL
             ),
@@ -164,7 +182,8 @@ def scene_cfg(spec: SceneSpec, garment_path: str, robot_path: str) -> Any:
     cfg.camera = CameraCfg(
         prim_path="{ENV_REGEX_NS}/Camera",
         offset=CameraCfg.OffsetCfg(pos=pos, rot=rot, convention="ros"),
-        data_types=["rgb", "distance_to_image_plane", "semantic_segmentation"],
+        # rgb_hdr: the garment's linear radiance, which the episode colour multiplies (observe)
+        data_types=["rgb", "rgb_hdr", "distance_to_image_plane", "semantic_segmentation"],
         colorize_semantic_segmentation=False,
         spawn=sim_utils.PinholeCameraCfg.from_intrinsic_matrix(
             intrinsic_matrix=layout.intrinsics_row_major(spec.intrinsics),
@@ -509,14 +528,20 @@ class IsaacLabBackend(Backend):
         camera = self.scene["camera"]
         camera.update(self.sim.get_physics_dt(), force_recompute=True)
         out = camera.data.output
-        rgb = out["rgb"][0, ..., :3].cpu().numpy().astype(np.uint8)
         depth = out["distance_to_image_plane"][0, ..., 0].cpu().numpy().astype(np.float32)
         depth = np.where(np.isfinite(depth), depth, 0.0).astype(np.float32)
-        # Ids: 0 background (no hit), 1 unlabelled (cloth, whose triangles are no shape, and the
-        # table), >= 2 labelled shapes: the robots (semantic_tags). Cloth = above the table, not robot.
-        seg = out.get("semantic_segmentation")
-        robot = None if seg is None else seg[0].cpu().numpy().reshape(*depth.shape, -1)[..., 0] >= 2
-        return rgb, depth, layout.cloth_mask(depth, self.table, robot)
+        # Ids: 0 background (no hit), 1 unlabelled (the garment, whose triangles are no shape),
+        # >= 2 labelled shapes (robots, table: semantic_tags).
+        seg = out["semantic_segmentation"][0].cpu().numpy().reshape(*depth.shape, -1)[..., 0]
+        rgb = layout.paint_garment(
+            out["rgb"][0, ..., :3].cpu().numpy().astype(np.uint8),
+            out["rgb_hdr"][0, ..., :3].cpu().numpy(),
+            seg == layout.UNLABELLED_ID,
+            cloth_colour(self._spec()),
+        )
+        # The robots stay in the image (the rollout video shows the Frankas); the cloth mask, so
+        # the cloth tokens, excludes them: cloth = above the table plane and no shape.
+        return rgb, depth, layout.cloth_mask(depth, self.table, seg >= 2)
 
     def close(self) -> None:
         self._tmp.cleanup()

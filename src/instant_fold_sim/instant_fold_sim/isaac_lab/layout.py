@@ -169,9 +169,90 @@ def cloth_mask(
     return mask
 
 
+#: Isaac Lab's reserved semantic-segmentation id of a hit on no labelled prim. Newton's renderer
+#: gives it to the cloth's triangles (a deformable's triangles are no shapes, so they carry no
+#: label); the scene labels every shape (robots, table), so it marks exactly the garment.
+UNLABELLED_ID = 1
+
+
+def srgb_to_linear(c: np.ndarray) -> np.ndarray:
+    """Display (sRGB) values in [0, 1] to linear light (the IEC 61966-2-1 transfer function)."""
+    c = np.clip(np.asarray(c, np.float64), 0.0, 1.0)
+    return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+
+def linear_to_srgb(c: np.ndarray) -> np.ndarray:
+    """Linear light to display (sRGB) values in [0, 1], clipped (the inverse of `srgb_to_linear`)."""
+    c = np.clip(np.asarray(c, np.float64), 0.0, 1.0)
+    return np.where(c <= 0.0031308, c * 12.92, 1.055 * c ** (1 / 2.4) - 0.055)
+
+
+def paint_garment(rgb: np.ndarray, radiance: np.ndarray, garment: np.ndarray, colour: np.ndarray) -> np.ndarray:
+    """The camera image [H, W, 3] uint8 with the garment's pixels in the episode's cloth colour.
+
+    Newton's Warp renderer (newton 1.6.1, Isaac Lab 3.0.0) shades a deformable's triangles with a
+    white albedo and reads no material for them, and kit-less Isaac Lab does not apply a USD
+    file's visual material at all ("Skipping visual material application"), so the garment came
+    out white. Its shading is linear in the albedo (ambient and each light's term are multiplied
+    by it), so the white garment's linear radiance (`radiance`, the camera's `rgb_hdr`) times the
+    colour's linear albedo is exactly the radiance of a garment of that colour, sRGB-encoded as
+    the renderer encodes `rgb`. `colour` is a display colour in [0, 1] as the project's renderer
+    draws it (a fully lit garment shows exactly it); `garment` [H, W] bool marks its pixels."""
+    out = np.array(rgb, dtype=np.uint8, copy=True)
+    lit = np.asarray(radiance, np.float64)[garment] * srgb_to_linear(colour)[None, :]
+    out[garment] = np.round(linear_to_srgb(lit) * 255.0).astype(np.uint8)
+    return out
+
+
+def upward_faces(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """`faces` [F, 3] wound consistently (each shared edge traversed in opposite directions by
+    its two triangles), each connected piece turned so that its area-weighted normal points up
+    (+z, towards the overhead camera) at `vertices`.
+
+    Newton's renderer lights a triangle on the side its winding's normal points to and leaves the
+    other side dark (no two-sided shading), and the procedural garments are not wound
+    consistently (proc:1: 40 of its 410 triangles face down, a sleeve among them), so one
+    sleeve of a flat garment rendered dark in Isaac Lab. The project's own renderer shades both
+    sides alike and its Newton scene keeps the generator's mesh: only the Isaac Lab USD is re-wound."""
+    faces = np.array(faces, dtype=np.int64, copy=True)
+    by_edge: dict[tuple[int, int], list[int]] = {}
+    for f, tri in enumerate(faces):
+        for k in range(3):
+            a, b = int(tri[k]), int(tri[(k + 1) % 3])
+            by_edge.setdefault((min(a, b), max(a, b)), []).append(f)
+
+    def directed(f: int) -> set[tuple[int, int]]:
+        tri = faces[f]
+        return {(int(tri[k]), int(tri[(k + 1) % 3])) for k in range(3)}
+
+    v = np.asarray(vertices, np.float64)
+    seen = np.zeros(len(faces), bool)
+    for seed in range(len(faces)):
+        if seen[seed]:
+            continue
+        seen[seed], piece, queue = True, [seed], [seed]
+        while queue:
+            f = queue.pop()
+            for a, b in directed(f):
+                for g in by_edge[(min(a, b), max(a, b))]:
+                    if seen[g]:
+                        continue
+                    if (a, b) in directed(g):  # traversed the same way: g is wound the other way round
+                        faces[g] = faces[g][::-1].copy()
+                    seen[g] = True
+                    piece.append(g)
+                    queue.append(g)
+        tri = v[faces[piece]]
+        if np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])[:, 2].sum() < 0:
+            faces[piece] = faces[piece][:, ::-1]
+    return faces
+
+
 def garment_usd(spec: SceneSpec, path: str) -> str:
     """Write the garment as a USD mesh at its rest shape (the cloth's reference configuration;
-    the start positions are written into the simulation after spawning). Needs `pxr`."""
+    the start positions are written into the simulation after spawning), its triangles wound
+    upwards (`upward_faces`) so that Newton's one-sided shading lights the whole flat garment.
+    Needs `pxr`."""
     from pxr import Gf, Usd, UsdGeom, Vt
 
     stage = Usd.Stage.CreateNew(path)
@@ -182,7 +263,8 @@ def garment_usd(spec: SceneSpec, path: str) -> str:
     mesh = UsdGeom.Mesh.Define(stage, "/Garment/mesh")
     mesh.CreatePointsAttr(Vt.Vec3fArray([Gf.Vec3f(*map(float, p)) for p in spec.rest_positions]))
     mesh.CreateFaceVertexCountsAttr(Vt.IntArray([3] * len(spec.faces)))
-    mesh.CreateFaceVertexIndicesAttr(Vt.IntArray([int(i) for i in spec.faces.reshape(-1)]))
+    faces = upward_faces(spec.rest_positions, spec.faces)
+    mesh.CreateFaceVertexIndicesAttr(Vt.IntArray([int(i) for i in faces.reshape(-1)]))
     mesh.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
     mesh.CreateDoubleSidedAttr(True)
     stage.GetRootLayer().Save()
