@@ -5,7 +5,8 @@
 # models/ and the bundled demonstration, runs one ExecuteFold, scores the result against the
 # oracle from the same start, and writes outputs/sim_fold/{metrics.json,rollout.mp4,fold_strip.png}.
 # `--rrd` adds fold.rrd (a Rerun recording of the fold); `--view` writes it and then serves it in
-# Rerun's web viewer on 127.0.0.1, printing the URL (Ctrl-C stops it; docs/rerun.md).
+# Rerun's web viewer on 127.0.0.1, printing the URL (Ctrl-C stops it; docs/rerun.md); `--view live`
+# starts that viewer first and streams the fold to it while it runs.
 # Extra arguments go to `python -m instant_fold.sim_fold` (see --help); relative paths in them
 # (--demo, --out, --checkpoint, ...) are relative to the directory this script was called from.
 set -euo pipefail

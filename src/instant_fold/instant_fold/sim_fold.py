@@ -8,11 +8,12 @@ against the oracle program run from the same start state. Writes to
 `--out`: `rollout.mp4`, `fold_strip.png` (the demonstration's keyframes above the keyframes the
 policy produced), `metrics.json`, and the graph's log; with `--rrd`, `fold.rrd`, a Rerun recording
 fed from the graph's topics (docs/rerun.md), which `--view` then serves in Rerun's web viewer on
-127.0.0.1. One run holds `--out` at a time (a second is refused, naming the first's pid), and
+127.0.0.1 (`--view live`: the viewer starts first and the recording streams to it while the fold
+runs). One run holds `--out` at a time (a second is refused, naming the first's pid), and
 every node is supervised: one that exits ends the run at once, named, whatever the job was
 waiting for.
 
-python -m instant_fold.sim_fold [--demo FILE] [--garment proc:1] [--seed N] [--out outputs/sim_fold] [--rrd | --view]
+python -m instant_fold.sim_fold [--demo FILE] [--garment proc:1] [--seed N] [--out outputs/sim_fold] [--rrd | --view [live]]
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,6 +45,9 @@ from instant_fold_ros.graph_spec import GraphSpec
 from instant_fold_ros.node_main import spin_until_shutdown
 from instant_fold_ros.recording_tap import RecordingTap
 from instant_fold_ros.standins.process_runner import ProcessRunner
+
+if TYPE_CHECKING:
+    from instant_fold_core.rerun_web import WebViewer
 
 DEFAULT_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
 
@@ -304,7 +308,8 @@ def run_fold(args: argparse.Namespace) -> dict:
     params_file = out / "fold_params.yaml"
     params_file.write_text(parameters_yaml(params))
     started = time.monotonic()
-    recording = open_recording(out / "fold.rrd", demo) if args.rrd else None
+    stream_to = getattr(args, "stream_to", None)  # --view live: the viewer's proxy (main)
+    recording = open_recording(out / "fold.rrd", demo, stream_to) if args.rrd else None
     tap = RecordingTap(recording) if recording is not None else None
     # Closed however the run ends: a failed fold's recording is its best account.
     with recording or nullcontext(), graph_environment() as env, open(out / "graph.log", "w") as log:
@@ -415,16 +420,19 @@ def run_fold(args: argparse.Namespace) -> dict:
     if recording is not None and tap is not None:
         outputs["rrd"] = str(recording.path)
         metrics["recording"] = {"queries": tap.queries, "refused_messages": tap.refused}
+        if stream_to is not None:
+            metrics["recording"].update(streamed_to=stream_to, stream_error=recording.stream_error)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
     return metrics
 
 
-def open_recording(path: Path, demo: Path) -> FoldRecording:
-    """The fold's Rerun recording, with the demonstration it is conditioned on (or, for one that
-    cannot be read, a line saying so: the fold's report is still written)."""
+def open_recording(path: Path, demo: Path, stream_to: str | None = None) -> FoldRecording:
+    """The fold's Rerun recording (also streamed to the viewer at `stream_to`, when given), with
+    the demonstration it is conditioned on (or, for one that cannot be read, a line saying so: the
+    fold's report is still written)."""
     from instant_fold_core.demonstration import DemonstrationError, load_demonstration
 
-    recording = FoldRecording(path)
+    recording = FoldRecording(path, stream_to=stream_to)
     try:
         recording.demonstration(load_demonstration(demo))
     except DemonstrationError as exc:
@@ -517,8 +525,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--view",
-        action="store_true",
-        help="--rrd, then serve it in Rerun's web viewer on 127.0.0.1 and print the URL (Ctrl-C stops it)",
+        nargs="?",
+        const="after",
+        choices=("after", "live"),
+        help="--rrd, then serve it in Rerun's web viewer on 127.0.0.1 and print the URL (Ctrl-C stops it); "
+        "--view live: start the viewer first and stream the fold to it while it runs (served after it, too)",
     )
     parser.add_argument(
         "--view-port", type=_positive(int, 65535), default=9090, help="the web viewer's HTTP port (--view)"
@@ -536,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     except SimulatorUnavailable as exc:
         print(f"[sim_fold] error: {exc}", file=sys.stderr)
         return EXIT_SIM_UNAVAILABLE
-    args.rrd = args.rrd or args.view
+    args.rrd = args.rrd or args.view is not None
     if args.view:  # a port in use is told now, not after the fold
         from instant_fold_core.rerun_web import RerunWebError, free_port
 
@@ -545,21 +556,52 @@ def main(argv: list[str] | None = None) -> int:
         except RerunWebError as exc:
             print(f"[sim_fold] error: --view-port: {exc}", file=sys.stderr)
             return 1
-    try:
-        # One run per output folder: a second one refuses, naming the first's pid, instead of
-        # both writing (and claiming) the same metrics.json, video and strip.
-        with _stop_signals_interrupt(), claimed_output_dir(args.out):
-            metrics = run_fold(args)
-    except (SimFoldError, OutputDirError) as exc:
-        print(f"[sim_fold] error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("[sim_fold] interrupted: the graph was stopped", file=sys.stderr)
-        return 130
-    code = report(args, metrics)
-    if args.view:
+    from instant_fold_core.rerun_web import RerunWebError
+
+    with ExitStack() as live:  # --view live: the viewer, from before the fold until Ctrl-C after it
+        try:
+            # One run per output folder: a second one refuses, naming the first's pid, instead of
+            # both writing (and claiming) the same metrics.json, video and strip.
+            with _stop_signals_interrupt(), claimed_output_dir(args.out) as out:
+                viewer = live.enter_context(open_live_view(args, out)) if args.view == "live" else None
+                metrics = run_fold(args)
+        except (SimFoldError, OutputDirError) as exc:
+            print(f"[sim_fold] error: {exc}", file=sys.stderr)
+            return 1
+        except RerunWebError as exc:
+            print(f"[sim_fold] error: --view live: {exc} (--view-port)", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("[sim_fold] interrupted: the graph was stopped", file=sys.stderr)
+            return 130
+        code = report(args, metrics)
+        if viewer is not None:
+            print(f"[sim_fold] the fold stays in Rerun's web viewer: {viewer.url} (Ctrl-C stops it)", flush=True)
+            return _serve_until_stopped(viewer) or code
+    if args.view == "after":
         return serve_view(Path(metrics["outputs"]["rrd"]), args.view_port) or code
     return code
+
+
+def open_live_view(args: argparse.Namespace, out: Path) -> WebViewer:
+    """`--view live`: Rerun's web viewer on 127.0.0.1, started before the graph (its log in
+    `out`), with its URL printed; `run_fold` streams the recording to its proxy (`args.stream_to`)."""
+    from instant_fold_core.rerun_web import serve_live
+
+    viewer = serve_live(VIEW_HOST, args.view_port, log=out / "rerun_web.log")
+    args.stream_to = viewer.proxy
+    print(f"[sim_fold] the fold streams live to Rerun's web viewer: {viewer.url} (open it any time)", flush=True)
+    return viewer
+
+
+def _serve_until_stopped(viewer: WebViewer) -> int:
+    """Keep `viewer` serving until Ctrl-C, SIGTERM or SIGHUP; 0 (a viewer that exits by itself: 0 too)."""
+    try:
+        with _stop_signals_interrupt():
+            viewer.wait()
+    except KeyboardInterrupt:
+        pass
+    return 0
 
 
 def serve_view(rrd: Path, port: int) -> int:
@@ -568,16 +610,12 @@ def serve_view(rrd: Path, port: int) -> int:
     from instant_fold_core.rerun_web import RerunWebError, serve_recording
 
     try:
-        log = rrd.with_name("rerun_web.log")
-        with _stop_signals_interrupt(), serve_recording(rrd, VIEW_HOST, port, log=log) as viewer:
+        with serve_recording(rrd, VIEW_HOST, port, log=rrd.with_name("rerun_web.log")) as viewer:
             print(f"[sim_fold] the fold in Rerun's web viewer: {viewer.url} (Ctrl-C stops it)", flush=True)
-            viewer.wait()
+            return _serve_until_stopped(viewer)
     except RerunWebError as exc:
         print(f"[sim_fold] error: --view: {exc} (--view-port)", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        pass
-    return 0
 
 
 def report(args: argparse.Namespace, metrics: dict) -> int:

@@ -102,6 +102,16 @@ class Demonstration:
 _ARRAYS = ("color", "depth", "mask", "intrinsics", "keypose", "events", "frame_index")
 
 
+def image_frames(demo: Demonstration) -> list[int]:
+    """The recording frame whose image each keyframe shows: `instant_fold_demo.extract` records
+    them in `meta["image_frames"]` (a grasp shows the cloth before the hand came), else the
+    keyframe's own frame."""
+    shown = demo.meta.get("image_frames")
+    if isinstance(shown, list) and len(shown) == demo.num_keyframes and all(isinstance(f, int) for f in shown):
+        return shown
+    return [int(f) for f in demo.frame_index]
+
+
 def load_demonstration(path: str | Path) -> Demonstration:
     """Read and validate a demonstration file, with clear errors for missing/corrupt files."""
     path = Path(path)

@@ -11,6 +11,10 @@ Time: the `sim_time` timeline (seconds of the observations' clock: simulated tim
 simulator), plus a `query` sequence on what each policy query logged. Everything is in the camera
 optical frame (x right, y down, z forward, metres), the frame of tokens, states and actions.
 
+Live: with `stream_to` (a Rerun gRPC address, e.g. `rerun_web.serve_live`'s proxy) everything is
+also streamed to that viewer as it is logged, so a fold can be watched while it runs; the file is
+written all the same.
+
 Thread-safe: the main job logs from several executor threads (rerun's time cursor is per thread,
 so every log sets its own time under one lock).
 """
@@ -62,6 +66,11 @@ MASK_COLOUR = (0, 255, 120, 255)
 #: table): above the table, off to one side, so the arms' lifts show as heights.
 EYE_OFFSET_M = (-0.6, 0.75, -0.8)
 _LATENCY_NAME = re.compile(r"[a-z][a-z0-9_]*")
+#: Longest wait on close for a live viewer to take what is still queued for it (s): one that
+#: stopped answering must not hold the fold's end.
+FLUSH_TIMEOUT_S = 30.0
+#: The address schemes of a Rerun gRPC server a recording can stream to.
+STREAM_SCHEMES = ("rerun://", "rerun+http://", "rerun+https://")
 
 
 class FoldRecordingError(InvalidInputError):
@@ -94,18 +103,24 @@ def _stamp(value: float) -> float:
 
 
 class FoldRecording:
-    """Writes one fold to `path` (created with its folder; an existing file is replaced).
+    """Writes one fold to `path` (created with its folder; an existing file is replaced) and, with
+    `stream_to` (`rerun+http://host:port/proxy`), streams it to that viewer as well.
 
     Call `camera` once, then in any order `demonstration`, `observation`, `tokens`, `query`,
     `arm_state`, `keypoints`, `event`; `close` (or leaving the `with` block) writes the executed
     paths and the file's end. Every method checks its input and raises `FoldRecordingError`.
     """
 
-    def __init__(self, path: str | Path, name: str = "instant_fold", jpeg_quality: int = 85) -> None:
+    def __init__(
+        self, path: str | Path, name: str = "instant_fold", jpeg_quality: int = 85, stream_to: str | None = None
+    ) -> None:
         import rerun as rr
 
         if not 1 <= jpeg_quality <= 100:
             raise FoldRecordingError(f"jpeg_quality: expected 1..100, got {jpeg_quality}")
+        if stream_to is not None and not stream_to.startswith(STREAM_SCHEMES):
+            raise FoldRecordingError(f"stream_to: expected a Rerun gRPC address ({'|'.join(STREAM_SCHEMES)}...), "
+                                     f"got {stream_to!r}")  # fmt: skip
         self.path = Path(path)
         if self.path.suffix != ".rrd":
             raise FoldRecordingError(f"{self.path}: a Rerun recording's name ends in .rrd")
@@ -118,8 +133,13 @@ class FoldRecording:
         self._cloth_centre: np.ndarray | None = None  # of the first tokens: where the 3D view looks
         self._last_state_stamp = -1.0
         self._closed = False
+        #: Why streaming to `stream_to` failed, if it did (the file is written regardless).
+        self.stream_error: str | None = None
         self._rec = rr.RecordingStream(name)
-        self._rec.save(self.path, default_blueprint=_blueprint())
+        if stream_to is None:
+            self._rec.save(self.path, default_blueprint=_blueprint())
+        else:
+            self._rec.set_sinks(rr.FileSink(self.path), rr.GrpcSink(stream_to), default_blueprint=_blueprint())
 
     # ------------------------------------------------------------------ plumbing
 
@@ -322,7 +342,10 @@ class FoldRecording:
             self._closed = True
             if self._cloth_centre is not None:  # the 3D view aimed at the cloth
                 self._rec.send_blueprint(_blueprint(self._cloth_centre))
-            self._rec.flush()
+            try:
+                self._rec.flush(timeout_sec=FLUSH_TIMEOUT_S)
+            except RuntimeError as exc:  # the live viewer went away (or never came): the file is whole
+                self.stream_error = str(exc)
             self._rec.disconnect()
         return self.path
 

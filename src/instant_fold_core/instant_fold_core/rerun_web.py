@@ -5,7 +5,10 @@ through an SSH tunnel) opens the URL. Only the loopback address is served by def
 the viewer and its gRPC proxy need no authentication.
 
 Runs the `rerun` executable that rerun-sdk ships (`rerun --serve-web <file>`): it hosts the viewer
-over HTTP and the recording over gRPC; the URL printed carries the gRPC address.
+over HTTP and the recording over gRPC; the URL printed carries the gRPC address. Without a file
+(`serve_live`) the same gRPC server is a proxy that recordings stream into while a fold runs
+(`FoldRecording(stream_to=viewer.proxy)`); it keeps what it received (up to its memory limit), so
+a browser opened late still sees the fold from its start.
 """
 
 from __future__ import annotations
@@ -56,17 +59,24 @@ def free_port(host: str, port: int) -> int:
         return int(s.getsockname()[1])
 
 
+def proxy_url(host: str, grpc_port: int) -> str:
+    """The address of the viewer's gRPC proxy: what a viewer loads and a recording streams to."""
+    return f"rerun+http://{host}:{grpc_port}/proxy"
+
+
 def viewer_url(host: str, web_port: int, grpc_port: int) -> str:
     """The web viewer's address with the recording's gRPC proxy to load."""
-    return f"http://{host}:{web_port}/?url={quote(f'rerun+http://{host}:{grpc_port}/proxy', safe='')}"
+    return f"http://{host}:{web_port}/?url={quote(proxy_url(host, grpc_port), safe='')}"
 
 
 @dataclass
 class WebViewer:
-    """A running `rerun --serve-web`; `close` (or leaving the `with` block) stops it."""
+    """A running `rerun --serve-web`; `close` (or leaving the `with` block) stops it. `url` is the
+    page to open, `proxy` the gRPC address recordings stream to."""
 
     process: subprocess.Popen[bytes]
     url: str
+    proxy: str
 
     def wait(self) -> int:
         """Block until the viewer exits (Ctrl-C, or `close` from another thread)."""
@@ -98,14 +108,25 @@ def serve_recording(
     recording = Path(path)
     if recording.suffix != ".rrd" or not recording.is_file():
         raise InvalidInputError(f"{recording}: no Rerun recording (.rrd) there")
+    return _serve([str(recording.resolve())], host, web_port, grpc_port, log)
+
+
+def serve_live(host: str = "127.0.0.1", web_port: int = 9090, grpc_port: int = 0, log: Path | None = None) -> WebViewer:
+    """Serve an empty web viewer whose gRPC proxy (`viewer.proxy`) takes recordings streamed to it
+    while they are written, and return once the viewer answers (ports as `serve_recording`)."""
+    return _serve([], host, web_port, grpc_port, log)
+
+
+def _serve(files: list[str], host: str, web_port: int, grpc_port: int, log: Path | None) -> WebViewer:
+    """Start `rerun --serve-web` on `files` and wait until its HTTP port answers."""
     web = free_port(host, web_port)
     grpc = free_port(host, grpc_port)
     if grpc == web:
         grpc = free_port(host, 0)
     cmd = [str(rerun_executable()), "--serve-web", "--bind", host, "--web-viewer-port", str(web), "--port", str(grpc)]
     with open(log or os.devnull, "wb") as out:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen([*cmd, str(recording.resolve())], stdout=out, stderr=subprocess.STDOUT)
-    viewer = WebViewer(process, viewer_url(host, web, grpc))
+        process = subprocess.Popen([*cmd, *files], stdout=out, stderr=subprocess.STDOUT)
+    viewer = WebViewer(process, viewer_url(host, web, grpc), proxy_url(host, grpc))
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if process.poll() is not None:

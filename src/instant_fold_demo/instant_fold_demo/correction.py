@@ -45,7 +45,7 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel
 
 from instant_fold_core.contracts import KeyframeEvent
-from instant_fold_core.demonstration import Demonstration, DemonstrationError, load_demonstration
+from instant_fold_core.demonstration import Demonstration, DemonstrationError, image_frames, load_demonstration
 from instant_fold_demo.extract import events_path, user_file_mode
 from instant_fold_demo.hands import backproject, depth_at, project
 from instant_fold_demo.keyframes import ARMS
@@ -71,15 +71,6 @@ class Edits(BaseModel):
 def file_version(path: Path) -> str:
     """A version of the file on disk: a digest of its bytes (a save changes them, a copy does not)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
-def image_frames(demo: Demonstration) -> list[int]:
-    """The recording frame whose image each keyframe shows: `extract` records them (a grasp
-    shows the cloth before the hand came), else the keyframe's own frame."""
-    shown = demo.meta.get("image_frames")
-    if isinstance(shown, list) and len(shown) == demo.num_keyframes and all(isinstance(f, int) for f in shown):
-        return shown
-    return [int(f) for f in demo.frame_index]
 
 
 def keyframes_json(demo: Demonstration, version: str = "") -> dict:

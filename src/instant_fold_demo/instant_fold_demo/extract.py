@@ -90,7 +90,7 @@ def _recorded_home(bag: str | Path, first: np.ndarray) -> tuple[tuple[float, flo
     return left, right
 
 
-def _states_per_frame(stamps: list[int], state_stamps: np.ndarray, states: np.ndarray, topic: str) -> np.ndarray:
+def states_per_frame(stamps: list[int], state_stamps: np.ndarray, states: np.ndarray, topic: str) -> np.ndarray:
     """[T, 2, 4]: for each frame the latest arm state stamped at or before it."""
     at = np.searchsorted(state_stamps, np.asarray(stamps, np.int64) + STAMP_TOLERANCE_NS, side="right") - 1
     if at[0] < 0:
@@ -127,7 +127,7 @@ def demonstration_from_bag(
     else:
         frames = [(f.stamp_ns, f.intrinsics) for f in read_rgbd_frames(bag, topics, stamps=stamps)]
         state_stamps, states = read_arm_states(bag, arm_state_topic)
-        per_frame = _states_per_frame([s for s, _ in frames], state_stamps, states, arm_state_topic)
+        per_frame = states_per_frame([s for s, _ in frames], state_stamps, states, arm_state_topic)
         events = events_from_arm_states(per_frame, frames[0][1], arm_state_topic)
         config = replace(config, home=_recorded_home(bag, per_frame[0]))
         num_frames, details = len(frames), {"arm_state_topic": arm_state_topic}

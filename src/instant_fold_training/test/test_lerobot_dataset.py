@@ -1,9 +1,11 @@
 """LeRobotDataset v3 export and import (`instant_fold_training.lerobot_dataset`, docs/lerobot.md).
 
 Real parts throughout: episodes go through a real zarr `EpisodeStore` (synthetic frames in the
-fast tests, the project's generator in the slow one), demonstrations are the bundled file, and
-the exports are read back by LeRobot's own `LeRobotDataset` (lerobot 0.4.4) in the isolated
-`.venv-lerobot`, since lerobot pins another torch and numpy than the workspace.
+fast tests, the project's generator in the slow one), demonstrations are the bundled file, recorded
+demonstrations are real MCAP bags (the project's bag writer, messages serialized by rclpy) with
+the keyframes the project's `extract` finds in them, and the exports are read back by LeRobot's own
+`LeRobotDataset` (lerobot 0.4.4) in the isolated `.venv-lerobot`, since lerobot pins another torch
+and numpy than the workspace.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import numpy as np
 import pytest
 
 from instant_fold_core.contracts import KeyframeEvent
-from instant_fold_core.dataset.lerobot_format import read_info
+from instant_fold_core.dataset.lerobot_format import read_episode, read_info
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.demonstration import Demonstration, from_episode, load_demonstration
+from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_training.lerobot_dataset import main
 
 zarr_store = pytest.importorskip(
@@ -53,6 +56,53 @@ def _episode(mode: str, seed: int, frames: int = 8, res: int = 256) -> Episode:
         keyframes=np.array([0, 3, 6, frames - 1], dtype=np.int32),
         meta={"mode": mode, "garment_id": f"proc_{seed:05d}", "variant": "S", "seed": seed, "description": mode},
     )
+
+
+def _bag(path: Path, ep: Episode, arm_state: bool = True) -> Path:
+    """`ep` recorded as `record_demo` stores a robot's demonstration: camera topics, the cloth mask
+    and (with `arm_state`) `arms/state`, one header stamp per frame, in a real MCAP bag."""
+    from rclpy.serialization import serialize_message
+    from rclpy.time import Time
+
+    from instant_fold_demo.bag import write_messages
+    from instant_fold_demo.rgbd_bag import CAMERA_INFO, DUAL_ARM_STATE, IMAGE
+    from instant_fold_ros.conversions import dual_arm_state_to_msg, make_header, rgbd_to_msgs
+    from instant_fold_ros.standins.image_bridge import image_to_msg
+
+    types = {"/camera/color": IMAGE, "/camera/depth": IMAGE, "/camera/camera_info": CAMERA_INFO, "/cloth/mask": IMAGE}
+    if arm_state:
+        types["/arms/state"] = DUAL_ARM_STATE
+
+    def messages():
+        for t in range(ep.num_frames):
+            stamp = 10**9 + t * 50_000_000
+            header = make_header("camera_color_optical_frame", Time(nanoseconds=stamp).to_msg())
+            frame = RGBDFrame(ep.rgb[t], ep.depth[t], ep.intrinsics, stamp, t)
+            msgs = [*rgbd_to_msgs(frame, header), image_to_msg(ep.mask[t].astype(np.uint8) * 255, "mono8", header)]
+            if arm_state:
+                msgs.append(dual_arm_state_to_msg(ep.arm_state[t], header))
+            for topic, msg in zip(types, msgs, strict=True):
+                yield topic, stamp, serialize_message(msg)
+
+    return write_messages(path, types, messages())
+
+
+def _bags(bag: Path, keyframes: Path) -> list[str]:
+    return ["--bag", str(bag), str(keyframes)]
+
+
+@pytest.fixture
+def recorded(tmp_path) -> tuple[Path, Path, Path]:
+    """A robot's recording, the same recording without its arm state (as a human demonstration's
+    has none), and the keyframes `extract --events arm-state --mask recorded` finds in it."""
+    from instant_fold_demo import extract
+
+    ep = _episode("", 4, frames=12, res=64)
+    robot, human = _bag(tmp_path / "robot_bag", ep), _bag(tmp_path / "human_bag", ep, arm_state=False)
+    keyframes = tmp_path / "demos" / "robot.safetensors"
+    argv = [str(robot), "--out", str(keyframes), "--events", "arm-state", "--mask", "recorded"]
+    assert extract.main(argv) == 0
+    return robot, human, keyframes
 
 
 @pytest.fixture
@@ -102,6 +152,70 @@ def test_store_episodes_import_as_their_keyframe_demonstrations(tmp_path, store)
             back.events[1].tolist() == [KeyframeEvent.GRASP] * 2
             and back.events[2].tolist() == [KeyframeEvent.RELEASE] * 2
         )
+
+
+def test_recorded_bags_export_every_frame_and_import_as_their_keyframes(tmp_path, recorded):
+    """Bag + keyframes -> every frame, keyframes flagged; import gives the extracted demonstration
+    back, from a robot's recording (measured state) and from one without arm state alike."""
+    robot, human, keyframes = recorded
+    out = tmp_path / "lerobot"
+    assert main(["export", "--out", str(out), *_bags(robot, keyframes), *_bags(human, keyframes)]) == 0
+    info = read_info(out)
+    assert (info["total_episodes"], info["total_frames"], info["total_tasks"]) == (2, 24, 1)
+    demo = load_demonstration(keyframes)
+    ep = _episode("", 4, frames=12, res=64)
+    for index in (0, 1):
+        target = tmp_path / f"{index}.safetensors"
+        assert main(["import", str(out), "--episode", str(index), "--out", str(target)]) == 0
+        _assert_same_demonstration(load_demonstration(target), demo)
+        frames = read_episode(out, index)
+        np.testing.assert_array_equal(frames.color, ep.rgb)
+        np.testing.assert_array_equal(frames.mask, ep.mask)
+        np.testing.assert_array_equal(np.flatnonzero(frames.keyframe), demo.frame_index)
+        assert frames.events[3].tolist() == [KeyframeEvent.GRASP] * 2 and frames.task == "fold the garment"
+    robot_ep, human_ep = read_episode(out, 0), read_episode(out, 1)
+    np.testing.assert_allclose(robot_ep.state, ep.arm_state, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(robot_ep.action, np.concatenate([ep.arm_state[1:], ep.arm_state[-1:]]), atol=1e-6)
+    np.testing.assert_allclose(human_ep.state, _held_keyposes(demo, 12), rtol=0, atol=0)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no scratch files left
+
+
+def _held_keyposes(demo: Demonstration, frames: int, ahead: int = 0) -> np.ndarray:
+    """Per frame the keypose of the latest keyframe at or before it (`ahead` = 1: the next one)."""
+    latest = np.searchsorted(demo.frame_index, np.arange(frames), side="right") - 1
+    return demo.keypose[np.clip(latest + ahead, 0, demo.num_keyframes - 1)]
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("no keyframes", "no keyframes file {tmp}/none.safetensors for bag {robot}: extract them first"),
+        ("other recording", "was extracted from a recording of 12 frames, bag {tmp}/short has 8"),
+        ("damaged bag", "robot_bag is not a readable rosbag2 bag"),
+        ("no camera", "has no color topic /camera/color"),
+    ],
+)
+def test_bad_recordings_give_one_error_line(tmp_path, recorded, capsys, case, message):
+    from instant_fold_demo.bag import write_messages
+
+    robot, _, keyframes = recorded
+    bag, kf = robot, keyframes
+    if case == "no keyframes":
+        kf = tmp_path / "none.safetensors"
+    elif case == "other recording":
+        bag = _bag(tmp_path / "short", _episode("", 4, frames=8, res=64))
+    elif case == "damaged bag":
+        mcap = next(robot.glob("*.mcap"))
+        mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size // 2])
+    else:
+        bag = write_messages(tmp_path / "empty", {}, iter(()))
+    capsys.readouterr()
+    assert main(["export", "--out", str(tmp_path / "new"), "--bag", str(bag), str(kf)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert message.format(tmp=tmp_path, robot=robot) in err, err
+    assert not (tmp_path / "new").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 @pytest.mark.parametrize(
@@ -189,6 +303,25 @@ def test_lerobot_reads_store_episodes_and_a_demonstration(tmp_path, store):
     _check_against(seen, expected)
     assert seen["keyframe"][:8] == [i in (0, 3, 6, 7) for i in range(8)]
     assert seen["gripper_event"][3] == [KeyframeEvent.GRASP] * 2
+
+
+def test_lerobot_reads_recorded_bags(tmp_path, recorded, monkeypatch):
+    """LeRobot's own reader on the export of a robot's recording and a recording without arm state,
+    written in batches of 5 frames (parquet row groups that do not divide an episode)."""
+    from instant_fold_core.dataset import lerobot_format
+
+    monkeypatch.setattr(lerobot_format, "WRITE_BATCH", 5)
+    robot, human, keyframes = recorded
+    out = tmp_path / "lerobot"
+    assert main(["export", "--out", str(out), *_bags(robot, keyframes), *_bags(human, keyframes)]) == 0
+    seen = _read_with_lerobot(out, tmp_path)
+    ep, demo = _episode("", 4, frames=12, res=64), load_demonstration(keyframes)
+    robot_action = np.concatenate([ep.arm_state[1:], ep.arm_state[-1:]])
+    human_action = _held_keyposes(demo, 12, ahead=1)
+    task = "fold the garment"
+    _check_against(seen, [(task, robot_action, ep.rgb, ep.depth), (task, human_action, ep.rgb, ep.depth)])
+    flagged = [i in demo.frame_index for i in range(12)]
+    assert seen["keyframe"] == flagged * 2
 
 
 @pytest.mark.slow

@@ -19,7 +19,10 @@ Layout written (LeRobot 0.4.4's, ``codebase_version`` v3.0)::
 Colour is stored as PNG images inside the parquet (LeRobot's ``image`` dtype): lossless, so an
 imported demonstration equals the exported one bit for bit (an MP4 would not). Depth is float32
 metres and the cloth mask uint8, both as [H, W] arrays. Every frame is one row; a demonstration's
-frames are its keyframes, a simulated episode's frames all its frames with its keyframes flagged.
+frames are its keyframes, a simulated episode's frames all its frames with its keyframes flagged, a
+recorded demonstration's (a bag and the keyframes extracted from it) every frame of the bag with its
+keyframes flagged. Frames are written in batches of `WRITE_BATCH` rows, so an episode's arrays may
+be memory maps of a recording larger than memory.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from PIL import Image
 
 from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.dataset.schema import ARM_NAMES, ARM_STATE_FIELDS, Episode
-from instant_fold_core.demonstration import Demonstration, from_episode
+from instant_fold_core.demonstration import Demonstration, from_episode, image_frames
 from instant_fold_core.errors import InvalidInputError
 
 if TYPE_CHECKING:  # zarr 3 needs Python >= 3.11; the rest of this module does not
@@ -62,6 +65,8 @@ SOURCE_FRAME_KEY = "source_frame_index"
 INSTANT_FOLD_META = "meta/instant_fold.json"
 #: The task string of a demonstration without a fold mode (a recorded human demonstration).
 UNKNOWN_MODE_TASK = "fold the garment"
+#: Frames per parquet row group: one batch of PNGs and depth arrays in memory at a time.
+WRITE_BATCH = 64
 
 _ARM_NAMES = [f"{arm}_{f}" for arm in ARM_NAMES for f in ARM_STATE_FIELDS]
 _DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
@@ -139,6 +144,63 @@ def demonstration_frames(demo: Demonstration) -> LeRobotEpisode:
     )  # fmt: skip
 
 
+def recording_frames(
+    color: np.ndarray, depth: np.ndarray, mask: np.ndarray, intrinsics: np.ndarray, state: np.ndarray | None,
+    demo: Demonstration, info: dict[str, Any],
+) -> LeRobotEpisode:  # fmt: skip
+    """Every frame of a recording, with the keyframes `demo` was extracted from it flagged.
+
+    `color`, `depth`, `mask` are the recording's T frames (arrays or memory maps), `state` the arm
+    state measured at each frame ([T, 2, 4]; None for a human demonstration, where no arm moved).
+    The frames `demo.frame_index` names are flagged with their events (two keyframes at one frame,
+    as a duplicated keyframe of the correction page: per arm the last event that is not MOTION).
+    With a measured state the action of a frame is the next frame's state (the target reached
+    there, as for a store episode); without one the state is the keypose of the latest keyframe at
+    or before the frame and the action the next keyframe's keypose (what the policy predicts, as
+    for an exported demonstration). The demonstration's own keyframes (frames, image frames,
+    keyposes, events) go into `info["keyframes"]`, so `to_demonstration` gives it back exactly.
+    """
+    demo.validate()
+    t = int(color.shape[0])
+    frames = demo.frame_index.astype(np.int64)
+    images = image_frames(demo)
+    outside = [int(f) for f in (*frames, *images) if not 0 <= f < t]
+    if outside:
+        raise LeRobotFormatError(
+            f"recording {info.get('name', demo.name)!r}: keyframes at frames {outside}, the recording has {t} frames "
+            "(keyframes of another recording?)"
+        )
+    keyframe = np.zeros(t, bool)
+    keyframe[frames] = True
+    events = np.full((t, 2), KeyframeEvent.NONE, np.uint8)
+    for frame, kf_events in zip(frames, demo.events, strict=True):
+        for arm, event in enumerate(kf_events):
+            if event != KeyframeEvent.MOTION or events[frame, arm] == KeyframeEvent.NONE:
+                events[frame, arm] = event
+    if state is None:
+        order = np.argsort(frames, kind="stable")
+        # for every frame, the latest keyframe at or before it (before the first: the first)
+        latest = np.searchsorted(frames[order], np.arange(t), side="right") - 1
+        held = demo.keypose[order]
+        state = held[np.maximum(latest, 0)]
+        action = held[np.minimum(latest + 1, demo.num_keyframes - 1)]
+    elif state.shape != (t, 2, 4):
+        raise LeRobotFormatError(
+            f"recording {info.get('name', demo.name)!r}: state {state.shape}, expected {(t, 2, 4)}"
+        )
+    else:
+        action = np.concatenate([state[1:], state[-1:]])
+    keyframes = {"frame_index": frames.tolist(), "image_frames": images, "keypose": demo.keypose.tolist(),
+                 "events": demo.events.tolist()}  # fmt: skip
+    return LeRobotEpisode(
+        color=color, depth=depth, mask=mask, intrinsics=intrinsics, state=state.astype(np.float32),
+        action=action.astype(np.float32), keyframe=keyframe, events=events, source_frame=np.arange(t, dtype=np.int64),
+        task=demo.mode or UNKNOWN_MODE_TASK,
+        info={"name": demo.name, "mode": demo.mode, "description": demo.description, "meta": demo.meta, **info,
+              "keyframes": keyframes},
+    )  # fmt: skip
+
+
 def _features(height: int, width: int) -> dict[str, dict[str, Any]]:
     """LeRobot feature descriptions (info.json), our features first, then LeRobot's default five."""
     scalar = {"shape": [1], "names": None}
@@ -181,12 +243,17 @@ def _png(image: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _table(ep: LeRobotEpisode, episode_index: int, first_index: int, task_index: int, fps: float) -> pa.Table:
-    t = ep.num_frames
+def _table(
+    ep: LeRobotEpisode, rows: range, episode_index: int, first_index: int, task_index: int, fps: float
+) -> pa.Table:
+    """Frames `rows` (a contiguous range) of `ep` as parquet rows; `first_index` is the episode's
+    first frame's index in the dataset."""
+    t = len(rows)
     h, w = ep.color.shape[1:3]
+    part = slice(rows.start, rows.stop)
     f32, i64 = pa.float32(), pa.int64()
 
-    def rows(values: np.ndarray, size: int, kind: pa.DataType) -> pa.Array:
+    def fixed(values: np.ndarray, size: int, kind: pa.DataType) -> pa.Array:
         return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), kind), size)
 
     def images2d(values: np.ndarray, kind: pa.DataType) -> pa.Array:
@@ -194,21 +261,22 @@ def _table(ep: LeRobotEpisode, episode_index: int, first_index: int, task_index:
         inner = pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), kind), w)
         return pa.ListArray.from_arrays(pa.array(np.arange(0, t * h + 1, h, dtype=np.int32)), inner)
 
+    frame = np.arange(rows.start, rows.stop, dtype=np.int64)
     columns = {
-        IMAGE_KEY: pa.array([{"bytes": _png(img), "path": None} for img in ep.color],
+        IMAGE_KEY: pa.array([{"bytes": _png(np.asarray(img)), "path": None} for img in ep.color[part]],
                             pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
-        DEPTH_KEY: images2d(ep.depth.astype(np.float32), f32),
-        MASK_KEY: images2d(ep.mask.astype(np.uint8), pa.uint8()),
-        STATE_KEY: rows(ep.state.astype(np.float32), 8, f32),
-        ACTION_KEY: rows(ep.action.astype(np.float32), 8, f32),
-        INTRINSICS_KEY: rows(np.tile(ep.intrinsics.astype(np.float32).reshape(1, 9), (t, 1)), 9, f32),
-        KEYFRAME_KEY: pa.array(ep.keyframe.astype(bool)),
-        EVENT_KEY: rows(ep.events.astype(np.int64), 2, i64),
-        SOURCE_FRAME_KEY: pa.array(ep.source_frame.astype(np.int64)),
-        "timestamp": pa.array((np.arange(t) / fps).astype(np.float32)),
-        "frame_index": pa.array(np.arange(t, dtype=np.int64)),
+        DEPTH_KEY: images2d(np.asarray(ep.depth[part], np.float32), f32),
+        MASK_KEY: images2d(np.asarray(ep.mask[part], np.uint8), pa.uint8()),
+        STATE_KEY: fixed(ep.state[part].astype(np.float32), 8, f32),
+        ACTION_KEY: fixed(ep.action[part].astype(np.float32), 8, f32),
+        INTRINSICS_KEY: fixed(np.tile(ep.intrinsics.astype(np.float32).reshape(1, 9), (t, 1)), 9, f32),
+        KEYFRAME_KEY: pa.array(ep.keyframe[part].astype(bool)),
+        EVENT_KEY: fixed(ep.events[part].astype(np.int64), 2, i64),
+        SOURCE_FRAME_KEY: pa.array(ep.source_frame[part].astype(np.int64)),
+        "timestamp": pa.array((frame / fps).astype(np.float32)),
+        "frame_index": pa.array(frame),
         "episode_index": pa.array(np.full(t, episode_index, np.int64)),
-        "index": pa.array(np.arange(first_index, first_index + t, dtype=np.int64)),
+        "index": pa.array(frame + first_index),
         "task_index": pa.array(np.full(t, task_index, np.int64)),
     }  # fmt: skip
     table = pa.table(columns)
@@ -283,7 +351,12 @@ def _write(out: Path, episodes: Iterable[LeRobotEpisode], fps: float, robot_type
         path = out / _DATA_PATH.format(chunk_index=chunk, file_index=file)
         path.parent.mkdir(parents=True, exist_ok=True)
         # zstd: a third of snappy's size on float depth (27.9 vs 74.4 MB for two cpu-small folds)
-        pq.write_table(_table(ep, index, total, task_index, fps), path, compression="zstd")
+        batches = [range(a, min(a + WRITE_BATCH, ep.num_frames)) for a in range(0, ep.num_frames, WRITE_BATCH)]
+        first = _table(ep, batches[0], index, total, task_index, fps)
+        with pq.ParquetWriter(path, first.schema, compression="zstd") as writer:
+            writer.write_table(first)
+            for batch in batches[1:]:
+                writer.write_table(_table(ep, batch, index, total, task_index, fps))
         rows.append({"episode_index": index, "tasks": [ep.task], "length": ep.num_frames,
                      "data/chunk_index": chunk, "data/file_index": file, "dataset_from_index": total,
                      "dataset_to_index": total + ep.num_frames, "meta/episodes/chunk_index": 0,
@@ -420,16 +493,37 @@ def _read_episode(root: Path, info: dict[str, Any], episode_index: int) -> LeRob
 
 
 def to_demonstration(ep: LeRobotEpisode) -> Demonstration:
-    """The keyframes of an episode as the policy server's `Demonstration` (validated)."""
-    kf = np.flatnonzero(ep.keyframe)
-    if kf.size == 0:
-        raise LeRobotFormatError(f"episode {ep.info.get('name', '')!r}: no frame is flagged as a keyframe")
+    """The keyframes of an episode as the policy server's `Demonstration` (validated).
+
+    A flagged frame is a keyframe: its state the keypose, its images the observation. A recorded
+    demonstration's episode (`recording_frames`) names its keyframes itself, with their keyposes
+    and the frames whose images they show (a grasp shows the cloth before the hand came), and
+    those are taken."""
+    where = f"episode {ep.info.get('name', '')!r}"
+    recorded = ep.info.get("keyframes")
+    if recorded is None:
+        frames = images = np.flatnonzero(ep.keyframe)
+        if frames.size == 0:
+            raise LeRobotFormatError(f"{where}: no frame is flagged as a keyframe")
+        keypose, events = ep.state[frames], ep.events[frames]
+    else:
+        try:
+            frames = np.asarray(recorded["frame_index"], np.int64).reshape(-1)
+            images = np.asarray(recorded["image_frames"], np.int64).reshape(frames.size)
+            keypose = np.asarray(recorded["keypose"], np.float32).reshape(frames.size, 2, 4)
+            events = np.asarray(recorded["events"], np.uint8).reshape(frames.size, 2)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LeRobotFormatError(f"{where}: bad keyframes in {INSTANT_FOLD_META} ({exc})") from None
+        both = np.concatenate([frames, images])
+        if frames.size == 0 or not ((both >= 0) & (both < ep.num_frames)).all():
+            raise LeRobotFormatError(f"{where}: keyframes {both.tolist()} of {INSTANT_FOLD_META} outside its "
+                                     f"{ep.num_frames} frames")  # fmt: skip
     return Demonstration(
-        color=ep.color[kf], depth=ep.depth[kf], mask=ep.mask[kf], intrinsics=ep.intrinsics.astype(np.float32),
-        keypose=ep.state[kf].astype(np.float32), events=ep.events[kf].astype(np.uint8),
-        frame_index=ep.source_frame[kf].astype(np.int32), name=str(ep.info.get("name", "")),
-        mode=str(ep.info.get("mode", ep.task)), description=str(ep.info.get("description", "")),
-        meta=dict(ep.info.get("meta", {})),
+        color=ep.color[images], depth=ep.depth[images], mask=ep.mask[images],
+        intrinsics=ep.intrinsics.astype(np.float32), keypose=keypose.astype(np.float32),
+        events=events.astype(np.uint8), frame_index=ep.source_frame[frames].astype(np.int32),
+        name=str(ep.info.get("name", "")), mode=str(ep.info.get("mode", ep.task)),
+        description=str(ep.info.get("description", "")), meta=dict(ep.info.get("meta", {})),
     ).validate()  # fmt: skip
 
 
