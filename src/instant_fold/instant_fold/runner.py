@@ -29,6 +29,7 @@ from typing import Any
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml, parse_launch_arguments
 from instant_fold.graph import find_graph, load_graph
 from instant_fold_core.errors import ConfigError
+from instant_fold_ros.dds_profile import use_project_dds_profile
 from instant_fold_ros.graph_spec import GraphSpec
 from instant_fold_ros.standins.process_runner import STOP_SIGNALS, ProcessRunner, RunnerError
 
@@ -68,6 +69,7 @@ def cancel_folds(discovery_timeout_s: float = DISCOVERY_TIMEOUT_S, cancel_timeou
     ended = {GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED}
     statuses: dict[bytes, int] = {}
     context = rclpy.Context()
+    use_project_dds_profile()
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     try:
         node = rclpy.create_node("runner_stop", context=context)

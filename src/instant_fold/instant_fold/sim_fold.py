@@ -19,6 +19,7 @@ python -m instant_fold.sim_fold [--demo FILE] [--garment proc:1] [--seed N] [--o
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 import os
@@ -41,6 +42,7 @@ from instant_fold_core.errors import ExternalError
 from instant_fold_core.fold_recording import FoldRecording
 from instant_fold_core.output_dir import OutputDirError, claimed_output_dir, make_output_dir
 from instant_fold_ros.bringup_share import models_dir
+from instant_fold_ros.dds_profile import use_project_dds_profile
 from instant_fold_ros.graph_spec import GraphSpec
 from instant_fold_ros.node_main import spin_until_shutdown
 from instant_fold_ros.recording_tap import RecordingTap
@@ -73,14 +75,22 @@ class LatencyProbe:
     """Wall time from a camera frame's first arrival to its cloth tokens and to the chunk answering it.
 
     Arrivals are seen by this observer (over DDS like every node); frames count once `armed` (the
-    fold started), so start-up waiting is not counted.
+    fold started), so start-up waiting is not counted. A query needs the tokens and an arm state
+    no older than them (`FoldLoop`), so tokens -> command splits into the wait for that state
+    (`tokens_to_state`: under a simulator, its answer to the step that took the frame) and the
+    policy's share (`ready_to_command`: from the later of the two arrivals to the chunk's).
     """
 
     frames: dict[int, float] = field(default_factory=dict)
     tokens_ms: list[float] = field(default_factory=list)
     command_ms: list[float] = field(default_factory=list)
     policy_ms: list[float] = field(default_factory=list)
+    ready_ms: list[float] = field(default_factory=list)
+    state_wait_ms: list[float] = field(default_factory=list)
+    queries: list[dict[str, float]] = field(default_factory=list)  # each chunk's: stamp_s + latencies
     _tokens: dict[int, float] = field(default_factory=dict)
+    _state_stamps: list[int] = field(default_factory=list)  # increasing: each new stamp once
+    _state_arrivals: list[float] = field(default_factory=list)
     armed: bool = False
 
     @staticmethod
@@ -99,6 +109,17 @@ class LatencyProbe:
             self._tokens[key] = time.monotonic()
             self.tokens_ms.append((self._tokens[key] - self.frames[key]) * 1000.0)
 
+    def on_state(self, msg) -> None:
+        key = self.key(msg.header.stamp)
+        if self.armed and (not self._state_stamps or key > self._state_stamps[-1]):
+            self._state_stamps.append(key)
+            self._state_arrivals.append(time.monotonic())
+
+    def _state_arrival(self, key: int) -> float | None:
+        """When the first arm state no older than stamp `key` arrived (None: none yet)."""
+        i = bisect.bisect_left(self._state_stamps, key)
+        return self._state_arrivals[i] if i < len(self._state_stamps) else None
+
     def on_command(self, msg) -> None:
         self.command_latency(msg)
 
@@ -115,12 +136,22 @@ class LatencyProbe:
             self.policy_ms.append(latency["tokens_to_command"])
             if key in self.frames:
                 latency["frame_to_tokens"] = (self._tokens[key] - self.frames[key]) * 1000.0
+            state = self._state_arrival(key)
+            if state is not None:
+                latency["tokens_to_state"] = max(0.0, state - self._tokens[key]) * 1000.0
+                latency["ready_to_command"] = (now - max(state, self._tokens[key])) * 1000.0
+                self.state_wait_ms.append(latency["tokens_to_state"])
+                self.ready_ms.append(latency["ready_to_command"])
+        if latency:
+            self.queries.append({"stamp_s": key / 1e9, **latency})
         return latency
 
     def summary(self) -> dict[str, dict[str, float | int]]:
         return {
             "frame_to_tokens": _stats(self.tokens_ms),
             "tokens_to_command": _stats(self.policy_ms),
+            "tokens_to_state": _stats(self.state_wait_ms),
+            "ready_to_command": _stats(self.ready_ms),
             "frame_to_command": _stats(self.command_ms),
         }
 
@@ -269,12 +300,12 @@ def _wait(future, timeout: float, what: str, runner: ProcessRunner, log: Path):
 def run_fold(args: argparse.Namespace) -> dict:
     import rclpy
     from rclpy.action import ActionClient
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import Image
 
     from instant_fold_interfaces.action import ExecuteFold
-    from instant_fold_interfaces.msg import ActionChunk, ClothTokens
+    from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
     from instant_fold_interfaces.srv import EvaluateFold, SimStep
     from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
 
@@ -318,14 +349,16 @@ def run_fold(args: argparse.Namespace) -> dict:
         runner.start()
         # rclpy's own handlers would take SIGINT/SIGTERM and only stop spinning, leaving this
         # thread waiting for a fold result that never comes; `main` turns them into an exception.
+        use_project_dds_profile()
         rclpy.init(domain_id=domain, signal_handler_options=SignalHandlerOptions.NO)
         node = rclpy.create_node("sim_fold")
-        executor = MultiThreadedExecutor(num_threads=2)
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
         spinner = threading.Thread(target=spin_until_shutdown, args=(executor,), daemon=True)
         spinner.start()
         try:
             probe = LatencyProbe()
+            node.create_subscription(DualArmState, "arms/state", probe.on_state, OBSERVATION_QOS)
             if tap is None:
                 node.create_subscription(Image, "camera/color", probe.on_frame, OBSERVATION_QOS)
                 node.create_subscription(ClothTokens, "cloth/tokens", probe.on_tokens, OBSERVATION_QOS)
@@ -401,6 +434,7 @@ def run_fold(args: argparse.Namespace) -> dict:
         "sim": sim_metrics,
         "same_init": paper_metrics,
         "latency": probe.summary(),
+        "latency_queries": probe.queries,  # in order: where a tail comes from (docs/architecture.md, "Latency")
         "graph_ready_s": ready_s,
         "wall_s": time.monotonic() - started,
         # CPU of this process (all its threads, the nodes not included): what `--rrd` adds to it

@@ -21,7 +21,6 @@ import array
 import sys
 
 import numpy as np
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.time import Time
@@ -37,7 +36,7 @@ from instant_fold_core.errors import ConfigError, InvalidInputError
 from instant_fold_interfaces.msg import ActionChunk, DualArmState
 from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header
 from instant_fold_ros.message_errors import MessageConversionError
-from instant_fold_ros.node_main import run_node
+from instant_fold_ros.node_main import SideNode, run_node
 from instant_fold_ros.qos import COMMAND_QOS, OBSERVATION_QOS
 from instant_fold_ros.services import create_guarded_service
 
@@ -94,9 +93,12 @@ class ControllerNode(Node):
         self._max_chunk_bytes = max_chunk_message_bytes(self.robot.safety.max_chunk_steps)
         # raw: the chunk's size is checked before it is deserialised (`max_chunk_message_bytes`).
         self.create_subscription(ActionChunk, COMMAND_TOPIC, self._on_chunk, COMMAND_QOS, raw=True)
-        safety_group = MutuallyExclusiveCallbackGroup()
+        # The e-stop is answered while a tick blocks (a lock-stepped step, a slow driver): the
+        # safety services live on a node with an executor thread of their own (node_main.SideNode).
+        self._safety = SideNode(self, "safety")
         for service, callback in ((ESTOP_SERVICE, self._on_estop), (RESET_SERVICE, self._on_reset)):
-            create_guarded_service(self, Trigger, service, callback, callback_group=safety_group)
+            create_guarded_service(self._safety.node, Trigger, service, callback)
+        self._safety.start()
         self.create_timer(1.0 / control_rate, self.loop.tick)
         self.create_timer(1.0 / state_rate, self._publish_state)
         self.create_timer(LOG_PERIOD_S, self._summary)
@@ -198,14 +200,16 @@ class ControllerNode(Node):
         self._tf.sendTransform(transforms)
 
     def close(self) -> None:
-        """Called by run_node on shutdown: stop the arms and release the devices."""
+        """Called by run_node on shutdown: stop serving the safety services, stop the arms and
+        release the devices."""
+        self._safety.close()
         self.drivers.close()
 
 
 def main(args: list[str] | None = None) -> int:
     try:
-        # Two threads: the control callbacks on one, the e-stop and reset services on the other.
-        return run_node(ControllerNode, args, threads=2)
+        # The control callbacks on the node's thread, the e-stop and reset services on their own.
+        return run_node(ControllerNode, args)
     except (DriverError, ConfigError) as exc:
         print(f"controller_node: {exc}", file=sys.stderr)
         return 1

@@ -10,6 +10,7 @@ File format: one `.safetensors` file (arrays) whose header metadata holds the JS
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,16 @@ class Demonstration:
             if not (self.depth[i][self.mask[i]] > 0).any():
                 raise DemonstrationError(f"demonstration {self.name!r}: keyframe {i}: no valid depth on the cloth")
         return self
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the arrays a policy is conditioned on (not name, mode or notes): equal for
+        the same demonstration loaded twice, so a server can skip encoding it again."""
+        digest = hashlib.sha256()
+        for name in _ARRAYS:
+            array = np.ascontiguousarray(getattr(self, name))
+            digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
+            digest.update(array.tobytes())
+        return digest.hexdigest()
 
     def frame(self, i: int) -> RGBDFrame:
         """Keyframe i as an RGB-D frame (for the cloth tokenizer)."""

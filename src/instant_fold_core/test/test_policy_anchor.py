@@ -15,7 +15,8 @@ from instant_fold_core.policy.configuration import preset
 from instant_fold_core.policy.data import ObservationTokens, arm_events, collate, event_targets
 from instant_fold_core.policy.dataset import PolicyDataset, approach_arms, retarget_recovery
 from instant_fold_core.policy.decoder import TargetCondition
-from instant_fold_core.policy.inference import PolicyRunner, absolute_actions, sample_cached
+from instant_fold_core.policy.inference import PolicyInputError, PolicyRunner, absolute_actions, sample_cached
+from instant_fold_core.policy.latch import ReleaseLatch
 from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
 
@@ -234,3 +235,80 @@ def test_observation_shape_contract_unchanged(episodes):
     with torch.no_grad():
         out = sample_cached(policy, obs, policy.encode_context(batch.demo))
     assert out.anchor.shape == (2, 2, 3) and out.keypose is None
+
+
+def test_target_override_holds_the_masked_arms_target(episodes, tmp_path):
+    """`PolicyRunner.predict`'s target override: the masked arm's keypose is the given point and its
+    trajectory is conditioned on it; the other arm's target is still read from the cloth; an empty
+    mask changes nothing, bit for bit."""
+    cfg, policy, dataset = anchored_policy(episodes)
+    policy.save_pretrained(tmp_path / "ckpt", cfg)
+    runner = PolicyRunner.from_checkpoint(tmp_path / "ckpt")
+    demo = dataset.episodes[0]
+    kf = demo.keyframes
+    runner.load_demonstration(
+        demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf], demo.cloth_valid[kf]
+    )
+    query = (demo.cloth_positions[3], demo.cloth_features[3], demo.arm_state[3], demo.cloth_valid[3])
+
+    def predict(*override):
+        return runner.predict(*query, torch.Generator().manual_seed(0), *override)
+
+    free = predict()
+    held_at = np.array([[0.1, -0.2, 0.9], [0.0, 0.0, 0.0]], np.float32)
+    held = predict(held_at, np.array([True, False]))
+    np.testing.assert_array_equal(held.keypose[0, :3], held_at[0])
+    np.testing.assert_array_equal(held.keypose[1], free.keypose[1])
+    assert not np.array_equal(held.positions[:, 0], free.positions[:, 0])
+    none = predict(held_at, np.zeros(2, bool))
+    for a, b in ((none.positions, free.positions), (none.openness, free.openness), (none.keypose, free.keypose)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(PolicyInputError, match="give both or neither"):
+        predict(held_at, None)
+    with pytest.raises(PolicyInputError, match="override_mask: expected bool"):
+        predict(held_at, np.ones(2))
+
+
+def test_target_override_needs_the_anchored_head(episodes):
+    _, anchored, _ = anchored_policy(episodes)
+    flow = InstantFoldPolicy(preset("cpu-small").model)
+    flow.normalizers = anchored.normalizers
+    runner = PolicyRunner(flow)
+    demo = episodes[0]
+    kf = demo.keyframes
+    runner.load_demonstration(
+        demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf], demo.cloth_valid[kf]
+    )
+    with pytest.raises(PolicyInputError, match="only the anchored keypose head"):
+        runner.predict(
+            demo.cloth_positions[0],
+            demo.cloth_features[0],
+            demo.arm_state[0],
+            demo.cloth_valid[0],
+            target_override=np.zeros((2, 3), np.float32),
+            override_mask=np.ones(2, bool),
+        )
+
+
+def test_release_latch_holds_a_carrying_arms_target_until_it_opens():
+    """Closed -> the first query's target is kept; open again -> cleared; the other arm is free."""
+    latch = ReleaseLatch()
+    state = np.array([[0.0, 0.0, 1.0, 1.0], [0.3, 0.0, 1.0, 1.0]], np.float32)
+    keypose = np.array([[0.1, 0.1, 0.95, 1.0], [0.2, 0.2, 0.95, 0.0]], np.float32)
+    _, mask = latch.targets(state)
+    latch.latch(state, keypose)
+    assert not mask.any() and not latch.latched.any()  # both open: nothing to hold
+    state[0, 3] = 0.0  # arm 0 grasps
+    _, mask = latch.targets(state)
+    assert not mask.any()  # the first query after the grasp reads its target from the cloth
+    latch.latch(state, keypose)
+    for shift in (0.05, 0.1):
+        target, mask = latch.targets(state)
+        np.testing.assert_array_equal(mask, [True, False])
+        np.testing.assert_array_equal(target[0], keypose[0, :3])
+        latch.latch(state, keypose + shift)  # later targets of a carry do not replace the first
+    state[0, 3] = 1.0  # arm 0 lets go
+    _, mask = latch.targets(state)
+    assert not mask.any()
+    with pytest.raises(PolicyInputError, match=r"arm_state: expected shape \[2, 4\]"):
+        latch.targets(state[:, :3])

@@ -1,11 +1,13 @@
 """Policy server node: the in-context policy behind ROS.
 
 - `policy/load_demonstration` (LoadDemonstration): a demonstration file path or inline keyframes;
-  tokenized and encoded once, then cached. A path (here or in an ExecuteFold goal) must lie under
-  the `file_roots` parameter's folders (default: the working directory); the `demonstration`
-  parameter, set by the operator, is not restricted. A demonstration of more than `max_keyframes`
+  tokenized and encoded once, then cached; refused while a fold runs. A path (here or in an
+  ExecuteFold goal) must lie under the `file_roots` parameter's folders (default: the working
+  directory); the `demonstration` parameter, set by the operator, is not restricted. A demonstration of more than `max_keyframes`
   keyframes (default `server.MAX_DEMONSTRATION_KEYFRAMES`) is refused before anything is encoded.
 - `policy/predict_action_chunk` (PredictActionChunk): tokens + arm state -> action chunk.
+- parameter `latch_release` (default false): keep each carrying arm's release target from the
+  first query after its grasp (`PolicyServer`, docs/policy.md "Latched release targets").
 - `policy/execute_fold` (ExecuteFold action): the closed loop — fresh `cloth/tokens` + `arms/state`
   -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms
   are back home with open grippers after the demonstration's events, or the step limit; feedback
@@ -14,6 +16,11 @@
 
 Every request is answered: a bad one with `success=False` and the reason (one log line), never by
 the node's end (`instant_fold_ros.services`); a goal that cannot start is aborted with its reason.
+
+Threads: the observations (`cloth/tokens`, `arms/state`, `arms/home`, and `/clock` under
+`use_sim_time`) are taken by this node's single-threaded executor; the services and the action
+live on a `SideNode`, `<name>_requests` in the same namespace, with a multi-threaded executor of
+its own, where a fold's loop blocks one thread for its whole length (why: `node_main`).
 
 A fold samples from a generator of its own, seeded when it starts, so predict-service calls made
 meanwhile never change it. Its observation timeout counts on the node's clock: simulated time
@@ -54,7 +61,7 @@ from instant_fold_ros.conversions import (
     make_header,
     tokens_from_msg,
 )
-from instant_fold_ros.node_main import run_node
+from instant_fold_ros.node_main import SideNode, run_node
 from instant_fold_ros.params import declare_config, declare_file_roots
 from instant_fold_ros.qos import COMMAND_QOS, LATCHED_QOS, OBSERVATION_QOS
 from instant_fold_ros.services import create_guarded_service, one_line
@@ -80,6 +87,7 @@ class PolicyServerNode(Node):
             int(p("seed", 0).value),
             self.step_duration,
             int(p("max_keyframes", MAX_DEMONSTRATION_KEYFRAMES).value),
+            bool(p("latch_release", False).value),  # docs/policy.md, "Latched release targets"
         )
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
@@ -93,18 +101,19 @@ class PolicyServerNode(Node):
         self._home: np.ndarray | None = None  # [2, 3] the robot's, from `arms/home`
         self._loop: FoldLoop[ClothTokens] | None = None
         self._busy = False  # a goal is accepted and not finished (set on acceptance: one fold at a time)
-        group = ReentrantCallbackGroup()
         self._command = self.create_publisher(ActionChunkMsg, "arms/command", COMMAND_QOS)
-        self.create_subscription(ClothTokens, "cloth/tokens", self._on_tokens, OBSERVATION_QOS, callback_group=group)
-        self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS, callback_group=group)
-        self.create_subscription(DualArmState, "arms/home", self._on_home, LATCHED_QOS, callback_group=group)
+        self.create_subscription(ClothTokens, "cloth/tokens", self._on_tokens, OBSERVATION_QOS)
+        self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS)
+        self.create_subscription(DualArmState, "arms/home", self._on_home, LATCHED_QOS)
+        self._requests = SideNode(self, "requests", threads=3)
+        group, requests = ReentrantCallbackGroup(), self._requests.node
         for srv_type, service, callback in (
             (LoadDemonstration, "policy/load_demonstration", self._on_load),
             (PredictActionChunk, "policy/predict_action_chunk", self._on_predict),
         ):
-            create_guarded_service(self, srv_type, service, callback, REQUEST_ERRORS, callback_group=group)
+            create_guarded_service(requests, srv_type, service, callback, REQUEST_ERRORS, callback_group=group)
         self._action = ActionServer(
-            self,
+            requests,
             ExecuteFold,
             "policy/execute_fold",
             execute_callback=self._execute,
@@ -116,7 +125,12 @@ class PolicyServerNode(Node):
             self.get_logger().info(
                 f"demonstration {demo} encoded in {self.server.load_demonstration(load_demonstration(demo)):.2f} s"
             )
+        self._requests.start()
         self.get_logger().info(f"policy server ready (horizon {self.server.horizon}, encoder {self.server.encoder_id})")
+
+    def close(self) -> None:
+        """Stop serving requests (run_node calls this before destroying the node)."""
+        self._requests.close()
 
     # -- topics -----------------------------------------------------------------------------
 
@@ -162,7 +176,12 @@ class PolicyServerNode(Node):
         return self.server.load_demonstration(demo)
 
     def _on_load(self, request: LoadDemonstration.Request, response: LoadDemonstration.Response):
-        """Refusals are answered by the service's guard (`REQUEST_ERRORS`)."""
+        """Refusals are answered by the service's guard (`REQUEST_ERRORS`). A load while a fold
+        runs is refused: it would change the running fold's context, and its encoding (about half
+        a second per keyframe on a CPU) would compete with the fold's queries."""
+        with self._observed:
+            if self._busy:
+                raise PolicyServerError("a fold is running: load the demonstration after it ends (or cancel it)")
         response.encode_time = self._load(request.path, request.demonstration)
         assert self.server.demonstration is not None
         response.success, response.num_keyframes = True, self.server.demonstration.num_keyframes
@@ -307,4 +326,4 @@ class PolicyServerNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_node(PolicyServerNode, args, threads=4)
+    return run_node(PolicyServerNode, args)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from policy_fixtures import HOME, cloth_frame, make_demonstration
 
-from instant_fold_core.contracts import ChunkRepresentation
+from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
 from instant_fold_core.encoder.configuration import preset as encoder_preset
 from instant_fold_core.encoder.modeling import ClothTokenizer
 from instant_fold_core.errors import InvalidInputError
@@ -80,3 +80,107 @@ def test_tokenizer_and_policy_must_agree(checkpoints, tmp_path: Path) -> None:
     other = ClothTokenizer(config).save_pretrained(tmp_path / "tokenizer32")
     with pytest.raises(PolicyServerError, match="the policy expects 64 x 64"):
         PolicyServer.from_checkpoints(policy_dir, other, device="cpu")
+
+
+#: HOME with the left gripper closed: the left arm carries.
+CLOSED = HOME.copy()
+CLOSED[0, 3] = 0.0
+
+
+@pytest.fixture(scope="module")
+def anchored(tmp_path_factory) -> tuple[Path, Path]:
+    return untrained_checkpoints(tmp_path_factory.mktemp("anchored"), keypose_head="anchored")
+
+
+def carry(server: PolicyServer, generator: torch.Generator | None = None) -> list[ActionChunk]:
+    """One fold's queries while the cloth moves: left arm open, closed for three queries (a
+    grasp, the carry), open again (the release); the right arm stays open."""
+    states = [HOME, CLOSED, CLOSED, CLOSED, HOME]
+    return [
+        server.predict(server.tokenize(*cloth_frame(3.0 * i)), state, generator=generator)
+        for i, state in enumerate(states)
+    ]
+
+
+def servers(anchored: tuple[Path, Path]) -> tuple[PolicyServer, PolicyServer]:
+    """Servers of the same anchored checkpoint without and with `latch_release`, demonstration loaded."""
+    off, on = (PolicyServer.from_checkpoints(*anchored, device="cpu", latch_release=latch) for latch in (False, True))
+    for server in (off, on):
+        server.load_demonstration(make_demonstration())
+    return off, on
+
+
+def test_latched_release_target_is_held_for_the_carry(anchored) -> None:
+    """`latch_release`: from the first query after the left arm's grasp until it opens again, its
+    reported target is the one read at that first query, while the cloth moves; the right arm's
+    target and every query with no arm latched are bit-identical to the server without the option."""
+    off, on = servers(anchored)
+    free, held = carry(off, off.fold_generator()), carry(on, on.fold_generator())
+    assert not np.array_equal(free[1].keypose[0, :3], free[2].keypose[0, :3])  # the cloth moves the target
+    for i in (0, 1, 4):  # before the grasp, the grasp's first query, after the release: nothing held
+        for a, b in ((free[i].positions, held[i].positions), (free[i].keypose, held[i].keypose)):
+            np.testing.assert_array_equal(a, b)
+    for i in (2, 3):
+        np.testing.assert_array_equal(held[i].keypose[0, :3], free[1].keypose[0, :3])
+        np.testing.assert_array_equal(held[i].keypose[1], free[i].keypose[1])
+
+
+def test_each_fold_and_demonstration_starts_with_nothing_latched(anchored) -> None:
+    """A fold that starts carrying reads its target from the cloth (not the last fold's latch), a
+    predict-service call never touches a fold's latch, and a demonstration load clears the
+    server's own."""
+    off, on = servers(anchored)
+    moved = off.tokenize(*cloth_frame(9.0))
+
+    def held(server: PolicyServer, generator: torch.Generator | None = None) -> np.ndarray:
+        """Two queries with the left arm closed, the cloth moving: the second's left target."""
+        server.predict(server.tokenize(*cloth_frame(3.0)), CLOSED, generator=generator)
+        return server.predict(moved, CLOSED, generator=generator).keypose[0]
+
+    fresh = off.predict(moved, CLOSED, generator=off.fold_generator()).keypose
+    latched = held(on, on.fold_generator())
+    assert not np.array_equal(latched, fresh[0])
+    fold = on.fold_generator()
+    np.testing.assert_array_equal(on.predict(moved, CLOSED, generator=fold).keypose, fresh)
+    on.predict(on.tokenize(*cloth_frame()), HOME)  # a predict-service call, the left arm open
+    np.testing.assert_array_equal(on.predict(moved, CLOSED, generator=fold).keypose[0], fresh[0])
+    np.testing.assert_array_equal(held(on), latched)  # the server's own stream latches too
+    for server in (off, on):
+        server.load_demonstration(make_demonstration())
+    np.testing.assert_array_equal(on.predict(moved, CLOSED).keypose, off.predict(moved, CLOSED).keypose)
+
+
+def test_latch_release_needs_the_anchored_head(checkpoints) -> None:
+    with pytest.raises(PolicyServerError, match="anchored keypose head"):
+        PolicyServer.from_checkpoints(*checkpoints, device="cpu", latch_release=True)
+
+
+def _count_encodings(server: PolicyServer) -> list[int]:
+    """Count the runner's demonstration encodings (the real runner still does the work)."""
+    count = [0]
+    load = server.runner.load_demonstration
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return load(*args, **kwargs)
+
+    server.runner.load_demonstration = counted
+    return count
+
+
+def test_the_demonstration_already_loaded_is_not_encoded_again(checkpoints) -> None:
+    """The main job's goal names the demonstration the server started with: loading it again only
+    restarts the noise (the same chunks as after the first load), it is not encoded again."""
+    server = PolicyServer.from_checkpoints(*checkpoints, device="cpu")
+    encodings = _count_encodings(server)
+    tokens = server.tokenize(*cloth_frame())
+    server.load_demonstration(make_demonstration())
+    first = server.predict(tokens, HOME).targets
+    server.predict(tokens, HOME)
+    server.load_demonstration(make_demonstration())  # same arrays, another object
+    assert encodings[0] == 1
+    np.testing.assert_array_equal(server.predict(tokens, HOME).targets, first)
+    other = make_demonstration()
+    other.keypose[0, 0, 0] += 0.01
+    server.load_demonstration(other)
+    assert encodings[0] == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -89,10 +90,10 @@ def _goal(
     goal: ExecuteFold.Goal,
     feedback: list,
     cancel_after: int = 0,
-    second_accepted: list | None = None,
+    while_running: Callable[[], None] | None = None,
 ):
     """Run `goal` to its result; with `cancel_after`, cancel it after that many feedbacks, having
-    first sent a second goal while it runs (whether that was accepted goes to `second_accepted`)."""
+    first called `while_running` (requests a running fold must refuse)."""
     assert probe.spin_until(lambda: client.server_is_ready(), 60.0)
     future = client.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f.feedback))
     assert probe.spin_until(future.done, 30.0)
@@ -100,10 +101,8 @@ def _goal(
     assert handle.accepted
     if cancel_after:
         probe.spin_until(lambda: len(feedback) >= cancel_after, 60.0)
-        if second_accepted is not None:
-            second = client.send_goal_async(goal)
-            assert probe.spin_until(second.done, 30.0)
-            second_accepted.append(second.result().accepted)
+        if while_running is not None:
+            while_running()
         handle.cancel_goal_async()
     result = handle.get_result_async()
     assert probe.spin_until(result.done, 120.0)
@@ -164,21 +163,25 @@ def test_cancel_makes_the_arms_hold(setup: dict, ros_env: dict[str, str]) -> Non
         _observation_publisher(probe, setup)
         client = ActionClient(probe.node, ExecuteFold, "policy/execute_fold")
         feedback: list = []
-        observed["second"] = []
+
+        def while_running() -> None:
+            second = client.send_goal_async(ExecuteFold.Goal(max_steps=1000))
+            assert probe.spin_until(second.done, 30.0)
+            observed["second"] = second.result().accepted
+            load = LoadDemonstration.Request(path=str(setup["demo"]))
+            observed["load"] = probe.call(LoadDemonstration, "policy/load_demonstration", load)
+
         observed["result"] = _goal(
-            probe,
-            client,
-            ExecuteFold.Goal(max_steps=1000),
-            feedback,
-            cancel_after=2,
-            second_accepted=observed["second"],
+            probe, client, ExecuteFold.Goal(max_steps=1000), feedback, cancel_after=2, while_running=while_running
         )
         probe.spin_until(lambda: False, 1.0)
         observed["commands"] = list(commands)
 
     log = _run(setup, ros_env, body)
     assert observed["result"].outcome == ExecuteFold.Result.OUTCOME_CANCELED, log
-    assert observed["second"] == [False]  # one fold at a time
+    assert observed["second"] is False  # one fold at a time
+    # nor a new demonstration under a running fold
+    assert not observed["load"].success and "a fold is running" in observed["load"].message, log
     hold = action_chunk_from_msg(observed["commands"][-1])
     assert hold.representation == ActionChunk.ABSOLUTE and hold.steps_to_execute == 1
     np.testing.assert_allclose(hold.positions[0], HOME[:, :3])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from policy_fixtures import HOME, cloth_frame, make_demonstration
 
@@ -51,6 +52,15 @@ def test_replay_directory_loads_as_the_runner(checkpoints, tmp_path: Path) -> No
     assert paced.predict(tokens, HOME).step_duration == 0.1
     with pytest.raises(InvalidInputError, match="no modes"):
         server.load_mode("sleeves_down")
+    # Loading restarts the walker, so even the same demonstration is loaded again: a second fold
+    # starts from the first stage (the learned policy's server skips that encoding).
+    restarted = PolicyServer.from_checkpoints(directory, tokenizer_dir, device="cpu")
+    restarted.load_demonstration(make_demonstration())
+    start = restarted.predict(tokens, HOME).keypose
+    restarted.runner._stage = 1  # a fold went on to the next stage
+    restarted.load_demonstration(make_demonstration())
+    assert restarted.runner._stage == 0
+    np.testing.assert_array_equal(restarted.predict(tokens, HOME).keypose, start)
 
 
 def test_identified_by_its_configuration(checkpoints, tmp_path: Path) -> None:

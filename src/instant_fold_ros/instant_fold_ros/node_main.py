@@ -4,6 +4,13 @@ Ctrl-C / SIGINT (what the process runner and `ros2 launch` send) ends spinning, 
 `close()` hook runs (to stop arms, close bags), and the context is shut down; the process exits
 0 on such a requested stop. A node whose work has an end (a probe, a one-shot tool) sets
 `self.finished = True` and its `exit_code`; the process then exits with that code.
+
+Nodes spin single-threaded. A node with callbacks that block (a fold's loop, a lock-stepped
+control tick) serves the requests that must not wait for them on a `SideNode`: an internal node
+with an executor thread of its own. Why not rclpy's multi-threaded executor over the whole node:
+beside a blocked callback it woke about 18 times per arriving message (a subscription stays
+ready until a worker thread has taken its sample) and kept a core busy; with the GIL, the policy
+server's queries took up to a second instead of ~20 ms (docs/architecture.md, "Latency").
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import rclpy
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
+
+from instant_fold_ros.dds_profile import use_project_dds_profile
 
 SPIN_PERIOD_S = 0.1
 
@@ -50,12 +59,47 @@ def wait_for_future(future, timeout_s: float) -> bool:
     return False
 
 
+class SideNode:
+    """An internal node `<owner>_<suffix>` in the owner's namespace and context, spun by an executor
+    of its own on a thread of its own (`threads` > 1: a multi-threaded one, for callbacks that block
+    each other, such as an action's execute loop). Create its entities, then `start()`; the
+    owner's `close()` calls `close()`."""
+
+    def __init__(self, owner: Node, suffix: str, threads: int = 1) -> None:
+        # Not the process's global arguments: those would rename it to the owner's name.
+        self.node = rclpy.create_node(
+            f"{owner.get_name()}_{suffix}",
+            namespace=owner.get_namespace(),
+            context=owner.context,
+            use_global_arguments=False,
+            start_parameter_services=False,
+        )
+        self._executor: SingleThreadedExecutor | MultiThreadedExecutor = (
+            SingleThreadedExecutor(context=owner.context)
+            if threads == 1
+            else MultiThreadedExecutor(num_threads=threads, context=owner.context)
+        )
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=spin_until_shutdown, args=(self._executor,), name=suffix, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop spinning (a callback still running is left to end with the process), destroy the node."""
+        self._executor.shutdown(timeout_sec=1.0)
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+        self.node.destroy_node()
+
+
 def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, threads: int = 1) -> int:
     """Create the node with `factory` after rclpy.init, spin it until shutdown, clean up.
 
-    `threads` > 1 spins a multi-threaded executor (nodes whose callbacks block, such as an action
-    server's execute loop, need one).
+    `threads` > 1 spins a multi-threaded executor; the project's nodes use one thread and a
+    `SideNode` for what must not wait (module docstring).
     """
+    use_project_dds_profile()
     rclpy.init(args=list(args) if args is not None else None)
     node: Node | None = None
     interrupted = False

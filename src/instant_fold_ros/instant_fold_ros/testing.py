@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from instant_fold_ros.dds_profile import use_project_dds_profile
+
 #: Domain ids that map to valid DDS ports on Linux (0-101); 0 is left to interactive use.
 DOMAIN_IDS = range(1, 102)
 LOCK_DIR = Path(tempfile.gettempdir()) / "instant_fold_ros_domains"
@@ -58,6 +60,7 @@ class TopicProbe:
 
         self._rclpy = rclpy
         self.context = rclpy.Context()
+        use_project_dds_profile()
         rclpy.init(context=self.context, domain_id=int(env["ROS_DOMAIN_ID"]))
         self.node = rclpy.create_node(name, context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)

@@ -28,7 +28,13 @@ from instant_fold_core.dataset.schema import KEYPOINT_NAMES
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.evaluation.coverage import Coverage
 from instant_fold_core.evaluation.events import GarmentFrame, descriptor_from_episodes
-from instant_fold_core.evaluation.grasps import FirstGraspError, GraspReference, first_grasps
+from instant_fold_core.evaluation.grasps import (
+    EventError,
+    EventReference,
+    FirstGraspError,
+    arm_events,
+    first_grasps,
+)
 from instant_fold_core.evaluation.metrics import ContextClassifier, OracleReference, RolloutScore, score_rollout
 
 from .garments import GarmentMesh, resolve_garment
@@ -222,16 +228,17 @@ class Family:
 
     The executions' event descriptors train the start's 3-NN context classifier, and each
     context's executions calibrate its `OracleReference` (target geometry, median errors,
-    95th-percentile envelope) and its `GraspReference` (first grasp of each arm); a fold from
-    this start is scored against them (`score`, `first_grasp_error`). Everything is derived from
-    `entries` in `build`, so `leave_out` can recalibrate without one execution.
+    95th-percentile envelope) and its `EventReference` (every grasp and release of each arm, the
+    first grasps among them); a fold from this start is scored against them (`score`,
+    `first_grasp_error`, `event_error`). Everything is derived from `entries` in `build`, so
+    `leave_out` can recalibrate without one execution.
     """
 
     init: InitInfo
     frame: GarmentFrame
     classifier: ContextClassifier
     references: dict[str, OracleReference]
-    grasps: dict[str, GraspReference]
+    events: dict[str, EventReference]
     entries: dict[str, BankEntry]
 
     @classmethod
@@ -239,9 +246,9 @@ class Family:
         init = next(iter(entries.values())).init
         frame = GarmentFrame.from_keypoints(init.start_keypoints, init.garment_size)
         descriptors, labels = [], []
-        references, grasps = {}, {}
+        references, events = {}, {}
         for label, entry in entries.items():
-            grasps[label] = GraspReference.from_runs([first_grasps(r.episodes) for r in entry.runs])
+            events[label] = EventReference.from_runs([arm_events(r.episodes) for r in entry.runs])
             for run in entry.runs:
                 d = descriptor_from_episodes(run.episodes, frame, init.fps)
                 if d is not None:
@@ -254,11 +261,11 @@ class Family:
             )
         if not descriptors:
             raise OracleBankError(f"no oracle execution from this start grasped anything ({sorted(entries)})")
-        return cls(init, frame, ContextClassifier(np.stack(descriptors), labels), references, grasps, entries)
+        return cls(init, frame, ContextClassifier(np.stack(descriptors), labels), references, events, entries)
 
     def leave_out(self, context: str, index: int) -> Family:
         """This family calibrated without execution `index` of `context`: classifier voters,
-        reference and first grasps rebuilt from the other executions, so that execution can be
+        reference and events rebuilt from the other executions, so that execution can be
         scored out of sample (the oracle (out-of-sample) row). Needs K >= 3 executions of
         `context` (a reference is calibrated on at least 2)."""
         entry = self.entries[context]
@@ -283,7 +290,12 @@ class Family:
     def first_grasp_error(self, context: str, record: FoldRecord, scale: float) -> FirstGraspError:
         """How far the fold's first grasps are from the oracle's of `context` (positions are sim
         metres; `scale` turns them into metres, the preset's `obs_scale`)."""
-        return self.grasps[context].error(first_grasps(record.episodes), scale)
+        return self.events[context].first_grasps().error(first_grasps(record.episodes), scale)
+
+    def event_error(self, context: str, record: FoldRecord, scale: float) -> EventError:
+        """How far each of the fold's grasps and releases is from the oracle's of `context` (the
+        same units and `scale` as `first_grasp_error`)."""
+        return self.events[context].error(arm_events(record.episodes), scale)
 
     def do_nothing(self) -> FoldRecord:
         return FoldRecord((), self.init.start_keypoints, 0.0, 0)

@@ -4,6 +4,7 @@
         --tokenizer models/encoder --out outputs/eval/default --workers 2
     python -m instant_fold_training.evaluate --benchmark cpu --out outputs/eval/reference   # oracle, do-nothing
     python -m instant_fold_training.evaluate table outputs/eval/default outputs/eval/lang --out table.md
+    python -m instant_fold_training.evaluate rescore outputs/eval/default --out outputs/eval/rescored/default
 
 Steps, each resumable (finished work is never redone):
 1. the oracle bank of the benchmark (K noisy scripted executions per start and context;
@@ -13,8 +14,14 @@ Steps, each resumable (finished work is never redone):
 3. one in-process closed-loop rollout per (start, demonstrated context): `rollouts.jsonl`;
 4. the scores: `scores.jsonl` (every scored fold of every row), `summary.json`, `table.md`
    (rows policy, wrong-demo, oracle in-sample and out-of-sample, do-nothing; seen / held-out
-   folds x Ctx. Acc., C-SR@95, Geom., W1 as in the paper's Table 1; then the first-grasp errors).
+   folds x Ctx. Acc., C-SR@95, Geom., W1 as in the paper's Table 1; then the first-grasp errors
+   and the errors of every grasp and release).
    `--video` adds an MP4 and a keyframe strip per rollout, `--rrd` a Rerun recording (docs/rerun.md).
+   `--latch-release` rolls an anchored-head policy out with its release targets latched for each
+   carry (`instant_fold_core.policy.latch`, docs/policy.md; off by default).
+
+`rescore` scores a finished run's `rollouts.jsonl` again into another folder with the current
+metrics (new rows and columns of an older run), simulating nothing.
 
 Jobs run in this process (`--workers 1`), on local Ray workers, or on a Ray cluster (`--address`).
 `--sim-backend isaac_lab` rolls the policy out in Isaac Lab instead (one Isaac Lab process per
@@ -46,13 +53,14 @@ from instant_fold_policy.server import PolicyServerError, policy_checkpoint_id
 from instant_fold_ros.bringup_share import models_dir
 from instant_fold_sim.isaac_lab.grasp import DEFAULT_GRASP, GRASP_MODELS
 from instant_fold_sim.isaac_lab.server import BACKENDS as BRIDGE_BACKENDS
-from instant_fold_sim.oracle_bank import BankKey, OracleBank, OracleBankError
+from instant_fold_sim.oracle_bank import BankEntry, BankKey, OracleBank, OracleBankError
 from instant_fold_sim.outcome import FoldRecord
 
 from .benchmark import BenchmarkSpec, Init, RolloutJob
 from .scoring import (
     REFERENCE_LABELS,
     ROWS,
+    event_table,
     families,
     grasp_table,
     notes,
@@ -93,6 +101,7 @@ class RunConfig:
     sim_device: str = "cpu"
     rrd_dir: str = ""  # a Rerun recording per rollout goes here (none when empty)
     sim_grasp: str = DEFAULT_GRASP  # isaac_lab: what held cloth follows (instant_fold_sim.isaac_lab.grasp)
+    latch_release: bool = False  # the policy server's `latch_release` (instant_fold_core.policy.latch)
 
 
 def default_bank(spec: BenchmarkSpec) -> Path:
@@ -124,10 +133,10 @@ def build_demo(job: RolloutJob, demo_dir: str, preset_name: str) -> str:
 
 
 @functools.lru_cache(maxsize=2)
-def _server(checkpoint: str, tokenizer: str, device: str, seed: int):
+def _server(checkpoint: str, tokenizer: str, device: str, seed: int, latch_release: bool):
     from instant_fold_policy.server import PolicyServer
 
-    return PolicyServer.from_checkpoints(checkpoint, tokenizer, device, seed)
+    return PolicyServer.from_checkpoints(checkpoint, tokenizer, device, seed, latch_release=latch_release)
 
 
 def _check_simulator(backend: str, device: str) -> None:
@@ -163,7 +172,7 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
 
     from .closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
-    server = _server(cfg.checkpoint, cfg.tokenizer, cfg.device, cfg.seed)
+    server = _server(cfg.checkpoint, cfg.tokenizer, cfg.device, cfg.seed, cfg.latch_release)
     demo = load_demonstration(demo_path(cfg.demo_dir, job)) if server.conditioning == "demo" else None
     recording = FoldRecording(Path(cfg.rrd_dir) / f"{job.id}.rrd") if cfg.rrd_dir else None
     if recording is not None and demo is not None:
@@ -288,7 +297,9 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     fingerprint: dict[str, Any] = {"benchmark": spec.to_dict()}
     if checkpoint:  # load it now: a bad checkpoint is refused before anything is simulated
         try:
-            policy_conditioning = _server(checkpoint, tokenizer, args.device, args.seed).conditioning
+            policy_conditioning = _server(
+                checkpoint, tokenizer, args.device, args.seed, args.latch_release
+            ).conditioning
         except PolicyServerError as exc:
             raise EvaluationError(str(exc)) from None
         fingerprint |= {
@@ -297,6 +308,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.seed,
             "max_steps": max_steps,
         }
+        if args.latch_release:  # only when set: the results directories of earlier runs stay resumable
+            fingerprint["latch_release"] = True
         if args.sim_backend != "newton":  # rollouts of one simulator are never mixed with another's
             fingerprint["sim_backend"] = args.sim_backend
             if args.sim_backend == "isaac_lab":  # nor one grasp model's with another's
@@ -320,15 +333,12 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         (str(bank_root), spec.preset, spec.oracle_runs),
     )
     timing["bank_s"] = time.perf_counter() - t0
-    entries = {}
-    for key in spec.bank_keys():
-        entry = bank.load(key)
-        if entry is None:
-            raise EvaluationError(
-                f"oracle bank {bank_root}: {key} is incomplete after building it (on a Ray cluster, "
-                "the bank and demonstration directories must be on a filesystem the workers share)"
-            )
-        entries[(key.garment, key.seed, key.context.label)] = entry
+    entries = _entries(
+        spec,
+        bank,
+        "after building it (on a Ray cluster, the bank and demonstration directories must be on a "
+        "filesystem the workers share)",
+    )
 
     rollouts: dict[tuple[Init, str], FoldRecord] | None = None
     lines: list[dict[str, Any]] = []
@@ -359,22 +369,14 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             args.sim_device,
             str((out / "videos").resolve()) if args.rrd else "",
             sim_grasp=args.sim_grasp,
+            latch_release=args.latch_release,
         )
         t0 = time.perf_counter()
         lines, timing["rollouts_run"] = _rollouts(spec, cfg, out, args.workers, args.address)
         timing["rollouts_s"] = time.perf_counter() - t0
-        rollouts = {
-            (j.init, j.context.label): FoldRecord.from_json(line["record"])
-            for j, line in zip(spec.jobs(), lines, strict=True)
-        }
+        rollouts = _records(spec, lines)
 
-    fams = families(spec, entries)
-    rows = score_rows(spec, fams, rollouts)
-    summaries = summarize_rows(rows, oracle_uv(fams))
-    with (out / "scores.jsonl").open("w") as f:
-        for row, scored in rows.items():
-            for split, s, extra in scored:
-                f.write(json.dumps(score_line(row, split, s, extra)) + "\n")
+    summaries, run_notes = _score(spec, entries, rollouts, out)
     outcomes: dict[str, int] = {}
     for line in lines:
         outcomes[line["outcome"]] = outcomes.get(line["outcome"], 0) + 1
@@ -388,16 +390,99 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "max_steps": max_steps,
         "sim_backend": args.sim_backend,
         "sim_grasp": args.sim_grasp if args.sim_backend == "isaac_lab" else None,
+        "latch_release": args.latch_release,
         "rows": summaries,
-        "notes": notes(fams, summaries),
+        "notes": run_notes,
         "outcomes": outcomes,
         "rollouts": len(lines),
         "mean_rollout_wall_s": (sum(line["wall_s"] for line in lines) / len(lines)) if lines else None,
         "timing": timing,
         "workers": args.workers,
     }
+    _write_summary(out, summary)
+    return summary
+
+
+def _entries(spec: BenchmarkSpec, bank: OracleBank, why: str) -> dict[tuple[str, int, str], BankEntry]:
+    """Every bank entry of the spec, keyed (garment, seed, context label); EvaluationError naming
+    the first incomplete one and `why` it should not be."""
+    entries = {}
+    for key in spec.bank_keys():
+        entry = bank.load(key)
+        if entry is None:
+            raise EvaluationError(f"oracle bank {bank.root}: {key} is incomplete {why}")
+        entries[(key.garment, key.seed, key.context.label)] = entry
+    return entries
+
+
+def _records(spec: BenchmarkSpec, lines: list[dict[str, Any]]) -> dict[tuple[Init, str], FoldRecord]:
+    """The fold records of the rollout lines (in job order), keyed as `score_rows` takes them."""
+    return {
+        (j.init, j.context.label): FoldRecord.from_json(line["record"])
+        for j, line in zip(spec.jobs(), lines, strict=True)
+    }
+
+
+def _score(
+    spec: BenchmarkSpec,
+    entries: dict[tuple[str, int, str], BankEntry],
+    rollouts: dict[tuple[Init, str], FoldRecord] | None,
+    out: Path,
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Score every row, write `scores.jsonl` into `out`; the row summaries and the notes."""
+    fams = families(spec, entries)
+    rows = score_rows(spec, fams, rollouts)
+    summaries = summarize_rows(rows, oracle_uv(fams))
+    with (out / "scores.jsonl").open("w") as f:
+        for row, scored in rows.items():
+            for split, s, extra in scored:
+                f.write(json.dumps(score_line(row, split, s, extra)) + "\n")
+    return summaries, notes(fams, summaries)
+
+
+def _write_summary(out: Path, summary: dict[str, Any]) -> None:
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     (out / "table.md").write_text(tables(row_labels(summary)))
+
+
+def rescore(run_dir: Path, out: Path, bank: str = "") -> dict[str, Any]:
+    """Score a finished run's rollouts again with the current metrics into `out`, simulating
+    nothing: a metric added after the run (the event errors, say) is reported for it without
+    rerunning its rollouts (an hour on the CPU benchmark), and the run itself is left as it was
+    (`out` must be another folder). `out` gets the run's `run.json` and `rollouts.jsonl` (a
+    complete results directory, which `evaluate` resumes and `rescore` reads like the run), and
+    new `scores.jsonl`, `summary.json` (the run's, with new rows, notes and `rescored_from`) and
+    `table.md`. The bank is the run's unless `bank` names another; it must hold every entry the
+    spec needs (a re-score builds nothing)."""
+    if out.resolve() == run_dir.resolve():
+        raise EvaluationError(f"{out}: a re-score writes to another folder, never over the run it reads")
+    old = read_summary(run_dir)
+    try:
+        run = json.loads((run_dir / "run.json").read_text())
+        spec = BenchmarkSpec.from_dict(run["benchmark"])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise EvaluationError(f"{run_dir}: no readable run.json with the benchmark spec ({exc})") from None
+    bank_root = Path(bank or old["bank"])
+    entries = _entries(spec, OracleBank.open(bank_root), "(a re-score builds nothing: complete it with evaluate)")
+    lines: list[dict[str, Any]] = []
+    rollouts = None
+    if old.get("checkpoint"):
+        done = {line.get("id"): line for line in _read_jsonl(run_dir / "rollouts.jsonl")}
+        missing = [j.id for j in spec.jobs() if j.id not in done]
+        if missing:
+            raise EvaluationError(
+                f"{run_dir}: {len(missing)} of {len(spec.jobs())} rollouts missing (first: {missing[0]}); "
+                "finish the run with evaluate first"
+            )
+        lines = [done[j.id] for j in spec.jobs()]
+        rollouts = _records(spec, lines)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_run(out, run)
+    if lines:
+        _rewrite_jsonl(out / "rollouts.jsonl", lines)
+    summaries, run_notes = _score(spec, entries, rollouts, out)
+    summary = old | {"bank": str(bank_root), "rows": summaries, "notes": run_notes, "rescored_from": str(run_dir)}
+    _write_summary(out, summary)
     return summary
 
 
@@ -413,9 +498,8 @@ def row_labels(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def tables(rows: list[tuple[str, dict[str, Any]]]) -> str:
-    """Table 1 of these rows, then their first-grasp errors where any row has them."""
-    grasps = grasp_table(rows)
-    return table(rows) + (f"\n{grasps}" if grasps else "")
+    """Table 1 of these rows, then their first-grasp and event errors where any row has them."""
+    return table(rows) + "".join(f"\n{t}" for t in (grasp_table(rows), event_table(rows)) if t)
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:
@@ -491,11 +575,41 @@ def build_parser() -> argparse.ArgumentParser:
         choices=GRASP_MODELS,
         help="isaac_lab: held cloth follows the simulated fingers (default) or the commanded target (the first model)",
     )
+    p.add_argument(
+        "--latch-release",
+        action="store_true",
+        help="hold each carrying arm's release target from the first query after its grasp until it lets go "
+        "(anchored keypose head only; docs/policy.md)",
+    )
     return p
+
+
+def rescore_main(argv: list[str]) -> int:
+    """`evaluate rescore RUN --out NEW [--bank DIR]` (`rescore`)."""
+    p = argparse.ArgumentParser(
+        prog="python -m instant_fold_training.evaluate rescore",
+        description="Score a finished evaluate run's rollouts again with the current metrics, simulating nothing.",
+    )
+    p.add_argument("run", help="results directory of a finished evaluate run (left as it is)")
+    p.add_argument("--out", required=True, help="new results directory (not the run's)")
+    p.add_argument("--bank", default="", help="oracle bank directory (default: the run's, from its summary.json)")
+    a = p.parse_args(argv)
+    try:
+        summary = rescore(Path(a.run), Path(a.out), a.bank)
+    except (ConfigError, OracleBankError, EvaluationError) as exc:
+        print(f"evaluate rescore: {exc}", file=sys.stderr)
+        return 2
+    print(tables(row_labels(summary)))
+    for note in summary["notes"]:
+        print(f"evaluate rescore: note: {note}")
+    print(f"evaluate rescore: wrote {Path(a.out) / 'summary.json'}, table.md, scores.jsonl")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["rescore"]:
+        return rescore_main(argv[1:])
     if argv[:1] == ["table"]:
         p = argparse.ArgumentParser(prog="python -m instant_fold_training.evaluate table")
         p.add_argument("runs", nargs="+", help="result directories of evaluate runs")

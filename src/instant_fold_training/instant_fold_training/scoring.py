@@ -18,10 +18,12 @@ Rows (`ROWS`), all on the same starts and contexts:
   ceiling for a policy. Needs K >= 3; no W1 (the executions are the reference distribution);
 - `do-nothing`: the start state left as it is (no grasp: context never correct, C-SR@95 = 0).
 
-The `policy` and `oracle-out-of-sample` rows also carry each fold's first-grasp error
-(`instant_fold_core.evaluation.grasps`: per arm, the distance from where it first closed to the
-median first grasp of the oracle's executions of the same start and context), in metres of the
-camera frame the policy acts in (sim metres times the preset's `obs_scale`).
+The `policy` and `oracle-out-of-sample` rows also carry each fold's first-grasp error and its
+event errors (`instant_fold_core.evaluation.grasps`: per arm, the distance from where it first
+closed, and from each of its grasps and releases, to the median of the oracle's executions of the
+same start and context), in metres of the camera frame the policy acts in (sim metres times the
+preset's `obs_scale`): the first says whether a fold starts right, the second which of its later
+grasps or its releases (place points) go wrong.
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from instant_fold_core.evaluation.grasps import FirstGraspError, summarize_first_grasps
+from instant_fold_core.evaluation.grasps import (
+    LATER,
+    EventError,
+    FirstGraspError,
+    summarize_events,
+    summarize_first_grasps,
+)
 from instant_fold_core.evaluation.metrics import RolloutScore, summarize
 from instant_fold_sim.oracle_bank import BankEntry, Context, Family
 from instant_fold_sim.outcome import FoldRecord
@@ -40,8 +48,8 @@ from .benchmark import BenchmarkSpec, Init
 
 OUT_OF_SAMPLE = "oracle-out-of-sample"
 ROWS = ("policy", "wrong-demo", "oracle", OUT_OF_SAMPLE, "do-nothing")
-#: Rows with a first-grasp error per fold (the others are scored against another context's
-#: demonstration, the oracle's in-sample reference or no grasp at all).
+#: Rows with a first-grasp and an event error per fold (the others are scored against another
+#: context's demonstration, the oracle's in-sample reference or no grasp at all).
 GRASP_ROWS = ("policy", OUT_OF_SAMPLE)
 SPLITS = ("seen", "heldout")
 #: Table labels of the reference rows, those of every run (the policy rows take the run's label).
@@ -91,14 +99,12 @@ def score_rows(
                 rows["oracle"].append((split, fam.score(g, c.label, run), {}))
                 if loo:
                     held = fam.leave_out(c.label, k)
-                    grasp = held.first_grasp_error(c.label, run, scale)
-                    rows[OUT_OF_SAMPLE].append((split, held.score(g, c.label, run), {"first_grasp": grasp}))
+                    rows[OUT_OF_SAMPLE].append((split, held.score(g, c.label, run), _errors(held, c.label, run, scale)))
             rows["do-nothing"].append((split, fam.score(g, c.label, fam.do_nothing()), {}))
             if rollouts is None:
                 continue
             record = rollouts[(init, c.label)]
-            grasp = fam.first_grasp_error(c.label, record, scale)
-            rows["policy"].append((split, fam.score(g, c.label, record), {"first_grasp": grasp}))
+            rows["policy"].append((split, fam.score(g, c.label, record), _errors(fam, c.label, record, scale)))
             if len(spec.contexts) < 2:
                 continue  # no other demonstration to show
             wrong: Context = spec.wrong_context(c)
@@ -107,10 +113,18 @@ def score_rows(
     return {r: v for r, v in rows.items() if v}
 
 
+def _errors(fam: Family, context: str, record: FoldRecord, scale: float) -> dict[str, Any]:
+    """The grasp-row extras of a fold: its first-grasp and event errors against `context`."""
+    return {
+        "first_grasp": fam.first_grasp_error(context, record, scale),
+        "events": fam.event_error(context, record, scale),
+    }
+
+
 def summarize_rows(rows: dict[str, list[Scored]], uv: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     """Per row and split: the paper's metrics (`summarize`; no W1 for the out-of-sample row),
-    `follows_demo` for the wrong-demo row and `first_grasp` (`summarize_first_grasps`) where the
-    folds have a first-grasp error."""
+    `follows_demo` for the wrong-demo row, and `first_grasp` (`summarize_first_grasps`) and
+    `events` (`summarize_events`) where the folds have those errors."""
     out: dict[str, dict[str, Any]] = {}
     for row, scored in rows.items():
         out[row] = {}
@@ -126,13 +140,16 @@ def summarize_rows(rows: dict[str, list[Scored]], uv: dict[str, np.ndarray]) -> 
             grasps = [e["first_grasp"] for e in extras if "first_grasp" in e]
             if grasps:
                 summary["first_grasp"] = summarize_first_grasps(grasps)
+            events = [e["events"] for e in extras if "events" in e]
+            if events:
+                summary["events"] = summarize_events(events)
             out[row][split] = summary
     return out
 
 
 def score_line(row: str, split: str, score: RolloutScore, extra: dict[str, Any]) -> dict[str, Any]:
     """One line of `scores.jsonl`: a scored fold of a row."""
-    fields = {k: (v.to_json() if isinstance(v, FirstGraspError) else v) for k, v in extra.items()}
+    fields = {k: (v.to_json() if isinstance(v, (FirstGraspError, EventError)) else v) for k, v in extra.items()}
     return {
         "row": row,
         "split": split,
@@ -221,5 +238,36 @@ def grasp_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
         "| first grasp, xy (cm) | Seen: mean ↓ | median ↓ | within 5 cm (%) ↑ | grasped/expected "
         "| Held-out: mean ↓ | median ↓ | within 5 cm (%) ↑ | grasped/expected |\n"
         "|---|---|---|---|---|---|---|---|---|\n"
+    )
+    return head + "\n".join(lines) + "\n"
+
+
+def _event_order(name: str) -> tuple[float, str]:
+    """Table order: grasp 1, release 1, grasp 2, ..., then `LATER` (summary.json sorts keys by name)."""
+    return (float("inf"), name) if name == LATER else (int(name.split()[1]), name)
+
+
+def event_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """Markdown of the event errors (xy, cm) of the rows that have them, one line per row and
+    event (grasp 1, release 1, grasp 2, ..., later); "" if no row has them."""
+    lines = []
+    for label, splits in rows:
+        events = [splits.get(split, {}).get("events") or {} for split in SPLITS]
+        for name in sorted(set(events[0]) | set(events[1]), key=_event_order):
+            cells = []
+            for e in (events[0].get(name), events[1].get(name)):
+                if not e:
+                    cells += ["–"] * 5
+                    continue
+                within = "–" if e["within_5cm"] is None else f"{100 * e['within_5cm']:.1f}"
+                made = f"{e['measured']}/{e['expected']}"
+                cells += [_cm(e["xy_m"], "mean"), _cm(e["xy_m"], "median"), within, made, str(e["extra"])]
+            lines.append(f"| {label}: {name} | " + " | ".join(cells) + " |")
+    if not lines:
+        return ""
+    head = (
+        "| grasps and releases, xy (cm) | Seen: mean ↓ | median ↓ | within 5 cm (%) ↑ | made/expected | extra "
+        "| Held-out: mean ↓ | median ↓ | within 5 cm (%) ↑ | made/expected | extra |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     return head + "\n".join(lines) + "\n"

@@ -553,3 +553,51 @@ def test_the_v5_benchmark_prose_is_the_measured_one() -> None:
     assert held["csr95"]["mean"] == 0.0
     missing = [q for q in quoted if q not in docs]
     assert not missing, missing
+
+
+EVENTS = ("grasp 1", "release 1", "grasp 2", "release 2")
+
+
+def event_error_rows(report: dict) -> list[str]:
+    """docs/evaluation.md's table of every grasp and release (seen folds), from
+    docs/results/event_errors_v5.json: per event, xy mean / median (cm) and within 5 cm (%)."""
+    runs = report["runs"]
+    cpu, quick, replay = runs["default_v5"], runs["quick_full_rejoin"], runs["quick_replay"]
+    columns = [
+        cpu["rows"]["policy"]["seen"]["events"],
+        cpu["rows"]["oracle-out-of-sample"]["seen"]["events"],
+        cpu["policy_seen_by_outcome"]["success"]["events"],
+        cpu["policy_seen_by_outcome"]["failure"]["events"],
+        quick["rows"]["policy"]["seen"]["events"],
+        replay["rows"]["policy"]["seen"]["events"],
+        quick["rows"]["oracle-out-of-sample"]["seen"]["events"],
+    ]
+
+    def cell(e: dict) -> str:
+        return f"{100 * e['xy_m']['mean']:.1f} / {100 * e['xy_m']['median']:.1f}, {100 * e['within_5cm']:.0f} %"
+
+    return [f"| {name} | " + " | ".join(cell(c[name]) for c in columns) + " |" for name in EVENTS]
+
+
+def test_the_event_error_diagnosis_is_the_measured_one() -> None:
+    report = json.loads((RESULTS / "event_errors_v5.json").read_text())
+    docs = (REPO / "docs" / "evaluation.md").read_text()
+    missing = [row for row in event_error_rows(report) if row not in docs]
+    cpu = report["runs"]["default_v5"]
+    seen = cpu["rows"]["policy"]["seen"]
+    outcome = cpu["policy_seen_by_outcome"]
+    garments = report["runs"]["garments_v5"]["rows"]["policy"]["seen"]["events"]
+    held = cpu["rows"]["policy"]["heldout"]["events"]
+    flat = " ".join(docs.split())
+    quoted = [
+        report["command"],
+        f"{outcome['success']['folds']} successful and {outcome['failure']['folds']} failed",
+        f"{seen['events']['grasp 2']['missed']} of {seen['events']['grasp 2']['expected']} second grasps",
+        f"{outcome['failure']['with_extra']} of the {outcome['failure']['folds']} failed folds regrasp",
+        f"{outcome['success']['with_extra']} of the successful ones",
+        f"release 2 within 5 cm {100 * garments['release 2']['within_5cm']:.0f} %",
+        f"{garments['release 2']['measured']} of {garments['release 2']['expected']} second releases",
+        f"{100 * held['grasp 2']['xy_m']['mean']:.0f} cm",
+    ]
+    missing += [q for q in quoted if q not in flat]
+    assert not missing, missing

@@ -1,5 +1,6 @@
 """Reference rows on hand-made oracle families (no simulation): the out-of-sample oracle row leaves
-each execution out of its own calibration, and first-grasp errors are per fold and summarised."""
+each execution out of its own calibration, first-grasp and event errors are per fold and
+summarised, and a results directory is re-scored from its rollouts."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import pytest
 
 from instant_fold_core.evaluation.events import GraspEpisode
 from instant_fold_core.evaluation.metrics import OracleReference
-from instant_fold_sim.oracle_bank import BankEntry, Family, OracleBankError
+from instant_fold_sim.oracle_bank import BankEntry, Family, OracleBank, OracleBankError
 from instant_fold_sim.outcome import FoldRecord, InitInfo
 from instant_fold_sim.rollout import preset
 from instant_fold_training.benchmark import BenchmarkSpec
-from instant_fold_training.evaluate import merge_tables, row_labels, tables
+from instant_fold_training.evaluate import main, merge_tables, row_labels, tables
 from instant_fold_training.scoring import OUT_OF_SAMPLE, notes, score_line, score_rows, summarize_rows
 
 # A 0.4 x 0.6 garment of size 1 centred at the origin, shoulders at +y: garment uv = world xy.
@@ -63,7 +64,7 @@ def test_leave_out_recalibrates_on_the_other_executions_only():
     np.testing.assert_allclose(held.references[A].target, expected.target)
     assert held.references[A].envelope == expected.envelope
     assert len(held.classifier.labels) == len(fam.classifier.labels) - 1
-    np.testing.assert_allclose(held.grasps[A].position[0], [0, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(held.events[A].first_grasps().position[0], [0, 0, 0], atol=1e-12)
     assert len(fam.entries[A].runs) == 3  # the family itself is left as it was
     with pytest.raises(OracleBankError, match="no execution 3"):
         fam.leave_out(A, 3)
@@ -115,8 +116,18 @@ def test_summary_table_and_lines_of_the_out_of_sample_row(tmp_path: Path):
     assert (policy["arms"], policy["measured"], policy["missed"]) == (2, 1, 1)
     assert policy["xy_m"]["median"] == pytest.approx(0.03) and policy["within_5cm"] == pytest.approx(0.5)
     assert "first_grasp" not in summaries["oracle"]["seen"] and "first_grasp" not in summaries["wrong-demo"]["seen"]
-    line = score_line("policy", "seen", *rows["policy"][0][1:])
-    assert json.loads(json.dumps(line))["first_grasp"]["xy_m"][0] == pytest.approx(0.03)
+    # Every event: A's release is 3 cm off as its grasp; B's left-arm grasp and release are extra.
+    events = summaries["policy"]["seen"]["events"]
+    assert list(events) == ["grasp 1", "release 1"] and events["release 1"]["xy_m"]["mean"] == pytest.approx(0.03)
+    assert (events["release 1"]["missed"], events["release 1"]["extra"]) == (1, 1)
+    assert summaries[OUT_OF_SAMPLE]["seen"]["events"]["grasp 1"]["expected"] == 6
+    assert "events" not in summaries["oracle"]["seen"] and "events" not in summaries["wrong-demo"]["seen"]
+    line = json.loads(json.dumps(score_line("policy", "seen", *rows["policy"][0][1:])))
+    assert line["first_grasp"]["xy_m"][0] == pytest.approx(0.03)
+    assert [(e["event"], e["arm"], e["performed"]) for e in line["events"]] == [
+        ("grasp 1", 0, True),
+        ("release 1", 0, True),
+    ]
     assert notes({init: fam}, summaries) == []
 
     summary = {"label": "p", "checkpoint": None, "rows": summaries}
@@ -125,10 +136,12 @@ def test_summary_table_and_lines_of_the_out_of_sample_row(tmp_path: Path):
     oos_line = next(line for line in text.splitlines() if line.startswith("| oracle (out-of-sample) |"))
     assert oos_line.split(" | ")[4] == "–"  # no W1
     assert "| first grasp, xy (cm) |" in text and "| p | 3.0 | 3.0 | 50.0 | 1/2 |" in text
+    assert "| grasps and releases, xy (cm) |" in text and "| p: release 1 | 3.0 | 3.0 | 50.0 | 1/2 | 1 | – |" in text
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "summary.json").write_text(json.dumps(summary))
     merged = merge_tables([str(tmp_path / "run"), str(tmp_path / "run")])
     assert merged.count("| oracle (out-of-sample) |") == 2  # Table 1 and the first-grasp table, once each
+    assert merged.count("| oracle (out-of-sample): grasp 1 |") == 1
 
 
 def test_two_executions_per_context_give_no_out_of_sample_row_and_say_why():
@@ -139,3 +152,47 @@ def test_two_executions_per_context_give_no_out_of_sample_row_and_say_why():
         fam.leave_out(A, 0)
     (note,) = notes({SPEC.inits()[0]: fam}, summarize_rows(rows, {A: np.zeros((1, 7, 2)), B: np.zeros((1, 7, 2))}))
     assert "out-of-sample" in note and "has 2" in note
+
+
+def _finished_run(root: Path) -> Path:
+    """A results directory as `evaluate` leaves it (run.json, rollouts.jsonl, summary.json), scored
+    against a bank written here from `_geometry_family`'s executions: no simulation."""
+    bank = OracleBank(root / "bank", SPEC.preset, 3)
+    fam = _geometry_family()
+    for key in SPEC.bank_keys():
+        bank.path(key).parent.mkdir(parents=True, exist_ok=True)
+        bank.path(key).write_text(json.dumps(fam.entries[key.context.label].to_json()))
+    run = root / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"benchmark": SPEC.to_dict(), "checkpoint_id": "p"}))
+    folds = {A: _fold(0, (0.01 + 0.03 / SCALE, 0.0)), B: _fold(1, (-0.5, 0.0))}
+    lines = [{"id": j.id, "outcome": "completed", "record": folds[j.context.label].to_json()} for j in SPEC.jobs()]
+    (run / "rollouts.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    summary = {"bank": str(root / "bank"), "checkpoint": "p", "label": "p", "rows": {}, "notes": [], "rollouts": 2}
+    (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def test_rescore_scores_a_runs_rollouts_into_another_folder_and_leaves_the_run_alone(tmp_path: Path, capsys):
+    run = _finished_run(tmp_path)
+    before = {p.name: p.read_text() for p in run.iterdir()}
+    out = tmp_path / "rescored"
+    assert main(["rescore", str(run), "--out", str(out)]) == 0
+    assert {p.name: p.read_text() for p in run.iterdir()} == before
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rescored_from"] == str(run) and summary["rollouts"] == 2 and summary["label"] == "p"
+    events = summary["rows"]["policy"]["seen"]["events"]
+    assert events["grasp 1"]["xy_m"]["median"] == pytest.approx(0.015) and events["release 1"]["missed"] == 0
+    assert set(summary["rows"]) == {"policy", "wrong-demo", "oracle", OUT_OF_SAMPLE, "do-nothing"}
+    assert (out / "rollouts.jsonl").read_text() == before["rollouts.jsonl"]
+    assert json.loads((out / "run.json").read_text()) == json.loads(before["run.json"])
+    assert "| p: release 1 |" in (out / "table.md").read_text()
+    assert (
+        sum(1 for _ in (out / "scores.jsonl").open()) == 2 + 2 + 6 + 6 + 2
+    )  # policy, wrong-demo, oracle x2, do-nothing
+    # Never over the run itself; a run with a rollout missing is refused, not half-scored.
+    assert main(["rescore", str(run), "--out", str(run)]) == 2
+    (run / "rollouts.jsonl").write_text(before["rollouts.jsonl"].splitlines()[0] + "\n")
+    assert main(["rescore", str(run), "--out", str(tmp_path / "other")]) == 2
+    err = capsys.readouterr().err
+    assert "never over the run it reads" in err and "1 of 2 rollouts missing" in err

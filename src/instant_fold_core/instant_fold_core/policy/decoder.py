@@ -61,6 +61,13 @@ class TargetCondition:
     valid: torch.Tensor
     forced: torch.Tensor | None = None
 
+    def overridden(self, position: torch.Tensor, mask: torch.Tensor) -> TargetCondition:
+        """This condition with the targets of the arms in `mask` [B, 2] replaced by `position`
+        [B, 2, 3], as grasp/place targets: inference holds a carrying arm's release target fixed
+        (`policy/latch.py`), and an arm that holds cloth always has its release left."""
+        kept = torch.where(mask[..., None], position.to(self.position.dtype), self.position)
+        return TargetCondition(kept, self.valid | mask, self.forced)
+
 
 #: Offsets to the target are given to the action tokens in units of this length (a sub-fold's size).
 TARGET_SCALE_M = 0.1

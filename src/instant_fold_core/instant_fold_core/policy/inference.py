@@ -76,17 +76,20 @@ def sample_cached(
     obs: ObservationTokens,
     context: DemoContext,
     generator: torch.Generator | None = None,
+    override: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> SampledActions:
     """The fast path: the demonstration `context` is already encoded; the scene is fused and its
-    keys/values and the AdaLN schedule are computed once, then only the action branch runs per step."""
+    keys/values and the AdaLN schedule are computed once, then only the action branch runs per step.
+    `override` (anchored head): targets held for some arms (`InstantFoldPolicy.prepare_scene`); the
+    targets reported are the ones the trajectory was conditioned on."""
     steps = policy.cfg.num_inference_steps
-    scene = policy.prepare_scene(obs, context, steps)
+    scene = policy.prepare_scene(obs, context, steps, override=override)
     noise_traj, noise_kp = draw_noise(policy, obs.arm_state.shape[0], scene.proprio, generator)
     sampled = euler_sample(partial(policy.velocity, scene), noise_traj, noise_kp, steps)
-    if scene.anchor is not None:
+    if scene.anchor is not None and scene.target is not None:
         # An arm with no event left reports home, open: what the fold loop's return rule looks for.
-        done = ~scene.anchor.remaining
-        sampled.anchor = scene.anchor.target
+        done = ~scene.target.valid
+        sampled.anchor = scene.target.position
         sampled.anchor_openness_logit = scene.anchor.openness_logit.masked_fill(done, 10.0)
     return sampled
 
@@ -185,6 +188,10 @@ def checked_cloth(
 class PolicyRunner:
     """Stateful policy for a robot: load a demonstration once, then answer observation queries."""
 
+    #: A load only caches the demonstration's context (no progress through a fold to restart), so
+    #: a server may skip loading the same demonstration again.
+    RESTARTS_ON_LOAD = False
+
     def __init__(
         self,
         policy: InstantFoldPolicy,
@@ -250,6 +257,14 @@ class PolicyRunner:
             torch.zeros(1, dtype=torch.long, device=self.device),
         )
         self._context = self.policy.encode_context(demo)
+        # Warm-up: the first query after a model's first use pays one-off costs (allocations,
+        # oneDNN primitives: 0.25 s for cpu-small, seconds for the paper configuration on a CPU),
+        # which would fall on a fold's first query. A query on the first keyframe, with noise of
+        # its own, pays them here; the runner keeps no state from it.
+        first = ObservationTokens(
+            demo.cloth_positions[:, 0], demo.cloth_features[:, 0], demo.cloth_valid[:, 0], demo.arm_state[:, 0]
+        )
+        sample_cached(self.policy, first, self._context, torch.Generator().manual_seed(0))
 
     @torch.inference_mode()
     def load_mode(self, mode: int | str) -> None:
@@ -282,8 +297,15 @@ class PolicyRunner:
         arm_state: Array,
         cloth_valid: Array | None = None,
         generator: torch.Generator | None = None,
+        target_override: Array | None = None,
+        override_mask: Array | None = None,
     ) -> ActionChunk:
-        """One query: [N, 3] positions, [N, D] features, [2, 4] arm states -> an ABSOLUTE `ActionChunk`."""
+        """One query: [N, 3] positions, [N, D] features, [2, 4] arm states -> an ABSOLUTE `ActionChunk`.
+
+        Anchored head only: `target_override` [2, 3] with `override_mask` [2] (bool) holds the
+        masked arms' next targets at the given grasp/place points instead of the ones read from
+        this observation's cloth: the trajectory is conditioned on them and the chunk's keypose
+        reports them (`policy/latch.py` holds a carrying arm's release target this way)."""
         if self._context is None:
             raise PolicyInputError("no demonstration loaded: call load_demonstration() (or load_mode()) first")
         pos, feat, val = checked_cloth(self.cfg, "", cloth_positions, cloth_features, cloth_valid, ())
@@ -294,7 +316,8 @@ class PolicyRunner:
             self._tensor(val[None]),
             self._tensor(state[None]),
         )
-        sampled = sample_cached(self.policy, obs, self._context, generator)
+        override = self._override(target_override, override_mask)
+        sampled = sample_cached(self.policy, obs, self._context, generator, override)
         positions, openness, keypose = absolute_actions(self.policy, sampled, obs.arm_state)
         # The contract refuses a diverged model's NaN here (`NonFiniteError`), before any sending.
         return ActionChunk(
@@ -304,3 +327,22 @@ class PolicyRunner:
             self.step_duration,
             keypose=None if keypose is None else keypose[0].cpu().numpy(),
         )
+
+    def _override(
+        self, target_override: Array | None, override_mask: Array | None
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """`predict`'s target override as batched tensors (None without one), checked."""
+        if target_override is None and override_mask is None:
+            return None
+        if target_override is None or override_mask is None:
+            raise PolicyInputError("target_override and override_mask: give both or neither")
+        if self.cfg.keypose_head != "anchored":
+            raise PolicyInputError(
+                f"target_override: only the anchored keypose head takes target overrides "
+                f"(this policy's keypose_head is {self.cfg.keypose_head!r})"
+            )
+        target = _array("target_override", target_override, (2, 3))
+        mask = _array("override_mask", override_mask, (2,))
+        if mask.dtype != np.bool_:
+            raise PolicyInputError(f"override_mask: expected bool, got {mask.dtype}")
+        return self._tensor(target[None]), self._tensor(mask[None])

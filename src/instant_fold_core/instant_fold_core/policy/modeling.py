@@ -183,14 +183,19 @@ class InstantFoldPolicy(nn.Module):
         context: DemoContext,
         steps: int | None = None,
         condition: TargetCondition | None = None,
+        override: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> SceneCache:
         """Fuse the current scene with the demonstration context and project the scene-context K/V.
 
         With `steps`, the AdaLN modulations of the whole Euler schedule (t = 1, 1 - 1/steps, ...)
         are computed here in one batch instead of once per step. Anchored head: the targets are
         read from the fused scene here, once per query, and the trajectory branch is conditioned
-        on them (or on `condition`, which training passes to teacher-force).
+        on them (or on `condition`, which training passes to teacher-force); `override`
+        (position [B, 2, 3], mask [B, 2]) replaces the masked arms' targets by given grasp/place
+        targets (inference: `TargetCondition.overridden`).
         """
+        if override is not None and self.anchor is None:
+            raise ValueError("prepare_scene: target overrides need the anchored keypose head")
         x, pos, valid = self.tokenizer.scene(obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.arm_state)
         centroid = masked_centroid(obs.cloth_positions, obs.cloth_valid)
         to_demo, to_scene = self._alignment(obs, context, centroid)
@@ -220,6 +225,8 @@ class InstantFoldPolicy(nn.Module):
                 if condition.forced is not None:
                     position = torch.where(condition.forced[:, None, None], position, target.position)
                 target = TargetCondition(position, condition.valid)
+            if override is not None:
+                target = target.overridden(*override)
             b = x.shape[0]
             x = torch.cat((x, self.target_tokens.to(x.dtype).expand(b, -1, -1)), 1)
             pos = torch.cat((pos, target.position.to(pos.dtype)), 1)

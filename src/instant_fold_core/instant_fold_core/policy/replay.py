@@ -216,6 +216,9 @@ class RegistrationReplay:
     answer observation queries with ABSOLUTE chunks). The walker's progress is reset by every
     `load_demonstration` and advanced only by the measured arm states `predict` receives."""
 
+    #: Loading restarts the walker: a server loads even the demonstration it already has.
+    RESTARTS_ON_LOAD = True
+
     def __init__(self, cfg: ReplayConfig | None = None, step_duration: float | None = None) -> None:
         """`step_duration`: seconds between chunk steps (None: the config's); speeds are in m/s, so
         the step length follows it."""

@@ -1,0 +1,75 @@
+"""Issue 32's latency numbers in the README and docs/architecture.md are the measured ones.
+
+Typed once: the prose and tables quote docs/results/{main_job,latency_issue32,bench_graph,bench_dds}.json.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+RESULTS = REPO / "docs" / "results"
+BEFORE = "before: Fast DDS defaults, multi-threaded executors"
+PROFILE_ONLY = "project DDS profile, multi-threaded executors"
+AFTER = "after: project DDS profile, single-threaded executors + side nodes"
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _runs(name: str) -> list[dict]:
+    return json.loads((RESULTS / "latency_issue32.json").read_text())["runs"][name]
+
+
+def test_the_readme_quotes_the_main_jobs_latency_and_time() -> None:
+    run = json.loads((RESULTS / "main_job.json").read_text())
+    readme = (REPO / "README.md").read_text()
+    lat = run["latency"]
+    wall = round(run["wall_s_total"])
+    before = [r["latency"]["tokens_to_command"] for r in _runs(BEFORE)]
+    quoted = [
+        f"{wall // 60} min {wall % 60} s\nin all",
+        f"median {_ms(lat['tokens_to_command']['median_ms'])} ms, p95 {_ms(lat['tokens_to_command']['p95_ms'])} ms, "
+        f"max {_ms(lat['tokens_to_command']['max_ms'])} ms",
+        f"p95 {_ms(lat['frame_to_command']['p95_ms'])} ms.",
+        f"p95 {_ms(before[0]['p95_ms'])} and {_ms(before[1]['p95_ms'])} ms, max {_ms(before[0]['max_ms'])} and\n"
+        f"{_ms(before[1]['max_ms'])} ms in two runs",
+    ]
+    flat = readme.replace("\n", " ")
+    missing = [q for q in quoted if q.replace("\n", " ") not in flat]
+    assert not missing, missing
+    # the quoted run is one of the "after" runs of the issue's record
+    assert any(r["latency"] == lat for r in _runs(AFTER))
+
+
+def test_the_latency_table_quotes_every_run() -> None:
+    docs = (REPO / "docs" / "architecture.md").read_text()
+    for name in (BEFORE, PROFILE_ONLY, AFTER):
+        for r in _runs(name):
+            t, s, f = (r["latency"][k] for k in ("tokens_to_command", "tokens_to_state", "frame_to_command"))
+            row = (
+                f"| {_ms(t['median_ms'])} / {_ms(t['p95_ms'])} / {_ms(t['max_ms'])} | {_ms(s['max_ms'])} | "
+                f"{_ms(f['p95_ms'])} | {r['fold_duration_s']:.0f} s |"
+            )
+            assert row in docs, (name, row)
+
+
+def test_the_stage_tables_quote_the_benchmarks() -> None:
+    docs = (REPO / "docs" / "architecture.md").read_text()
+    graph = json.loads((RESULTS / "bench_graph.json").read_text())
+    for case in graph["cases"]:
+        p, g = case["in_process"], case["graph"]["latency"]
+        cells = [p["tokenizer_per_frame"], p["context_cache_per_keyframe"], p["query"], g["frame_to_tokens"], g["tokens_to_command"]]
+        row = f"| {case['config']} | {case['busy_processes']} | " + " | ".join(
+            f"{_ms(c['median_ms'])} / {_ms(c['p95_ms'])} / {_ms(c['max_ms'])}" for c in cells
+        )
+        assert row in docs, row
+    dds = json.loads((RESULTS / "bench_dds.json").read_text())
+    for case in dds["cases"]:
+        cells = [case[k] for k in ("step_answer", "tokens_hop", "state_hop", "chunk_hop")]
+        row = f"| {case['profile']} | {case['config']} | {case['busy_processes']} | " + " | ".join(
+            f"{c['median_ms']:.1f} / {c['p95_ms']:.1f} / {c['max_ms']:.1f}" for c in cells
+        )
+        assert row in docs, row
