@@ -61,7 +61,13 @@ def test_the_stage_tables_quote_the_benchmarks() -> None:
     graph = json.loads((RESULTS / "bench_graph.json").read_text())
     for case in graph["cases"]:
         p, g = case["in_process"], case["graph"]["latency"]
-        cells = [p["tokenizer_per_frame"], p["context_cache_per_keyframe"], p["query"], g["frame_to_tokens"], g["tokens_to_command"]]
+        cells = [
+            p["tokenizer_per_frame"],
+            p["context_cache_per_keyframe"],
+            p["query"],
+            g["frame_to_tokens"],
+            g["tokens_to_command"],
+        ]
         row = f"| {case['config']} | {case['busy_processes']} | " + " | ".join(
             f"{_ms(c['median_ms'])} / {_ms(c['p95_ms'])} / {_ms(c['max_ms'])}" for c in cells
         )
