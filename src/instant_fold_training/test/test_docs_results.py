@@ -262,6 +262,11 @@ ISSUE_28_ROWS = (
         "quick_full_rejoin.json",
         "offline_full_rejoin.json",
     ),
+    (
+        "v5 with latched release targets (same checkpoint, `--latch-release`)",
+        "quick_latch_release.json",
+        "offline_full_rejoin.json",
+    ),
     ("registration replay (no training)", "quick_registration_replay.json", None),
 )
 
