@@ -29,7 +29,7 @@ zarr_store = pytest.importorskip(
     "instant_fold_core.dataset.zarr_store", reason="episode stores need zarr 3 (Python >= 3.11)"
 )
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "models" / "demos" / "proc_00001_sleeves_down__bottom_up.safetensors"
 LEROBOT_PYTHON = Path(os.environ.get("LEROBOT_VENV", REPO / ".venv-lerobot")) / "bin" / "python"
 READER = Path(__file__).with_name("lerobot_reader.py")
