@@ -599,10 +599,15 @@ def rescore_main(argv: list[str]) -> int:
     except (ConfigError, OracleBankError, EvaluationError) as exc:
         print(f"evaluate rescore: {exc}", file=sys.stderr)
         return 2
+    return _report("evaluate rescore", summary, Path(a.out))
+
+
+def _report(prog: str, summary: dict[str, Any], out: Path) -> int:
+    """Print a scored run's tables and notes and where they were written; exit code 0."""
     print(tables(row_labels(summary)))
     for note in summary["notes"]:
-        print(f"evaluate rescore: note: {note}")
-    print(f"evaluate rescore: wrote {Path(a.out) / 'summary.json'}, table.md, scores.jsonl")
+        print(f"{prog}: note: {note}")
+    print(f"{prog}: wrote {out / 'summary.json'}, table.md, scores.jsonl")
     return 0
 
 
@@ -636,11 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OracleBankError, EvaluationError, CheckpointError) as exc:
         print(f"evaluate: {exc}", file=sys.stderr)
         return 2
-    print(tables(row_labels(summary)))
-    for note in summary["notes"]:
-        print(f"evaluate: note: {note}")
-    print(f"evaluate: wrote {Path(args.out) / 'summary.json'}, table.md, scores.jsonl")
-    return 0
+    return _report("evaluate", summary, Path(args.out))
 
 
 if __name__ == "__main__":
