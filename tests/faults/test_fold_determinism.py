@@ -148,13 +148,14 @@ def test_a_fold_is_its_own_under_predict_calls_and_slow_machines(tmp_path: Path,
 
 
 #: A stand-in `sim/step` service in a process of its own: a read (until < 0) is answered at once,
-#: a step after `delay` seconds (SIGINT takes it off the graph meanwhile).
+#: a step after `delay` seconds (SIGINT takes it off the graph meanwhile). With `lost` = 1 its first
+#: reply is never sent, as DDS drops a reply to a client it has not matched yet.
 SLOW_SIMULATOR = """
 import sys, time
 import rclpy
 from rclpy.signals import SignalHandlerOptions
 from instant_fold_interfaces.srv import SimStep
-delay = float(sys.argv[1])
+delay, lost = float(sys.argv[1]), int(sys.argv[2])
 rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
 node = rclpy.create_node("slow_sim")
 def step(request, response):
@@ -163,7 +164,16 @@ def step(request, response):
     response.success, response.sim_time = True, max(request.until, 0.0)
     response.state = [-0.2, 0.0, 0.8, 1.0, 0.2, 0.0, 0.8, 1.0]
     return response
-node.create_service(SimStep, "sim/step", step)
+service = node.create_service(SimStep, "sim/step", step)
+send_response = service.send_response
+def lossy_send(response, header):
+    global lost
+    if lost:
+        lost -= 1
+        print("slow_sim: reply lost", flush=True)
+        return
+    send_response(response, header)
+service.send_response = lossy_send
 try:
     while True:  # short waits: a wait without end would hold SIGINT off
         rclpy.spin_once(node, timeout_sec=0.1)
@@ -175,8 +185,8 @@ finally:
 """
 
 
-def _slow_simulator(env: dict[str, str], delay: float) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", SLOW_SIMULATOR, str(delay)], env=env)
+def _slow_simulator(env: dict[str, str], delay: float, lost_replies: int = 0) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", SLOW_SIMULATOR, str(delay), str(lost_replies)], env=env)
 
 
 def test_a_slow_step_is_waited_for_and_a_gone_simulator_fails(ros_env: dict[str, str]) -> None:
@@ -228,8 +238,9 @@ def test_a_slow_step_is_waited_for_and_a_gone_simulator_fails(ros_env: dict[str,
 
 def test_the_sim_driver_waits_for_a_simulator_still_building_its_scene(ros_env: dict[str, str]) -> None:
     """A simulator answers only once its scene is built (the Isaac Lab backend: minutes): the link
-    waits `connect_timeout_s` for it, then says what it waited for. The shipped `sim` robot waits
-    as long as the sim node allows its backend to start."""
+    waits `connect_timeout_s` for it, then says what it waited for; the read at connect is sent
+    again when its reply is lost. The shipped `sim` robot waits as long as the sim node allows its
+    backend to start."""
     import rclpy
 
     from instant_fold_control.config import find_robot_config, load_robot_config
@@ -243,11 +254,12 @@ def test_the_sim_driver_waits_for_a_simulator_still_building_its_scene(ros_env: 
             link.connect()  # nothing there
         link = SimLink(connect_timeout_s=60.0)
         late: list[subprocess.Popen] = []
-        starter = threading.Timer(3.0, lambda: late.append(_slow_simulator(ros_env, 0.0)))
+        starter = threading.Timer(3.0, lambda: late.append(_slow_simulator(ros_env, 0.0, lost_replies=1)))
         starter.start()
         try:
-            link.connect()  # the simulator appears 3 s (plus its start-up) later
-            assert link.connected
+            link.connect()  # the simulator appears 3 s (plus its start-up) later, its first reply lost
+            assert link.connected and link.state is not None
+            np.testing.assert_allclose(link.state[0], [-0.2, 0.0, 0.8, 1.0])
         finally:
             starter.join()
             link.close()

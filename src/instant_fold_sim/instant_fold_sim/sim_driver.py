@@ -10,6 +10,12 @@ stepped, so simulated time never runs ahead of control.
 A step takes as long as the simulator needs on this machine: the link waits for the answer while
 the sim node's service is on the graph, and fails only once it has been gone for `timeout_s`
 (a wall-clock bound on the answer would abort a lock-stepped fold whenever the CPU is busy).
+
+The first exchange, the read at connect, is re-sent every `READ_RESEND_S` until answered: DDS
+discovery is not symmetric, so `wait_for_service` can return before the simulator has matched the
+link's reply reader, and a reply sent then is lost for good (seen once in CI: the read waited until
+the test's timeout). A read changes nothing in the simulator, so sending it twice is harmless; by
+the time it is answered both directions are matched, and steps are sent once.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ DEFAULT_TIMEOUT_S = 10.0  # s the simulator may be gone from the graph during a 
 DEFAULT_CONNECT_TIMEOUT_S = 30.0  # s to wait for the simulator's service at connect
 #: How often a waiting step checks that the simulator is still on the graph (s).
 LIVENESS_CHECK_S = 0.5
+#: How long an unanswered read waits before it is sent again (s).
+READ_RESEND_S = 1.0
 
 
 class SimLink(SimLinkBase):
@@ -92,28 +100,43 @@ class SimLink(SimLinkBase):
             target=self.target.ravel().tolist(), openness=self.openness.tolist(), until=float(until)
         )
         with self._lock:
-            future = self._client.call_async(request)
-            self._wait_while_alive(future)
+            future = self._wait_while_alive(request, resend_s=READ_RESEND_S if until < 0 else None)
         response = future.result()
         if response is None or not response.success:
             raise DriverError(f"sim driver: step refused: {getattr(response, 'message', 'no response')}")
         return np.asarray(response.state, dtype=np.float64), float(response.sim_time)
 
-    def _wait_while_alive(self, future) -> None:
-        """Wait for a step's answer as long as the simulator is on the graph; DriverConnectionError
-        (the request cancelled) once it has been gone for `timeout_s`."""
-        answered = threading.Event()
-        future.add_done_callback(lambda _: answered.set())
+    def _wait_while_alive(self, request: SimStep.Request, resend_s: float | None) -> Any:
+        """Send `request` and wait for its answer as long as the simulator is on the graph (sent
+        again every `resend_s` while unanswered, if given); the first answered future.
+        DriverConnectionError (the request cancelled) once the simulator has been gone for
+        `timeout_s`."""
+        answered: list[Any] = []  # futures in the order their replies came
+        replied = threading.Event()
+
+        def on_reply(future: Any) -> None:
+            answered.append(future)
+            replied.set()
+
+        def send() -> Any:
+            future = self._client.call_async(request)
+            future.add_done_callback(on_reply)
+            return future
+
+        future, sent_at = send(), time.monotonic()
         gone_since: float | None = None
-        while not answered.wait(LIVENESS_CHECK_S):
+        while not replied.wait(LIVENESS_CHECK_S):
             client = self._client  # None once the link is closed from another thread (shutdown)
             if client is None:
                 future.cancel()
                 raise DriverConnectionError("sim driver: the link was closed during a step")
+            now = time.monotonic()
             if client.service_is_ready():
                 gone_since = None
+                if resend_s is not None and now - sent_at >= resend_s:
+                    client.remove_pending_request(future)  # a reply still in flight may yet come
+                    future, sent_at = send(), now
                 continue
-            now = time.monotonic()
             gone_since = now if gone_since is None else gone_since
             if now - gone_since >= self.timeout_s:
                 future.cancel()
@@ -121,6 +144,11 @@ class SimLink(SimLinkBase):
                     f"sim driver: the simulator ('{self.service}') left the graph during a step "
                     f"(gone for {self.timeout_s:g} s)"
                 )
+        if answered[0] is not future:
+            client = self._client
+            if client is not None:
+                client.remove_pending_request(future)
+        return answered[0]
 
     def _close(self) -> None:
         """Stop the executor thread, then destroy the node."""
