@@ -16,7 +16,6 @@ from instant_fold_core.policy.data import ObservationTokens, arm_events, collate
 from instant_fold_core.policy.dataset import PolicyDataset, approach_arms, retarget_recovery
 from instant_fold_core.policy.decoder import TargetCondition
 from instant_fold_core.policy.inference import PolicyInputError, PolicyRunner, absolute_actions, sample_cached
-from instant_fold_core.policy.latch import ReleaseLatch
 from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
 
@@ -288,27 +287,3 @@ def test_target_override_needs_the_anchored_head(episodes):
             target_override=np.zeros((2, 3), np.float32),
             override_mask=np.ones(2, bool),
         )
-
-
-def test_release_latch_holds_a_carrying_arms_target_until_it_opens():
-    """Closed -> the first query's target is kept; open again -> cleared; the other arm is free."""
-    latch = ReleaseLatch()
-    state = np.array([[0.0, 0.0, 1.0, 1.0], [0.3, 0.0, 1.0, 1.0]], np.float32)
-    keypose = np.array([[0.1, 0.1, 0.95, 1.0], [0.2, 0.2, 0.95, 0.0]], np.float32)
-    _, mask = latch.targets(state)
-    latch.latch(state, keypose)
-    assert not mask.any() and not latch.latched.any()  # both open: nothing to hold
-    state[0, 3] = 0.0  # arm 0 grasps
-    _, mask = latch.targets(state)
-    assert not mask.any()  # the first query after the grasp reads its target from the cloth
-    latch.latch(state, keypose)
-    for shift in (0.05, 0.1):
-        target, mask = latch.targets(state)
-        np.testing.assert_array_equal(mask, [True, False])
-        np.testing.assert_array_equal(target[0], keypose[0, :3])
-        latch.latch(state, keypose + shift)  # later targets of a carry do not replace the first
-    state[0, 3] = 1.0  # arm 0 lets go
-    _, mask = latch.targets(state)
-    assert not mask.any()
-    with pytest.raises(PolicyInputError, match=r"arm_state: expected shape \[2, 4\]"):
-        latch.targets(state[:, :3])

@@ -56,6 +56,9 @@ class FoldLoopConfig:
     min_events: int = 2  # gripper events (grasps + releases) before returning home ends the fold
     home_capture_m: float = 0.25  # policy's next keypose this close to home (per arm) = it is going home
     home_speed_m_s: float = 0.5  # speed of the host's move home
+    #: After the demonstration's events with open grippers, the host moves home whatever the
+    #: policy's next keypose (registration replay's end; docs/policy.md, "Home after the events").
+    home_after_events: bool = False
 
 
 @dataclass(frozen=True)
@@ -222,13 +225,18 @@ class FoldLoop(Generic[Tokens]):
     def phase_after(self, keypose: np.ndarray | None) -> FoldPhase:
         """RETURNING_HOME from the query on which the policy's next keypose [2, 4] is home (open,
         within `home_capture_m`) after all of the demonstration's events with open grippers; the
-        decision is kept for the rest of the fold. EXECUTING before."""
+        decision is kept for the rest of the fold. EXECUTING before. With `home_after_events`, the
+        keypose is not consulted: all of the demonstration's events, grippers open, is enough."""
         if self._returning:
             return FoldPhase.RETURNING_HOME
-        if keypose is None or self._state is None or self.events_executed < self.demonstrated_events:
+        if self._state is None or self.events_executed < self.demonstrated_events:
             return FoldPhase.EXECUTING
         open_now = bool((self._state[:, 3] > self.config.open_threshold).all())
-        self._returning = open_now and self._open_near_home(keypose, self.config.home_capture_m)
+        if self.config.home_after_events:
+            heading_home = True
+        else:
+            heading_home = keypose is not None and self._open_near_home(keypose, self.config.home_capture_m)
+        self._returning = open_now and heading_home
         return FoldPhase.RETURNING_HOME if self._returning else FoldPhase.EXECUTING
 
     def steer(self, chunk: ActionChunk) -> Steer:

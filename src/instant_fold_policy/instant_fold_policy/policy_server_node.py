@@ -6,8 +6,9 @@
   directory); the `demonstration` parameter, set by the operator, is not restricted. A demonstration of more than `max_keyframes`
   keyframes (default `server.MAX_DEMONSTRATION_KEYFRAMES`) is refused before anything is encoded.
 - `policy/predict_action_chunk` (PredictActionChunk): tokens + arm state -> action chunk.
-- parameter `latch_release` (default false): keep each carrying arm's release target from the
-  first query after its grasp (`PolicyServer`, docs/policy.md "Latched release targets").
+- parameter `event_targets` (default "policy"): where the arms grasp and let go: "policy" (the
+  policy's own targets), "latched", "demonstration_releases" or "demonstration" (`PolicyServer`,
+  docs/policy.md "Event targets").
 - `policy/execute_fold` (ExecuteFold action): the closed loop — fresh `cloth/tokens` + `arms/state`
   -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms
   are back home with open grippers after the demonstration's events, or the step limit; feedback
@@ -87,7 +88,7 @@ class PolicyServerNode(Node):
             int(p("seed", 0).value),
             self.step_duration,
             int(p("max_keyframes", MAX_DEMONSTRATION_KEYFRAMES).value),
-            bool(p("latch_release", False).value),  # docs/policy.md, "Latched release targets"
+            str(p("event_targets", "policy").value),  # docs/policy.md, "Event targets"
         )
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
@@ -126,7 +127,10 @@ class PolicyServerNode(Node):
                 f"demonstration {demo} encoded in {self.server.load_demonstration(load_demonstration(demo)):.2f} s"
             )
         self._requests.start()
-        self.get_logger().info(f"policy server ready (horizon {self.server.horizon}, encoder {self.server.encoder_id})")
+        self.get_logger().info(
+            f"policy server ready (horizon {self.server.horizon}, encoder {self.server.encoder_id}, "
+            f"event targets {self.server.event_targets})"
+        )
 
     def close(self) -> None:
         """Stop serving requests (run_node calls this before destroying the node)."""

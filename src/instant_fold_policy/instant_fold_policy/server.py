@@ -22,7 +22,7 @@ from instant_fold_core.contracts import ActionChunk, KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.device import resolve_device
 from instant_fold_core.errors import InstantFoldError, InvalidInputError
-from instant_fold_core.policy.latch import ReleaseLatch
+from instant_fold_core.policy.event_targets import DemonstrationTargets, EventTargets, ReleaseLatch, resolve
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import TokenArrays, tokenize_frame
 
@@ -65,34 +65,37 @@ class PolicyServer:
         encoder_id: str = "",
         seed: int = 0,
         max_keyframes: int = MAX_DEMONSTRATION_KEYFRAMES,
-        latch_release: bool = False,
+        event_targets: str = "policy",
     ) -> None:
-        """`latch_release`: hold each carrying arm's release target from the first query after its
-        grasp until it lets go (`instant_fold_core.policy.latch`; the anchored keypose head only,
-        off by default)."""
-        if latch_release and getattr(runner.cfg, "keypose_head", None) != "anchored":
-            raise PolicyServerError(
-                "latch_release: only a learned policy with the anchored keypose head (model.keypose_head: "
-                "anchored) has release targets to latch"
+        """`event_targets`: where the arms grasp and let go, one of `EVENT_TARGETS` or "auto"
+        (`instant_fold_core.policy.event_targets`; other than "policy" only for a learned policy
+        with the anchored keypose head; "auto" picks for the policy). The strategy it resolves to
+        is `self.event_targets`."""
+        try:
+            event_targets = resolve(
+                event_targets, getattr(runner.cfg, "keypose_head", None), str(runner.cfg.conditioning)
             )
+        except ValueError as exc:
+            raise PolicyServerError(str(exc)) from None
         self.runner = runner
         self.max_keyframes = max_keyframes
         self.tokenize = tokenize
         self.encoder_id = encoder_id
         self.demonstration: Demonstration | None = None
         self._fingerprint: str | None = None  # of the demonstration the runner has encoded
+        self._demo_tokens: TokenArrays | None = None  # its tokens per keyframe [K, N, ...]
         # The flow sampler's noise comes from a generator seeded with `seed` (torch's global one is
         # seeded at random in each process): ad-hoc predictions draw from this one, reseeded with
         # every demonstration; a fold draws from one of its own (`fold_generator`), so no other
         # caller's predictions can change what the fold does.
         self.seed = seed
         self.generator = torch.Generator().manual_seed(seed)
-        # Latched release targets belong to a stream of queries, as the noise does: the server's
-        # own predictions and each fold, told apart by the generator they draw from. A fold's
-        # generator is new (`fold_generator`), so every fold starts with nothing latched, and
-        # predict-service calls made meanwhile never touch its latches.
-        self.latch_release = latch_release
-        self._latches: weakref.WeakKeyDictionary[torch.Generator, ReleaseLatch] = weakref.WeakKeyDictionary()
+        # Held targets belong to a stream of queries, as the noise does: the server's own
+        # predictions and each fold, told apart by the generator they draw from. A fold's
+        # generator is new (`fold_generator`), so every fold starts with nothing held, and
+        # predict-service calls made meanwhile never touch its targets.
+        self.event_targets = event_targets
+        self._held: weakref.WeakKeyDictionary[torch.Generator, EventTargets] = weakref.WeakKeyDictionary()
 
     @classmethod
     def from_checkpoints(
@@ -103,10 +106,10 @@ class PolicyServer:
         seed: int = 0,
         step_duration: float | None = None,
         max_keyframes: int = MAX_DEMONSTRATION_KEYFRAMES,
-        latch_release: bool = False,
+        event_targets: str = "policy",
     ) -> PolicyServer:
         """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default);
-        `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `latch_release`: see `__init__`.
+        `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `event_targets`: see `__init__`.
 
         `policy_dir` is a learned policy's checkpoint, or a directory whose `config.json` names the
         `registration_replay` variant (`instant_fold_core.policy.replay`: no weights, no training)."""
@@ -134,7 +137,7 @@ class PolicyServer:
             checkpoint_id(tokenizer_dir),
             seed,
             max_keyframes,
-            latch_release,
+            event_targets,
         )
 
     @property
@@ -155,37 +158,45 @@ class PolicyServer:
         took. The demonstration already loaded (same arrays, `Demonstration.fingerprint`) is not
         encoded again by a runner whose load keeps no fold progress (`RESTARTS_ON_LOAD`): the main job names in its goal the demonstration the server started with,
         which cost the fold's first query the whole encoding again (2.9 s for the paper
-        configuration on a CPU). Either way the server's noise and latches start afresh."""
+        configuration on a CPU). Either way the server's noise and held targets start afresh."""
         self.check_keyframes(demo.num_keyframes)
         start = time.perf_counter()
         demo.validate()
         fingerprint = demo.fingerprint()
         if fingerprint != self._fingerprint or self.runner.RESTARTS_ON_LOAD or not self.runner.has_demonstration:
             tokens = [self.tokenize(demo.frame(i), demo.mask[i]) for i in range(demo.num_keyframes)]
-            self.runner.load_demonstration(
-                np.stack([t.positions for t in tokens]),
-                np.stack([t.features for t in tokens]),
-                demo.keypose,
-                np.stack([t.valid for t in tokens]),
-            )
-            self._fingerprint = fingerprint
+            stacked = TokenArrays(*(np.stack(field) for field in zip(*tokens, strict=True)))
+            self.runner.load_demonstration(stacked.positions, stacked.features, demo.keypose, stacked.valid)
+            self._fingerprint, self._demo_tokens = fingerprint, stacked
         self.demonstration = demo
         self.generator.manual_seed(self.seed)
-        self._latches.clear()
+        self._held.clear()
         return time.perf_counter() - start
 
     def load_mode(self, mode: str) -> None:
         """Condition a language-conditioned policy on a folding mode (by name) instead of a demonstration."""
         self.runner.load_mode(mode)
-        self.demonstration, self._fingerprint = None, None
+        self.demonstration, self._fingerprint, self._demo_tokens = None, None, None
         self.generator.manual_seed(self.seed)
-        self._latches.clear()
+        self._held.clear()
 
     def fold_generator(self) -> torch.Generator:
         """The sampler's noise for one fold, seeded as a demonstration load seeds `generator`: a
         fold run alone draws exactly what `predict` without a generator drew before. It also
-        names the fold's stream of queries: with `latch_release`, the fold's latches are its own."""
+        names the fold's stream of queries: the fold's held targets are its own."""
         return torch.Generator().manual_seed(self.seed)
+
+    def _release_strategy(self) -> EventTargets:
+        """A fresh `event_targets` strategy for a stream of queries."""
+        if self.event_targets == "latched":
+            return ReleaseLatch()
+        if self._demo_tokens is None or self.demonstration is None:
+            raise PolicyServerError(
+                "event_targets 'demonstration': a policy conditioned on a folding mode has no demonstration"
+            )
+        return DemonstrationTargets(
+            self._demo_tokens, self.demonstration.keypose, grasps=self.event_targets == "demonstration"
+        )
 
     @property
     def conditioning(self) -> str:
@@ -215,8 +226,7 @@ class PolicyServer:
     ) -> ActionChunk:
         """One query -> an ABSOLUTE chunk; `steps_to_execute` 0 = the policy's configured receding
         horizon (another value outside [1, H] raises `InvalidInputError`); the noise comes from
-        `generator` (a fold's) or else from the server's own, and with `latch_release` so do the
-        latched release targets."""
+        `generator` (a fold's) or else from the server's own, and so do held targets."""
         if self.demonstration is None and not self.runner.has_demonstration:
             raise PolicyServerError("no demonstration loaded: call load_demonstration first")
         if encoder_id and self.encoder_id and encoder_id != self.encoder_id:
@@ -225,12 +235,14 @@ class PolicyServer:
         predict = functools.partial(
             self.runner.predict, tokens.positions, tokens.features, arm_state, tokens.valid, noise
         )
-        if self.latch_release:
-            latch = self._latches.setdefault(noise, ReleaseLatch())
-            chunk = predict(*latch.targets(arm_state))
-            latch.latch(arm_state, chunk.keypose)
-        else:
+        if self.event_targets == "policy":
             chunk = predict()
+        else:
+            held = self._held.get(noise)
+            if held is None:
+                held = self._held[noise] = self._release_strategy()
+            chunk = predict(*held.targets(tokens, arm_state))
+            held.observe(arm_state, chunk.keypose)
         if steps_to_execute and steps_to_execute != chunk.steps_to_execute:
             chunk = dataclasses.replace(chunk, steps_to_execute=steps_to_execute)
         return chunk

@@ -369,10 +369,11 @@ def test_a_host_loop_that_never_returns_home_hits_the_step_limit() -> None:
 # -- feedback and configuration -----------------------------------------------------------------
 
 
-def after_events(events: int, expected: int, at=(AWAY, AWAY)) -> FoldLoop[str]:
+def after_events(events: int, expected: int, at=(AWAY, AWAY), home_after_events: bool = False) -> FoldLoop[str]:
     """A loop whose left arm has opened and closed `events` times (a demonstration with `expected`
     events), now at `at`: open after an even number of events, holding cloth after an odd one."""
-    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(min_events=2), HOME, expected_events=expected)
+    config = FoldLoopConfig(min_events=2, home_after_events=home_after_events)
+    loop: FoldLoop[str] = FoldLoop(config, HOME, expected_events=expected)
     for i in range(events + 1):
         loop.on_state(state(open_left=float(i % 2 == 0)), i)
     loop.on_state(state(*at, open_left=float(events % 2 == 0)), events + 1)
@@ -391,6 +392,17 @@ def test_the_policy_returns_home_only_after_all_demonstrated_events_with_open_gr
     assert after_events(4, expected=4).phase_after(state(left=AWAY)) is FoldPhase.EXECUTING  # 40 cm off
     assert after_events(4, expected=4).phase_after(state(open_right=0.0)) is FoldPhase.EXECUTING  # will grasp
     assert after_events(5, expected=4).phase_after(NEAR_HOME) is FoldPhase.EXECUTING  # holds cloth
+
+
+def test_home_after_events_goes_home_whatever_the_policy_aims_at_next() -> None:
+    """`home_after_events`: the demonstration's events done, grippers open, is enough: a policy
+    heading for another grasp (40 cm from home) is sent home; before that, or holding cloth, not."""
+    grasp_again = state(left=AWAY, open_left=0.0)
+    assert after_events(4, expected=4).phase_after(grasp_again) is FoldPhase.EXECUTING
+    assert after_events(4, expected=4, home_after_events=True).phase_after(grasp_again) is FoldPhase.RETURNING_HOME
+    assert after_events(2, expected=4, home_after_events=True).phase_after(grasp_again) is FoldPhase.EXECUTING
+    assert after_events(5, expected=4, home_after_events=True).phase_after(grasp_again) is FoldPhase.EXECUTING
+    assert after_events(4, expected=4, home_after_events=True).phase_after(None) is FoldPhase.RETURNING_HOME
 
 
 def policy_chunk(keypose: np.ndarray | None) -> ActionChunk:

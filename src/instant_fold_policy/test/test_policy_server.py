@@ -103,15 +103,15 @@ def carry(server: PolicyServer, generator: torch.Generator | None = None) -> lis
 
 
 def servers(anchored: tuple[Path, Path]) -> tuple[PolicyServer, PolicyServer]:
-    """Servers of the same anchored checkpoint without and with `latch_release`, demonstration loaded."""
-    off, on = (PolicyServer.from_checkpoints(*anchored, device="cpu", latch_release=latch) for latch in (False, True))
+    """Servers of the same anchored checkpoint without and with latched release targets, demonstration loaded."""
+    off, on = (PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets=r) for r in ("policy", "latched"))
     for server in (off, on):
         server.load_demonstration(make_demonstration())
     return off, on
 
 
 def test_latched_release_target_is_held_for_the_carry(anchored) -> None:
-    """`latch_release`: from the first query after the left arm's grasp until it opens again, its
+    """`event_targets="latched"`: from the first query after the left arm's grasp until it opens again, its
     reported target is the one read at that first query, while the cloth moves; the right arm's
     target and every query with no arm latched are bit-identical to the server without the option."""
     off, on = servers(anchored)
@@ -150,9 +150,59 @@ def test_each_fold_and_demonstration_starts_with_nothing_latched(anchored) -> No
     np.testing.assert_array_equal(on.predict(moved, CLOSED).keypose, off.predict(moved, CLOSED).keypose)
 
 
-def test_latch_release_needs_the_anchored_head(checkpoints) -> None:
-    with pytest.raises(PolicyServerError, match="anchored keypose head"):
-        PolicyServer.from_checkpoints(*checkpoints, device="cpu", latch_release=True)
+def test_held_event_targets_need_the_anchored_head(checkpoints) -> None:
+    for held in ("latched", "demonstration_releases", "demonstration"):
+        with pytest.raises(PolicyServerError, match="anchored keypose head"):
+            PolicyServer.from_checkpoints(*checkpoints, device="cpu", event_targets=held)
+    with pytest.raises(
+        PolicyServerError,
+        match=r"event_targets: expected one of \['auto', 'policy', 'latched', 'demonstration_releases', 'demonstration'\]",
+    ):
+        PolicyServer.from_checkpoints(*checkpoints, device="cpu", event_targets="latch")
+
+
+def test_auto_event_targets_pick_the_demonstration_where_the_policy_takes_them(checkpoints, anchored) -> None:
+    """ "auto" (config/policy.yaml's): `demonstration` for an anchored-head policy, `policy` for
+    the paper's head and for registration replay, which cannot take held targets."""
+    from instant_fold_core.policy.replay import VARIANT
+
+    replay = anchored[0].parent / "replay"
+    replay.mkdir(exist_ok=True)
+    (replay / "config.json").write_text(f'{{"variant": "{VARIANT}"}}')
+    for policy_dir, expected in ((anchored[0], "demonstration"), (checkpoints[0], "policy"), (replay, "policy")):
+        server = PolicyServer.from_checkpoints(policy_dir, anchored[1], device="cpu", event_targets="auto")
+        assert server.event_targets == expected, policy_dir
+
+
+def test_demonstration_release_target_is_the_demonstrated_one_on_this_cloth(anchored) -> None:
+    """`event_targets="demonstration_releases"`: the left arm grasps where the demonstration did; from the
+    query that measures the grasp until it lets go, it reports (and moves towards) the
+    demonstration's release carried onto this cloth (the same cloth here: where the demonstration
+    let go, near HOME), while the cloth moves; before and after, and the right arm, as without."""
+    off, on = (
+        PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets=r)
+        for r in ("policy", "demonstration_releases")
+    )
+    for server in (off, on):
+        server.load_demonstration(make_demonstration())
+    grasp = make_demonstration().keypose[0, 0]
+    states = [HOME.copy() for _ in range(4)]
+    states[0][0] = [*grasp[:3], 1.0]  # above the grasp point, open
+    states[1][0] = grasp  # closed there
+    states[2][0] = [*(grasp[:3] + np.array([0.0, 0.0, -0.1])), 0.0]  # lifted, carrying
+    states[3][0] = [*HOME[0, :3], 1.0]  # let go
+
+    def fold(server: PolicyServer) -> list[ActionChunk]:
+        g = server.fold_generator()
+        return [server.predict(server.tokenize(*cloth_frame(2.0 * i)), s, generator=g) for i, s in enumerate(states)]
+
+    free, held = fold(off), fold(on)
+    for i in (0, 3):
+        np.testing.assert_array_equal(free[i].keypose, held[i].keypose)
+    for i in (1, 2):
+        np.testing.assert_allclose(held[i].keypose[0, :3], HOME[0, :3], atol=0.03)
+        assert not np.allclose(free[i].keypose[0, :3], HOME[0, :3], atol=0.03)  # the untrained head's own
+        np.testing.assert_array_equal(held[i].keypose[1], free[i].keypose[1])
 
 
 def _count_encodings(server: PolicyServer) -> list[int]:

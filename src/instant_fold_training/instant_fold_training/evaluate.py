@@ -17,8 +17,8 @@ Steps, each resumable (finished work is never redone):
    folds x Ctx. Acc., C-SR@95, Geom., W1 as in the paper's Table 1; then the first-grasp errors
    and the errors of every grasp and release).
    `--video` adds an MP4 and a keyframe strip per rollout, `--rrd` a Rerun recording (docs/rerun.md).
-   `--latch-release` rolls an anchored-head policy out with its release targets latched for each
-   carry (`instant_fold_core.policy.latch`, docs/policy.md; off by default).
+   `--event-targets` sets where an anchored-head policy's arms grasp and let go
+   (`instant_fold_core.policy.event_targets`, docs/policy.md; by default the policy's own targets).
 
 `rescore` scores a finished run's `rollouts.jsonl` again into another folder with the current
 metrics (new rows and columns of an older run), simulating nothing.
@@ -49,6 +49,8 @@ from instant_fold_core.checkpoint import CheckpointError, checkpoint_id
 from instant_fold_core.errors import ConfigError, InstantFoldError
 from instant_fold_core.fold_recording import FoldRecording
 from instant_fold_core.parallel import run_jobs
+from instant_fold_core.policy.event_targets import AUTO, EVENT_TARGETS
+from instant_fold_policy.fold_loop import FoldLoopConfig
 from instant_fold_policy.server import PolicyServerError, policy_checkpoint_id
 from instant_fold_ros.bringup_share import models_dir
 from instant_fold_sim.isaac_lab.grasp import DEFAULT_GRASP, GRASP_MODELS
@@ -101,7 +103,8 @@ class RunConfig:
     sim_device: str = "cpu"
     rrd_dir: str = ""  # a Rerun recording per rollout goes here (none when empty)
     sim_grasp: str = DEFAULT_GRASP  # isaac_lab: what held cloth follows (instant_fold_sim.isaac_lab.grasp)
-    latch_release: bool = False  # the policy server's `latch_release` (instant_fold_core.policy.latch)
+    home_after_events: bool = False  # the fold loop's (instant_fold_policy.fold_loop.FoldLoopConfig)
+    event_targets: str = "policy"  # the policy server's (instant_fold_core.policy.event_targets)
 
 
 def default_bank(spec: BenchmarkSpec) -> Path:
@@ -133,10 +136,10 @@ def build_demo(job: RolloutJob, demo_dir: str, preset_name: str) -> str:
 
 
 @functools.lru_cache(maxsize=2)
-def _server(checkpoint: str, tokenizer: str, device: str, seed: int, latch_release: bool):
+def _server(checkpoint: str, tokenizer: str, device: str, seed: int, event_targets: str):
     from instant_fold_policy.server import PolicyServer
 
-    return PolicyServer.from_checkpoints(checkpoint, tokenizer, device, seed, latch_release=latch_release)
+    return PolicyServer.from_checkpoints(checkpoint, tokenizer, device, seed, event_targets=event_targets)
 
 
 def _check_simulator(backend: str, device: str) -> None:
@@ -172,7 +175,7 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
 
     from .closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
-    server = _server(cfg.checkpoint, cfg.tokenizer, cfg.device, cfg.seed, cfg.latch_release)
+    server = _server(cfg.checkpoint, cfg.tokenizer, cfg.device, cfg.seed, cfg.event_targets)
     demo = load_demonstration(demo_path(cfg.demo_dir, job)) if server.conditioning == "demo" else None
     recording = FoldRecording(Path(cfg.rrd_dir) / f"{job.id}.rrd") if cfg.rrd_dir else None
     if recording is not None and demo is not None:
@@ -182,7 +185,8 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
     except POLICY_ERRORS as exc:
         result = not_run(world, f"cannot condition the policy on {job.context.label}: {exc}")
     else:
-        result = run_rollout(world, server, cfg.max_steps, recording=recording)
+        fold = FoldLoopConfig(home_after_events=cfg.home_after_events)
+        result = run_rollout(world, server, cfg.max_steps, fold=fold, recording=recording)
     line: dict[str, Any] = {
         "id": job.id,
         "garment": job.init.garment,
@@ -293,13 +297,12 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     tokenizer = str(Path(args.tokenizer or models_dir() / "encoder").resolve())
     checkpoint = str(Path(args.checkpoint).resolve()) if args.checkpoint else ""
     max_steps = args.max_steps or spec.max_steps
-    policy_conditioning = ""
+    policy_conditioning, event_targets = "", args.event_targets
     fingerprint: dict[str, Any] = {"benchmark": spec.to_dict()}
     if checkpoint:  # load it now: a bad checkpoint is refused before anything is simulated
         try:
-            policy_conditioning = _server(
-                checkpoint, tokenizer, args.device, args.seed, args.latch_release
-            ).conditioning
+            server = _server(checkpoint, tokenizer, args.device, args.seed, args.event_targets)
+            policy_conditioning, event_targets = server.conditioning, server.event_targets  # "auto" resolved
         except PolicyServerError as exc:
             raise EvaluationError(str(exc)) from None
         fingerprint |= {
@@ -308,8 +311,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.seed,
             "max_steps": max_steps,
         }
-        if args.latch_release:  # only when set: the results directories of earlier runs stay resumable
-            fingerprint["latch_release"] = True
+        if args.home_after_events:  # only when set, as below
+            fingerprint["home_after_events"] = True
+        if event_targets != "policy":  # only when set: the results directories of earlier runs stay resumable
+            fingerprint["event_targets"] = event_targets
         if args.sim_backend != "newton":  # rollouts of one simulator are never mixed with another's
             fingerprint["sim_backend"] = args.sim_backend
             if args.sim_backend == "isaac_lab":  # nor one grasp model's with another's
@@ -369,7 +374,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             args.sim_device,
             str((out / "videos").resolve()) if args.rrd else "",
             sim_grasp=args.sim_grasp,
-            latch_release=args.latch_release,
+            event_targets=event_targets,
+            home_after_events=args.home_after_events,
         )
         t0 = time.perf_counter()
         lines, timing["rollouts_run"] = _rollouts(spec, cfg, out, args.workers, args.address)
@@ -390,7 +396,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "max_steps": max_steps,
         "sim_backend": args.sim_backend,
         "sim_grasp": args.sim_grasp if args.sim_backend == "isaac_lab" else None,
-        "latch_release": args.latch_release,
+        "event_targets": event_targets,
+        "home_after_events": args.home_after_events,
         "rows": summaries,
         "notes": run_notes,
         "outcomes": outcomes,
@@ -576,10 +583,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="isaac_lab: held cloth follows the simulated fingers (default) or the commanded target (the first model)",
     )
     p.add_argument(
-        "--latch-release",
+        "--event-targets",
+        default="policy",
+        choices=(AUTO, *EVENT_TARGETS),
+        help="where the arms grasp and let go: the policy's targets read from the cloth at each query (policy, "
+        "the default); a carry's release read right after its grasp (latched); the demonstration's release "
+        "registered at each grasp (demonstration_releases); and also the demonstration's grasp, registered, "
+        "when the policy aims near it (demonstration); auto: demonstration for an anchored-head policy conditioned "
+        "on demonstrations, else policy (the deployment's choice, config/policy.yaml). Anchored keypose head only; "
+        "docs/policy.md",
+    )
+    p.add_argument(
+        "--home-after-events",
         action="store_true",
-        help="hold each carrying arm's release target from the first query after its grasp until it lets go "
-        "(anchored keypose head only; docs/policy.md)",
+        help="once the demonstration's gripper events are done, grippers open, the arms go home whatever the "
+        "policy does next (the fold loop's home_after_events; docs/policy.md)",
     )
     return p
 

@@ -64,7 +64,7 @@ class TargetCondition:
     def overridden(self, position: torch.Tensor, mask: torch.Tensor) -> TargetCondition:
         """This condition with the targets of the arms in `mask` [B, 2] replaced by `position`
         [B, 2, 3], as grasp/place targets: inference holds a carrying arm's release target fixed
-        (`policy/latch.py`), and an arm that holds cloth always has its release left."""
+        (`policy/event_targets.py`), and an arm that holds cloth always has its release left."""
         kept = torch.where(mask[..., None], position.to(self.position.dtype), self.position)
         return TargetCondition(kept, self.valid | mask, self.forced)
 

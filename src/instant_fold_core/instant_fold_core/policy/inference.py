@@ -305,7 +305,7 @@ class PolicyRunner:
         Anchored head only: `target_override` [2, 3] with `override_mask` [2] (bool) holds the
         masked arms' next targets at the given grasp/place points instead of the ones read from
         this observation's cloth: the trajectory is conditioned on them and the chunk's keypose
-        reports them (`policy/latch.py` holds a carrying arm's release target this way)."""
+        reports them (`policy/event_targets.py` holds a carrying arm's release target this way)."""
         if self._context is None:
             raise PolicyInputError("no demonstration loaded: call load_demonstration() (or load_mode()) first")
         pos, feat, val = checked_cloth(self.cfg, "", cloth_positions, cloth_features, cloth_valid, ())

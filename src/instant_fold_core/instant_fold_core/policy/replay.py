@@ -163,6 +163,62 @@ def demo_stages(arm_state: np.ndarray) -> list[Stage]:
     return stages
 
 
+def register_keyframe(
+    cfg: ReplayConfig,
+    demo: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    k: int,
+    cloth: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> PlanarRigid:
+    """The rigid planar registration of demonstration keyframe `k` (`demo`: positions, features,
+    validity, arm states of all keyframes) onto the current `cloth` (positions, features, validity)."""
+    demo_pos, demo_feat, demo_val, _ = demo
+    pos, feat, val = cloth
+    with_features = cfg.feature_weight > 0
+    return register_planar(
+        demo_pos[k][None],
+        demo_val[k][None],
+        pos[None],
+        val[None],
+        demo_feat[k][None] if with_features else None,
+        feat[None] if with_features else None,
+        iterations=cfg.iterations,
+        rotations=cfg.rotations,
+        feature_weight=cfg.feature_weight,
+    )
+
+
+def cloth_depth(positions: np.ndarray, valid: np.ndarray, point: np.ndarray, neighbours: int) -> float:
+    """Mean depth of the `neighbours` valid tokens nearest `point` in x, y."""
+    pts = positions[valid]
+    nearest = np.argsort(np.linalg.norm(pts[:, :2] - point[:2], axis=1))[:neighbours]
+    return float(pts[nearest, 2].mean())
+
+
+def map_grasp(
+    cfg: ReplayConfig,
+    transform: PlanarRigid,
+    demo: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    k: int,
+    arm: int,
+    cloth: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, float]:
+    """`arm`'s demonstrated position at keyframe `k` carried onto the current cloth: x, y through
+    `transform`, z as the demonstrated height above the cloth; and the depth offset (current minus
+    demonstration cloth depth there) that the arm's release is carried with."""
+    demo_point = demo[3][k, arm, :3]
+    mapped = np.asarray(transform.apply(demo_point[None, None]))[0, 0]
+    n = cfg.depth_neighbours
+    offset = cloth_depth(cloth[0], cloth[2], mapped, n) - cloth_depth(demo[0][k], demo[2][k], demo_point, n)
+    return np.array([mapped[0], mapped[1], demo_point[2] + offset]), offset
+
+
+def map_release(transform: PlanarRigid, depth_offset: float, demo_point: np.ndarray) -> np.ndarray:
+    """A demonstrated release position carried through its grasp's registration and depth offset
+    (the demonstration's cloth at a release is folded: it is not registered itself)."""
+    mapped = np.asarray(transform.apply(demo_point[None, None]))[0, 0]
+    return np.array([mapped[0], mapped[1], demo_point[2] + depth_offset])
+
+
 @dataclass
 class _Arm:
     """What the walker remembers about one arm during a fold."""
@@ -354,27 +410,11 @@ class RegistrationReplay:
         if not grasping:
             return
         assert self._demo is not None
-        demo_pos, demo_feat, demo_val, demo_state = self._demo
-        pos, feat, val = cloth
-        k = stage.keyframe
-        features = (demo_feat[k][None], feat[None]) if self.cfg.feature_weight > 0 else (None, None)
-        transform = register_planar(
-            demo_pos[k][None],
-            demo_val[k][None],
-            pos[None],
-            val[None],
-            *features,
-            iterations=self.cfg.iterations,
-            rotations=self.cfg.rotations,
-            feature_weight=self.cfg.feature_weight,
-        )
+        transform = register_keyframe(self.cfg, self._demo, stage.keyframe, cloth)
         for a in grasping:
-            demo_point = demo_state[k, a, :3]
-            mapped = np.asarray(transform.apply(demo_point[None, None]))[0, 0]
-            offset = self._depth(pos, val, mapped) - self._depth(demo_pos[k], demo_val[k], demo_point)
             arm = self._arms[a]
-            arm.target = np.array([mapped[0], mapped[1], demo_point[2] + offset])
-            arm.transform, arm.depth_offset = transform, offset
+            arm.target, arm.depth_offset = map_grasp(self.cfg, transform, self._demo, stage.keyframe, a, cloth)
+            arm.transform = transform
             arm.frozen = bool(np.linalg.norm(state[a, :2] - arm.target[:2]) <= self.cfg.reach_tolerance_m)
 
     def _aim_release(self, stage: Stage, a: int, state: np.ndarray) -> None:
@@ -383,18 +423,10 @@ class RegistrationReplay:
         assert self._demo is not None
         arm = self._arms[a]
         assert arm.transform is not None, "stages come from openness changes: a release follows a grasp"
-        demo_point = self._demo[3][stage.keyframe, a, :3]
-        mapped = np.asarray(arm.transform.apply(demo_point[None, None]))[0, 0]
-        arm.target = np.array([mapped[0], mapped[1], demo_point[2] + arm.depth_offset])
+        arm.target = map_release(arm.transform, arm.depth_offset, self._demo[3][stage.keyframe, a, :3])
         start = state[a, :3].copy()
         arm.arc = np.array([MOTION.arc_point(start, arm.target, j / ARC_POINTS, UP) for j in range(ARC_POINTS + 1)])
         arm.frozen = True
-
-    def _depth(self, positions: np.ndarray, valid: np.ndarray, point: np.ndarray) -> float:
-        """Mean depth of the `depth_neighbours` valid tokens nearest `point` in x, y."""
-        pts = positions[valid]
-        nearest = np.argsort(np.linalg.norm(pts[:, :2] - point[:2], axis=1))[: self.cfg.depth_neighbours]
-        return float(pts[nearest, 2].mean())
 
     def _approach(self, position: np.ndarray, target: np.ndarray) -> np.ndarray:
         """Waypoints onto `target`: straight down once above it, else (rise to the approach
