@@ -71,9 +71,10 @@ class PolicyServer:
         (`instant_fold_core.policy.event_targets`; other than "policy" only for a learned policy
         with the anchored keypose head; "auto" picks for the policy). The strategy it resolves to
         is `self.event_targets`."""
+        cfg = getattr(runner, "cfg", None)
         try:
             event_targets = resolve(
-                event_targets, getattr(runner.cfg, "keypose_head", None), str(runner.cfg.conditioning)
+                event_targets, getattr(cfg, "keypose_head", None), str(getattr(cfg, "conditioning", ""))
             )
         except ValueError as exc:
             raise PolicyServerError(str(exc)) from None
