@@ -270,3 +270,28 @@ def test_the_sim_driver_waits_for_a_simulator_still_building_its_scene(ros_env: 
         assert drivers.lockstep.connect_timeout_s >= 600.0  # sim.yaml: the sim node's backend_start_timeout_s
     finally:
         rclpy.try_shutdown()
+
+
+DEMONSTRATOR = "from instant_fold_demo.sim_demonstrator import main; raise SystemExit(main())"
+DEMONSTRATOR_PARAMETERS = ("-p", "wait_for_subscribers:=false", "-p", "settle_s:=0.0", "-p", "linger_s:=0.0")
+DEMONSTRATOR_PARAMETERS += ("-p", "keyframes:=2")
+
+
+def test_the_sim_demonstrator_sends_its_first_read_again_when_the_reply_is_lost(ros_env: dict[str, str]) -> None:
+    """The demonstrator's first `sim/step` is a read of the arm state; a simulator whose first
+    reply is lost (as DDS loses a reply to a client it has not matched yet) still gets the whole
+    replay: the read is sent again, then every step of the first two keyframes is answered."""
+    simulator = _slow_simulator(ros_env, 0.0, lost_replies=1)
+    try:
+        demonstrator = subprocess.run(
+            [sys.executable, "-c", DEMONSTRATOR, "--ros-args", *DEMONSTRATOR_PARAMETERS],
+            env=ros_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        simulator.send_signal(signal.SIGINT)
+        simulator.wait(30)
+    assert demonstrator.returncode == 0, demonstrator.stderr
+    assert "demonstration replayed" in demonstrator.stderr + demonstrator.stdout

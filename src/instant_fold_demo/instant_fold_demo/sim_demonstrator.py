@@ -43,6 +43,9 @@ from instant_fold_ros.qos import COMMAND_QOS
 BUNDLED_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
 #: The simulator's frame rate (instant_fold_sim ClothSimConfig.fps): one step is one frame.
 SIM_FPS = 20.0
+#: An unanswered read of the simulator's state is sent again after this long (s): a reply to a
+#: client the service has not matched yet is lost for good (instant_fold_sim.sim_driver, same fix).
+READ_RESEND_S = 1.0
 #: What a recording of the demonstration needs subscribed before the first step.
 RECORDED = ("camera/color", "camera/depth", "camera/camera_info", "cloth/mask", "arms/state")
 
@@ -89,6 +92,7 @@ class SimDemonstratorNode(Node):
         self.ready_since: float | None = None
         self.done_at: float | None = None
         self.pending: Future | None = None
+        self.read_sent_at: float | None = None  # when the pending request is a read: its time
         self.get_logger().info(f"replaying {len(self.keypose)} keyframes of {path} with the simulated arms")
         self.create_timer(0.05, self._tick)
 
@@ -99,6 +103,9 @@ class SimDemonstratorNode(Node):
             self.finished = now - self.done_at >= self.linger_s
             return
         if self.pending is not None:
+            if self.read_sent_at is not None and now - self.read_sent_at >= READ_RESEND_S:
+                self.client.remove_pending_request(self.pending)
+                self._send(None)
             return
         if self.ready_since is None:
             listening = all(self.count_subscribers(t) for t in RECORDED)
@@ -118,10 +125,14 @@ class SimDemonstratorNode(Node):
             request.target = command[0].ravel().tolist()
             request.openness = command[1].tolist()
             request.until = self.sim_time + 1.0 / SIM_FPS
+        self.read_sent_at = time.monotonic() if command is None else None
         self.pending = self.client.call_async(request)
         self.pending.add_done_callback(self._answered)
 
     def _answered(self, future: Future) -> None:
+        if future is not self.pending:  # a read sent again meanwhile: its reply is the one awaited
+            return
+        self.read_sent_at = None
         response = future.result()
         if response is None or not response.success:
             message = "no answer" if response is None else response.message
