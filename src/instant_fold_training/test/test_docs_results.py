@@ -670,6 +670,8 @@ def test_the_demonstration_event_targets_prose_is_the_measured_one() -> None:
         f"Geom. {demo['geom']['mean']:.2f}); on held-out garments in {g_own['csr95']['mean']:.0f} % and "
         f"{g_demo['csr95']['mean']:.0f} %" in readme
     )
+    policy_docs = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    assert f"drops ({successes(demo)} against {successes(own)} successes of {demo['rollouts']})" in policy_docs
     card = " ".join((REPO / "models" / "policy" / "README.md").read_text().split())
     quick = json.loads((RESULTS / "quick_demo_targets.json").read_text())["rows"]["policy"]["seen"]
     card_quotes = [
