@@ -196,7 +196,9 @@ def test_teacher_forcing_conditions_on_the_given_targets(episodes):
     assert not unused, f"parameters without gradient (would break DDP): {unused}"
 
 
-def test_anchored_checkpoint_round_trip_and_runner(episodes, tmp_path):
+def saved_runner(episodes, tmp_path):
+    """A `PolicyRunner` of an anchored policy saved and loaded back, conditioned on the keyframes
+    of its first training episode; and that episode."""
     cfg, policy, dataset = anchored_policy(episodes)
     policy.save_pretrained(tmp_path / "ckpt", cfg)
     runner = PolicyRunner.from_checkpoint(tmp_path / "ckpt")
@@ -205,6 +207,11 @@ def test_anchored_checkpoint_round_trip_and_runner(episodes, tmp_path):
     runner.load_demonstration(
         demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf], demo.cloth_valid[kf]
     )
+    return runner, demo
+
+
+def test_anchored_checkpoint_round_trip_and_runner(episodes, tmp_path):
+    runner, demo = saved_runner(episodes, tmp_path)
     chunk = runner.predict(
         demo.cloth_positions[0],
         demo.cloth_features[0],
@@ -240,14 +247,7 @@ def test_target_override_holds_the_masked_arms_target(episodes, tmp_path):
     """`PolicyRunner.predict`'s target override: the masked arm's keypose is the given point and its
     trajectory is conditioned on it; the other arm's target is still read from the cloth; an empty
     mask changes nothing, bit for bit."""
-    cfg, policy, dataset = anchored_policy(episodes)
-    policy.save_pretrained(tmp_path / "ckpt", cfg)
-    runner = PolicyRunner.from_checkpoint(tmp_path / "ckpt")
-    demo = dataset.episodes[0]
-    kf = demo.keyframes
-    runner.load_demonstration(
-        demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf], demo.cloth_valid[kf]
-    )
+    runner, demo = saved_runner(episodes, tmp_path)
     query = (demo.cloth_positions[3], demo.cloth_features[3], demo.arm_state[3], demo.cloth_valid[3])
 
     def predict(*override):
