@@ -10,6 +10,7 @@ and numpy than the workspace.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ from instant_fold_core.dataset.lerobot_format import read_episode, read_info
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.demonstration import Demonstration, from_episode, load_demonstration
 from instant_fold_core.rgbd import RGBDFrame
+from instant_fold_core.testing import random_episode
 from instant_fold_training.lerobot_dataset import main
 
 zarr_store = pytest.importorskip(
@@ -37,25 +39,9 @@ READER = Path(__file__).with_name("lerobot_reader.py")
 
 def _episode(mode: str, seed: int, frames: int = 8, res: int = 256) -> Episode:
     """A synthetic episode with a grasp at frame 3 and a release at frame 6 on both arms."""
-    rng = np.random.default_rng(seed)
-    state = rng.uniform(-0.3, 0.9, (frames, 2, 4)).astype(np.float32)
-    state[:, :, 3] = 1.0
-    state[3:6, :, 3] = 0.0
-    return Episode(
-        rgb=rng.integers(0, 255, (frames, res, res, 3), dtype=np.uint8),
-        depth=rng.uniform(0.5, 1.2, (frames, res, res)).astype(np.float32),
-        mask=rng.random((frames, res, res)) > 0.4,
-        intrinsics=np.array([[300.5, 0, 128], [0, 300.5, 127.5], [0, 0, 1]], np.float32),
-        extrinsics=np.eye(4, dtype=np.float32),
-        arm_state=state,
-        action=np.roll(state, -1, axis=0) + np.float32(1e-3),
-        particles=rng.random((frames, 12, 3)).astype(np.float32),
-        particle_visible=rng.random((frames, 12)) > 0.3,
-        keypoints=rng.random((frames, 7, 3)).astype(np.float32),
-        keypoint_particle_ids=np.arange(7, dtype=np.int32),
-        keyframes=np.array([0, 3, 6, frames - 1], dtype=np.int32),
-        meta={"mode": mode, "garment_id": f"proc_{seed:05d}", "variant": "S", "seed": seed, "description": mode},
-    )
+    meta = {"mode": mode, "garment_id": f"proc_{seed:05d}", "variant": "S", "seed": seed, "description": mode}
+    ep = random_episode(frames, res, np.array([[300.5, 0, 128], [0, 300.5, 127.5], [0, 0, 1]]), seed, meta)
+    return dataclasses.replace(ep, action=np.roll(ep.arm_state, -1, axis=0) + np.float32(1e-3))
 
 
 def _bag(path: Path, ep: Episode, arm_state: bool = True) -> Path:

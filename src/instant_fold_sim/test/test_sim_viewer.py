@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from instant_fold_core.dataset.schema import Episode
+from instant_fold_core.testing import random_episode
 
 zarr_store = pytest.importorskip(
     "instant_fold_core.dataset.zarr_store", reason="episode stores need zarr 3 (Python >= 3.11)"
@@ -17,25 +18,8 @@ rerun_chunk = pytest.importorskip("rerun.chunk", reason="rerun-sdk is pinned in 
 
 def _episode(frames: int = 9, res: int = 32) -> Episode:
     """Both grippers close at frame 3 and open at frame 6."""
-    rng = np.random.default_rng(0)
-    state = rng.uniform(-0.3, 0.9, (frames, 2, 4)).astype(np.float32)
-    state[:, :, 3] = 1.0
-    state[3:6, :, 3] = 0.0
-    return Episode(
-        rgb=rng.integers(0, 255, (frames, res, res, 3), dtype=np.uint8),
-        depth=rng.uniform(0.5, 1.2, (frames, res, res)).astype(np.float32),
-        mask=rng.random((frames, res, res)) > 0.4,
-        intrinsics=np.array([[40, 0, 16], [0, 40, 16], [0, 0, 1]], np.float32),
-        extrinsics=np.eye(4, dtype=np.float32),
-        arm_state=state,
-        action=state,
-        particles=rng.random((frames, 12, 3)).astype(np.float32),
-        particle_visible=rng.random((frames, 12)) > 0.3,
-        keypoints=rng.random((frames, 7, 3)).astype(np.float32),
-        keypoint_particle_ids=np.arange(7, dtype=np.int32),
-        keyframes=np.array([0, 3, 6, frames - 1], dtype=np.int32),
-        meta={"mode": "sleeves_down__bottom_up", "variant": "S"},
-    )
+    intrinsics = np.array([[40, 0, 16], [0, 40, 16], [0, 0, 1]])
+    return random_episode(frames, res, intrinsics, meta={"mode": "sleeves_down__bottom_up", "variant": "S"})
 
 
 def test_rrd_holds_every_frame_and_a_line_per_keyframe(tmp_path, capsys):
