@@ -15,7 +15,8 @@
 # Rerunning on the same WORK_DIR resumes every step (finished steps and episodes are skipped).
 # --paper: the paper's scale for a GPU machine (paper simulator, encoder and policy presets, batched
 # worlds, the paper's step counts); the default is cpu-small, sized for a 2-core CPU (~2.5 h).
-# Environment overrides: EPISODES_PER, ENCODER_STEPS, POLICY_STEPS, WORKERS, WORLDS, DEVICE,
+# Environment overrides: MODES (generate --modes), HELDOUT_STARTS (episode-name glob of the start states
+# kept out of training), EPISODES_PER, ENCODER_STEPS, POLICY_STEPS, WORKERS, WORLDS, DEVICE,
 # NPROC (policy training processes under torchrun, DDP; 2 on cpu-small: one per core),
 # OMP_NUM_THREADS (1 by default: much faster than 2 on a shared 2-core machine), TOKENIZER (an
 # existing tokenizer directory, e.g. models/encoder: stage 2 is skipped and the policy is trained
@@ -60,11 +61,12 @@ stage() {
 
 # The default policy's folds: one sleeves-first, two body-first (a side fold and a bottom-up fold),
 # so that only the demonstration tells the policy which garment part to grasp first.
-modes=sleeves_down__bottom_up/S,body_bottom_up__sleeves_down/S,body_side_fold_L__sleeves_down/L
+# MODES=training-folds: the 16 training contexts of the fold split (docs/sim.md, "The fold split").
+modes=${MODES:-sleeves_down__bottom_up/S,body_bottom_up__sleeves_down/S,body_side_fold_L__sleeves_down/L}
 if [[ -n "${STORE:-}" ]]; then
   stage "1/5 episodes: using $store (STORE), not generated here"
 else
-  stage "1/5 generating $episodes_per start states x 7 garments x 3 modes ($sim) into $store"
+  stage "1/5 generating $episodes_per start states x 7 garments x modes $modes ($sim) into $store"
   "$py" -m instant_fold_sim.generate --out "$store" --preset "$sim" --garments proc:0:8 --split train \
     --modes "$modes" --episodes-per "$episodes_per" --seed 0 --workers "$workers" --worlds "$worlds"
 fi
@@ -80,7 +82,8 @@ else
 fi
 
 stage "3/5 tokenising"
-benchmark_starts='*__e00[345]'  # config/benchmarks/cpu.yaml start_ks
+# Start states kept out of training: config/benchmarks/cpu.yaml start_ks (HELDOUT_STARTS: another glob).
+benchmark_starts=${HELDOUT_STARTS:-'*__e00[345]'}
 tok=(--store "$store" --tokenizer "$tokenizer" --max-oracle-error 0.15 --policy-config "$policy"
   --device "$device" --no-progress)
 "$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_train" --exclude "$benchmark_starts"

@@ -19,6 +19,7 @@ from instant_fold_core.policy.dataset import (
     occlude_tokens,
     recovery_targets,
 )
+from instant_fold_core.policy.evaluation import demonstration_pairs
 from instant_fold_core.policy.normalization import ActionNormalizers
 from instant_fold_core.policy.synthetic import MODES, make_episode, synthetic_episodes
 
@@ -39,6 +40,19 @@ def test_synthetic_modes_share_the_start_state_and_differ_afterwards():
     assert g[a.keyframes[1]] == 0 and g[a.keyframes[1] - 1] == 1
     assert g[a.keyframes[2]] == 1 and g[a.keyframes[2] - 1] == 0
     assert a.keyframes[-1] == a.num_frames - 1
+
+
+def test_a_demonstration_of_another_variant_is_never_the_context(episodes):
+    """Left-first and right-first executions of one mode are different folds (the paper's contexts):
+    pairing them would teach the policy to ignore the demonstrated order."""
+    first, second = (dataclasses.replace(e, meta=dict(e.meta)) for e in (episodes[0], episodes[2]))
+    assert first.meta["garment_id"] == second.meta["garment_id"] and first.meta["mode"] == second.meta["mode"]
+    ds = PolicyDataset([first, second], 4, TrainingConfig())
+    assert ds.siblings == [[1], [0]]
+    first.meta["variant"], second.meta["variant"] = "L", "R"
+    ds = PolicyDataset([first, second], 4, TrainingConfig())
+    assert ds.siblings == [[0], [1]]  # no sibling of its context: each serves as its own
+    assert demonstration_pairs([first], [first, second]) == []
 
 
 def test_chunk_targets_rebuild_the_expert_actions(episodes):

@@ -34,6 +34,7 @@ from instant_fold_core.errors import ConfigError
 from instant_fold_core.output_dir import OutputDirError, claimed_output_dir
 from instant_fold_core.parallel import run_jobs
 
+from .fold_split import HELDOUT_CONTEXTS, TRAINING_CONTEXTS
 from .garments import (
     MAX_PARTICLES,
     GarmentError,
@@ -232,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--modes",
         default="all",
         help="comma-separated mode names or ids, each optionally /VARIANT (e.g. 2/S), 'all' (19 folds), "
-        "or 'random' (pretraining drags)",
+        "'random' (pretraining drags), or the fold split's 'training-folds' (16 contexts) / 'held-out-folds' (3)",
     )
     p.add_argument("--variants", default="all", help="comma-separated variants to keep (e.g. L,R,S)")
     p.add_argument("--episodes-per", type=int, default=1, help="episodes per (garment, mode)")
@@ -261,6 +262,10 @@ def _resolve_modes(spec: str) -> list[str]:
         return list(FOLDING_MODES)
     if spec == "random":
         return [n for n, m in MODES.items() if m.family == "random"]
+    if spec == "training-folds":
+        return list(TRAINING_CONTEXTS)
+    if spec == "held-out-folds":
+        return list(HELDOUT_CONTEXTS)
     out = []
     for entry in _parse_list(spec) or []:
         name, sep, variant = entry.partition("/")

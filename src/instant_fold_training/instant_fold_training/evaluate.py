@@ -62,6 +62,7 @@ from .benchmark import BenchmarkSpec, Init, RolloutJob
 from .scoring import (
     REFERENCE_LABELS,
     ROWS,
+    context_table,
     event_table,
     families,
     grasp_table,
@@ -69,6 +70,7 @@ from .scoring import (
     oracle_uv,
     score_line,
     score_rows,
+    summarize_contexts,
     summarize_rows,
     table,
 )
@@ -382,7 +384,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         timing["rollouts_s"] = time.perf_counter() - t0
         rollouts = _records(spec, lines)
 
-    summaries, run_notes = _score(spec, entries, rollouts, out)
+    summaries, contexts, run_notes = _score(spec, entries, rollouts, out)
     outcomes: dict[str, int] = {}
     for line in lines:
         outcomes[line["outcome"]] = outcomes.get(line["outcome"], 0) + 1
@@ -399,6 +401,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "event_targets": event_targets,
         "home_after_events": args.home_after_events,
         "rows": summaries,
+        "contexts": contexts,
         "notes": run_notes,
         "outcomes": outcomes,
         "rollouts": len(lines),
@@ -435,8 +438,9 @@ def _score(
     entries: dict[tuple[str, int, str], BankEntry],
     rollouts: dict[tuple[Init, str], FoldRecord] | None,
     out: Path,
-) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Score every row, write `scores.jsonl` into `out`; the row summaries and the notes."""
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
+    """Score every row, write `scores.jsonl` into `out`; the row summaries, the per-context
+    summaries and the notes."""
     fams = families(spec, entries)
     rows = score_rows(spec, fams, rollouts)
     summaries = summarize_rows(rows, oracle_uv(fams))
@@ -444,12 +448,12 @@ def _score(
         for row, scored in rows.items():
             for split, s, extra in scored:
                 f.write(json.dumps(score_line(row, split, s, extra)) + "\n")
-    return summaries, notes(fams, summaries)
+    return summaries, summarize_contexts(rows), notes(fams, summaries)
 
 
 def _write_summary(out: Path, summary: dict[str, Any]) -> None:
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    (out / "table.md").write_text(tables(row_labels(summary)))
+    (out / "table.md").write_text(report(summary))
 
 
 def rescore(run_dir: Path, out: Path, bank: str = "") -> dict[str, Any]:
@@ -487,8 +491,14 @@ def rescore(run_dir: Path, out: Path, bank: str = "") -> dict[str, Any]:
     _check_run(out, run)
     if lines:
         _rewrite_jsonl(out / "rollouts.jsonl", lines)
-    summaries, run_notes = _score(spec, entries, rollouts, out)
-    summary = old | {"bank": str(bank_root), "rows": summaries, "notes": run_notes, "rescored_from": str(run_dir)}
+    summaries, contexts, run_notes = _score(spec, entries, rollouts, out)
+    summary = old | {
+        "bank": str(bank_root),
+        "rows": summaries,
+        "contexts": contexts,
+        "notes": run_notes,
+        "rescored_from": str(run_dir),
+    }
     _write_summary(out, summary)
     return summary
 
@@ -507,6 +517,14 @@ def row_labels(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def tables(rows: list[tuple[str, dict[str, Any]]]) -> str:
     """Table 1 of these rows, then their first-grasp and event errors where any row has them."""
     return table(rows) + "".join(f"\n{t}" for t in (grasp_table(rows), event_table(rows)) if t)
+
+
+def report(summary: dict[str, Any]) -> str:
+    """The tables of one run: Table 1 and its error tables, then the per-context table (runs
+    scored before it existed have none; `rescore` adds it)."""
+    spec = summary.get("benchmark") or {}
+    per_context = context_table(summary.get("contexts") or {}, [*spec.get("seen", []), *spec.get("heldout", [])])
+    return tables(row_labels(summary)) + (f"\n{per_context}" if per_context else "")
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:
@@ -622,7 +640,7 @@ def rescore_main(argv: list[str]) -> int:
 
 def _report(prog: str, summary: dict[str, Any], out: Path) -> int:
     """Print a scored run's tables and notes and where they were written; exit code 0."""
-    print(tables(row_labels(summary)))
+    print(report(summary))
     for note in summary["notes"]:
         print(f"{prog}: note: {note}")
     print(f"{prog}: wrote {out / 'summary.json'}, table.md, scores.jsonl")

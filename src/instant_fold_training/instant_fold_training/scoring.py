@@ -52,6 +52,8 @@ ROWS = ("policy", "wrong-demo", "oracle", OUT_OF_SAMPLE, "do-nothing")
 #: context's demonstration, the oracle's in-sample reference or no grasp at all).
 GRASP_ROWS = ("policy", OUT_OF_SAMPLE)
 SPLITS = ("seen", "heldout")
+#: Rows of the per-context table: the policy beside its ceiling and its floor.
+CONTEXT_ROWS = ("policy", OUT_OF_SAMPLE, "do-nothing")
 #: Table labels of the reference rows, those of every run (the policy rows take the run's label).
 REFERENCE_LABELS = {"oracle": "oracle (in-sample)", OUT_OF_SAMPLE: "oracle (out-of-sample)", "do-nothing": "do-nothing"}
 #: Fewest executions per context for the out-of-sample row (leave one out, calibrate on >= 2).
@@ -147,6 +149,26 @@ def summarize_rows(rows: dict[str, list[Scored]], uv: dict[str, np.ndarray]) -> 
     return out
 
 
+def summarize_contexts(rows: dict[str, list[Scored]]) -> dict[str, dict[str, Any]]:
+    """Per folding context (the paper's per-context breakdown, appendix): its split and, for each
+    row of `CONTEXT_ROWS` that scored it, Ctx. Acc. and C-SR@95 (%) and Geom. averaged over its
+    folds, with their count. Plain means: a context has a few starts, too few for an interval."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in CONTEXT_ROWS:
+        by_context: dict[str, list[RolloutScore]] = {}
+        for split, score, _ in rows.get(row, []):
+            out.setdefault(score.context, {"split": split})
+            by_context.setdefault(score.context, []).append(score)
+        for context, scores in by_context.items():
+            out[context][row] = {
+                "ctx_acc": 100.0 * float(np.mean([s.context_correct for s in scores])),
+                "csr95": 100.0 * float(np.mean([s.success for s in scores])),
+                "geom": float(np.mean([s.geom for s in scores])),
+                "folds": len(scores),
+            }
+    return out
+
+
 def score_line(row: str, split: str, score: RolloutScore, extra: dict[str, Any]) -> dict[str, Any]:
     """One line of `scores.jsonl`: a scored fold of a row."""
     fields = {k: (v.to_json() if isinstance(v, (FirstGraspError, EventError)) else v) for k, v in extra.items()}
@@ -210,6 +232,34 @@ def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
                 _cell(s and s["w1"], 3),
             ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return head + "\n".join(lines) + "\n"
+
+
+def context_table(contexts: dict[str, dict[str, Any]], order: list[str]) -> str:
+    """Markdown of the per-context summaries (`summarize_contexts`) in `order` (the spec's: seen
+    contexts, then held-out ones); "" for fewer than two contexts (the main table says it all)."""
+    if len(contexts) < 2:
+        return ""
+
+    def cells(row: dict[str, Any] | None, keys: tuple[str, ...]) -> list[str]:
+        if row is None:
+            return ["–"] * len(keys)
+        return [f"{row[k]:.2f}" if k == "geom" else f"{row[k]:.1f}" for k in keys]
+
+    lines = []
+    for context in sorted(contexts, key=lambda label: order.index(label) if label in order else len(order)):
+        c = contexts[context]
+        policy = c.get("policy")
+        folds = str((policy or c.get("do-nothing") or {}).get("folds", "–"))
+        row = [context, c["split"], folds]
+        row += cells(policy, ("ctx_acc", "csr95", "geom"))
+        row += cells(c.get(OUT_OF_SAMPLE), ("csr95", "geom"))
+        row += cells(c.get("do-nothing"), ("geom",))
+        lines.append("| " + " | ".join(row) + " |")
+    head = (
+        "| context | split | folds | Ctx. Acc. ↑ | C-SR@95 ↑ | Geom. ↓ | oracle (out-of-sample): C-SR@95 | Geom. "
+        "| do-nothing: Geom. |\n|---|---|---|---|---|---|---|---|---|\n"
+    )
     return head + "\n".join(lines) + "\n"
 
 

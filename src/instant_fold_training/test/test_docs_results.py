@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from instant_fold_training.evaluate import row_labels, tables
-from instant_fold_training.scoring import table
+from instant_fold_training.scoring import context_table, table
 
 REPO = Path(__file__).resolve().parents[3]
 RESULTS = REPO / "docs" / "results"
@@ -685,3 +685,9 @@ def test_the_demonstration_event_targets_prose_is_the_measured_one() -> None:
     ]
     missing = [q for q in card_quotes if q not in card]
     assert not missing, missing
+
+
+def test_the_per_context_table_in_the_docs_is_the_measured_one() -> None:
+    summary = json.loads((RESULTS / "eval_cpu_default_demo_targets.json").read_text())
+    order = summary["benchmark"]["seen"] + summary["benchmark"]["heldout"]
+    assert context_table(summary["contexts"], order) in (REPO / "docs" / "evaluation.md").read_text()

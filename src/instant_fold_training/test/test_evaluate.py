@@ -45,6 +45,28 @@ def test_evaluate_writes_rollouts_scores_summary_and_table(tiny_run: Path) -> No
     assert "| policy |" in table and "| first grasp, xy (cm) |" in table
 
 
+def test_the_per_context_table_breaks_the_rows_down_by_the_scores_of_each_context(tiny_run: Path) -> None:
+    out = tiny_run / "out"
+    scores = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    contexts = _summary(tiny_run)["contexts"]
+    labels = [c.label for c in BenchmarkSpec.load("tiny").contexts]
+    assert sorted(contexts) == sorted(labels)
+    table = (out / "table.md").read_text()
+    for label, c in contexts.items():
+        assert c["split"] == "seen" and "oracle-out-of-sample" not in c  # 2 executions: no such row
+        for row in ("policy", "do-nothing"):
+            folds = [s for s in scores if s["row"] == row and s["context"] == label]
+            assert c[row]["folds"] == len(folds) == 1
+            assert c[row]["geom"] == pytest.approx(sum(s["geom"] for s in folds) / len(folds))
+            assert c[row]["csr95"] == 100.0 * sum(s["success"] for s in folds) / len(folds)
+        policy = c["policy"]
+        line = (
+            f"| {label} | seen | 1 | {policy['ctx_acc']:.1f} | {policy['csr95']:.1f} | {policy['geom']:.2f} | – | – |"
+        )
+        assert line in table
+    assert [table.index(f"| {label} |") for label in labels] == sorted(table.index(f"| {label} |") for label in labels)
+
+
 def test_oracle_classifies_its_own_context_and_do_nothing_never_succeeds(tiny_run: Path) -> None:
     rows = _summary(tiny_run)["rows"]
     oracle, nothing = rows["oracle"]["seen"], rows["do-nothing"]["seen"]

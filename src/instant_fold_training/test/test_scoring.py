@@ -196,3 +196,18 @@ def test_rescore_scores_a_runs_rollouts_into_another_folder_and_leaves_the_run_a
     assert main(["rescore", str(run), "--out", str(tmp_path / "other")]) == 2
     err = capsys.readouterr().err
     assert "never over the run it reads" in err and "1 of 2 rollouts missing" in err
+
+
+@pytest.mark.parametrize("name", ["cpu_folds", "cpu_folds_garments"])
+def test_the_breadth_benchmarks_score_the_fold_split(name: str):
+    """Seen folds are exactly the training contexts and held-out folds the held-out ones, with 10
+    oracle executions each: the per-context table then covers every fold of the split."""
+    from instant_fold_sim.fold_split import HELDOUT_CONTEXTS, TRAINING_CONTEXTS
+    from instant_fold_sim.garments import split_of_seed
+
+    spec = BenchmarkSpec.load(name)
+    assert tuple(c.label for c in spec.seen) == TRAINING_CONTEXTS
+    assert tuple(c.label for c in spec.heldout) == HELDOUT_CONTEXTS
+    assert spec.oracle_runs == 10
+    garment_split = "train" if name == "cpu_folds" else "heldout"
+    assert {split_of_seed(int(g.split(":")[1])) for g in spec.garments} == {garment_split}

@@ -38,6 +38,16 @@ ARM_STATE_FIELDS: tuple[str, ...] = ("x", "y", "z", "openness")
 #: episode `seed` and the mode's language `description`.
 META_KEYS: tuple[str, ...] = ("garment_id", "split", "mode", "mode_id", "variant", "seed", "description")
 
+
+def folding_context(meta: dict[str, Any]) -> str:
+    """The folding context of an episode's `meta`: `mode/variant` (the paper's context: a mode and
+    its execution order), or the mode alone for episodes that carry no variant (demonstrations
+    recorded without one). Context demonstrations are drawn within a garment's context: a
+    demonstration of another variant (left-first instead of right-first) shows another fold."""
+    variant = meta.get("variant")
+    return f"{meta['mode']}/{variant}" if variant else str(meta["mode"])
+
+
 #: Openness convention: 1.0 = open, 0.0 = closed (binary in the paper).
 GRIPPER_OPEN = 1.0
 GRIPPER_CLOSED = 0.0

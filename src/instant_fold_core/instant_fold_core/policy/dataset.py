@@ -1,7 +1,7 @@
 """Training samples from tokenised episodes: context-demo pairing, normaliser calibration, augmentation.
 
 For every sample a context demonstration is drawn at random among the *other* episodes of the
-same garment and mode (appendix D); when an episode has no such sibling it serves as its own
+same garment and folding context (mode and execution variant; appendix D); when an episode has no such sibling it serves as its own
 context. `draw_batch` can instead let a few demonstrations serve a whole batch (each the context
 of several samples of its garment and mode), which is what makes a CPU step cheap. Augmentations:
 recovery (perturbed gripper state with a relabelled chunk that converges back to the expert) and
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from instant_fold_core.dataset.keyframes import gripper_events
+from instant_fold_core.dataset.schema import folding_context
 from instant_fold_core.policy.configuration import TrainingConfig
 from instant_fold_core.policy.data import (
     EventTargets,
@@ -92,11 +93,8 @@ class PolicyDataset:
         self.mode_ids = mode_ids(episodes)
         groups: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, e in enumerate(episodes):
-            groups[(str(e.meta["garment_id"]), str(e.meta["mode"]))].append(i)
-        self.siblings = [
-            [j for j in groups[(str(e.meta["garment_id"]), str(e.meta["mode"]))] if j != i] or [i]
-            for i, e in enumerate(episodes)
-        ]
+            groups[demonstration_key(e)].append(i)
+        self.siblings = [[j for j in groups[demonstration_key(e)] if j != i] or [i] for i, e in enumerate(episodes)]
         select = moving_frames if self.train.frames == "moving" else (lambda e: np.arange(e.num_frames))
         stride = self.train.frame_stride
         self.index = [(i, int(t)) for i, e in enumerate(episodes) for t in select(e)[::stride]]
@@ -105,7 +103,7 @@ class PolicyDataset:
         self.frames_of: list[list[int]] = [[] for _ in episodes]
         for pos, (i, _) in enumerate(self.index):
             self.frames_of[i].append(pos)
-        # Episodes whose context draw can give demonstration d (its garment and mode, d excluded).
+        # Episodes whose context draw can give demonstration d (its garment and context, d excluded).
         self.contexts_of: list[list[int]] = [[] for _ in episodes]
         for i, sib in enumerate(self.siblings):
             for d in sib:
@@ -288,6 +286,11 @@ def moving_frames(episode: TokenizedEpisode, tol_m: float = 1e-3) -> np.ndarray:
     moved = np.linalg.norm(np.diff(gs[:, :, :3], axis=0), axis=-1) > tol_m
     toggled = np.diff(gs[:, :, 3], axis=0) != 0
     return np.flatnonzero((moved | toggled).any(axis=1))
+
+
+def demonstration_key(episode: TokenizedEpisode) -> tuple[str, str]:
+    """(garment, folding context): the episodes that can serve as each other's demonstration."""
+    return str(episode.meta["garment_id"]), folding_context(episode.meta)
 
 
 def mode_ids(episodes: list[TokenizedEpisode]) -> dict[str, int]:

@@ -27,6 +27,7 @@ from instant_fold_core.policy.arm_sensitivity import (
     arm_sensitivity,
 )
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
+from instant_fold_core.policy.dataset import demonstration_key
 from instant_fold_core.policy.inference import PolicyRunner
 
 
@@ -116,15 +117,15 @@ def nearest_keypoints(points: np.ndarray, keypoints: np.ndarray, names: tuple[st
 def demonstration_pairs(
     queries: list[TokenizedEpisode], demos: list[TokenizedEpisode], demo_source: str = "other"
 ) -> list[tuple[TokenizedEpisode, TokenizedEpisode]]:
-    """(query, demonstration) for every query with another episode of its garment and mode in
+    """(query, demonstration) for every query with another episode of its garment and context in
     `demos` (a different start state); with `demo_source="self"` the query itself (why: see
     `first_grasp_errors`). Queries without such an episode are left out."""
     if demo_source not in DEMO_SOURCES:
         raise PolicyDataError(f"demo_source: one of {DEMO_SOURCES}, got {demo_source!r}")
     pairs = []
     for query in queries:
-        key = (query.meta["garment_id"], query.meta["mode"])
-        pool = [d for d in demos if (d.meta["garment_id"], d.meta["mode"]) == key and d is not query]
+        key = demonstration_key(query)
+        pool = [d for d in demos if demonstration_key(d) == key and d is not query]
         if pool:
             pairs.append((query, query if demo_source == "self" else pool[0]))
     return pairs
@@ -149,10 +150,11 @@ def first_grasp_errors(
     """
     results = []
     for query, demo in demonstration_pairs(queries, demos, demo_source):
-        key = (query.meta["garment_id"], query.meta["mode"])
         name = query.meta.get("episode_name")
         if runner.cfg.conditioning == "language":
-            runner.load_mode(key[1])  # the language baseline is told the mode; the same queries are scored
+            runner.load_mode(
+                str(query.meta["mode"])
+            )  # the language baseline is told the mode; the same queries are scored
         else:
             kf = demo.keyframes
             runner.load_demonstration(
@@ -166,7 +168,7 @@ def first_grasp_errors(
             {
                 "query": name,
                 "demo": demo.meta.get("episode_name"),
-                "mode": key[1],
+                "mode": query.meta["mode"],
                 "grasp_error_cm": [None if np.isnan(e) else round(float(e) * 100, 2) for e in error],
                 "closed_at_frame": rollout.frames.tolist(),
             }
