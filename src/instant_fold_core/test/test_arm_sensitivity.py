@@ -41,7 +41,7 @@ def _runner(episodes, **model) -> PolicyRunner:
     policy = InstantFoldPolicy(cfg.model)
     dataset = PolicyDataset(episodes, cfg.model.horizon, cfg.train)
     dataset.calibrate(policy.normalizers)
-    policy.mode_ids = dataset.mode_ids
+    policy.mode_ids, policy.vocabulary = dataset.mode_ids, dataset.vocabulary
     return PolicyRunner(policy)
 
 
@@ -132,8 +132,8 @@ def test_a_keypose_offset_that_ignores_the_arm_reads_one_through_absolute_action
     assert result["slope_mean"] == pytest.approx(1.0, rel=1e-4)
 
 
-def test_a_language_policy_is_probed_with_its_mode(episodes):
-    runner = _runner(episodes, conditioning="language", num_modes=4)
+def test_a_language_policy_is_probed_with_its_instruction(episodes):
+    runner = _runner(episodes, conditioning="language")
     result = arm_sensitivity(runner, [(episodes[0], episodes[2])], frames_per_arm=2)
     assert result["probes"] > 0 and np.isfinite(result["slope_mean"])
 

@@ -116,7 +116,8 @@ def test_dataset_pairs_each_sample_with_a_sibling_demonstration(episodes):
         assert demo.meta["mode"] == episodes[ep_idx].meta["mode"]
         np.testing.assert_array_equal(sample.demo_arm_state, demo.arm_state[demo.keyframes])
         np.testing.assert_array_equal(sample.cloth_positions, episodes[ep_idx].cloth_positions[t])
-        assert sample.mode_id == ds.mode_ids[episodes[ep_idx].meta["mode"]]
+        words = ds.vocabulary.words
+        assert [words[w - 1] for w in sample.instruction] == episodes[ep_idx].meta["mode"].split("_")
 
 
 def with_holds(episode: TokenizedEpisode) -> TokenizedEpisode:

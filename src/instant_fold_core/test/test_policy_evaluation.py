@@ -106,11 +106,11 @@ def test_evaluation_cli_reports_train_and_heldout(episodes, checkpoint, tmp_path
     assert main(["--checkpoint", str(tmp_path), "--data", str(train_dir)]) == 2
 
 
-def test_a_language_policy_is_scored_on_the_same_queries_given_the_mode(episodes, tmp_path):
+def test_a_language_policy_is_scored_on_the_same_queries_given_the_instruction(episodes, tmp_path):
     """The language baseline of the orderings (demonstration vs language) needs the same offline
-    first-grasp rows: it is told each query's mode instead of being shown a demonstration."""
+    first-grasp rows: it is told each query's fold in words instead of being shown a demonstration."""
     cfg = preset("cpu-small")
-    cfg.model.conditioning, cfg.model.num_modes = "language", 4
+    cfg.model.conditioning = "language"
     cfg.train.steps, cfg.train.batch_size, cfg.train.log_every, cfg.train.checkpoint_every = 4, 4, 4, 4
     train(cfg.validate(), episodes, tmp_path, echo=False)
     runner = PolicyRunner.from_checkpoint(tmp_path / CHECKPOINT_DIR)

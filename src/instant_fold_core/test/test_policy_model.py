@@ -59,7 +59,7 @@ def make_policy(cfg: InstantFoldPolicyConfig, episodes, seed: int = 0) -> tuple[
     policy = InstantFoldPolicy(cfg.model)
     dataset = PolicyDataset(episodes, cfg.model.horizon, cfg.train)
     dataset.calibrate(policy.normalizers)
-    policy.mode_ids = dataset.mode_ids
+    policy.mode_ids, policy.vocabulary = dataset.mode_ids, dataset.vocabulary
     return randomise(policy, seed).eval(), dataset
 
 
@@ -101,7 +101,7 @@ def _pad_demo(demo: DemoTokens, extra: int, g: torch.Generator) -> DemoTokens:
         cat(demo.cloth_valid, torch.rand(b, extra, n, generator=g) > 0.5),
         cat(demo.arm_state, torch.randn(b, extra, 2, 4, generator=g)),
         cat(demo.frame_mask, torch.zeros(b, extra, dtype=torch.bool)),
-        demo.mode_id,
+        demo.instruction,
     )
 
 
@@ -257,43 +257,56 @@ def test_ablation_switches_change_the_computation(episodes):
         assert delta.abs().max() > 1e-4, ablation
 
 
-def test_language_conditioned_variant(episodes):
-    policy, dataset = make_policy(small_config(conditioning="language"), episodes)
+def test_language_conditioned_variant_reads_its_instruction_word_by_word(episodes, tmp_path):
+    cfg = small_config(conditioning="language")
+    policy, dataset = make_policy(cfg, episodes)
+    assert dataset.instructions[:2] == ["right over left", "bottom up"]  # synthetic meta: mode names only
     batch = make_batch(dataset)
+    assert batch.demo.instruction.shape[0] == 4 and (batch.demo.instruction > 0).any(1).all()
     losses = policy.compute_loss(batch, generator=torch.Generator().manual_seed(0))
     assert torch.isfinite(losses["loss"])
-    runner = PolicyRunner(policy)
-    runner.load_mode(1)
     ep = episodes[0]
-    chunk = runner.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.arm_state[0])
-    other = PolicyRunner(policy)
-    other.load_mode(0)
-    chunk0 = other.predict(
-        ep.cloth_positions[0],
-        ep.cloth_features[0],
-        ep.arm_state[0],
-        generator=torch.Generator().manual_seed(0),
-    )
-    chunk1 = runner.predict(
-        ep.cloth_positions[0],
-        ep.cloth_features[0],
-        ep.arm_state[0],
-        generator=torch.Generator().manual_seed(0),
-    )
-    assert chunk.targets.shape == (policy.cfg.horizon, 2, 4)
-    assert np.abs(chunk0.targets - chunk1.targets).max() > 1e-6  # the mode id conditions the actions
-    other.load_mode("bottom_up")  # by name, through the training data's mode ids
-    by_name = other.predict(
-        ep.cloth_positions[0],
-        ep.cloth_features[0],
-        ep.arm_state[0],
-        generator=torch.Generator().manual_seed(0),
-    )
-    np.testing.assert_array_equal(by_name.targets, chunk1.targets)  # "bottom_up" is mode id 1
-    with pytest.raises(PolicyInputError, match="unknown mode 'diagonal'"):
-        other.load_mode("diagonal")
+
+    def predict(text: str, runner: PolicyRunner | None = None) -> np.ndarray:
+        runner = runner or PolicyRunner(policy)
+        runner.load_instruction(text)
+        obs = (ep.cloth_positions[0], ep.cloth_features[0], ep.arm_state[0])
+        return runner.predict(*obs, generator=torch.Generator().manual_seed(0)).targets
+
+    bottom_up, right_over_left = predict("Bottom up."), predict("right over left")
+    assert bottom_up.shape == (policy.cfg.horizon, 2, 4)
+    assert np.abs(bottom_up - right_over_left).max() > 1e-6  # the words condition the actions
+    # A sentence never trained on, made of known words, is read: what held-out folds are.
+    assert np.abs(predict("left over right") - right_over_left).max() > 1e-6
+    runner = PolicyRunner(policy)
+    for text, why in (
+        ("diagonal up", r"never learned: \['diagonal'\]"),
+        ("...", "no words"),
+        ("up " * 41, "at most 40"),
+    ):
+        with pytest.raises(PolicyInputError, match=why):
+            runner.load_instruction(text)
     with pytest.raises(PolicyInputError, match="language-conditioned"):
         runner.load_demonstration(ep.cloth_positions[:2], ep.cloth_features[:2], ep.arm_state[:2])
+    # The vocabulary is saved with the weights: the loaded policy reads the same words the same way.
+    policy.save_pretrained(tmp_path / "language", cfg)
+    loaded, _ = InstantFoldPolicy.from_pretrained(tmp_path / "language")
+    assert loaded.vocabulary is not None and loaded.vocabulary.words == ["bottom", "left", "over", "right", "up"]
+    np.testing.assert_array_equal(predict("bottom up", PolicyRunner(loaded.eval())), bottom_up)
+    (tmp_path / "language" / "vocabulary.json").write_text('{"words": ["Bottom up"]}')
+    with pytest.raises(CheckpointError, match="one lower-case word"):
+        InstantFoldPolicy.from_pretrained(tmp_path / "language")
+
+
+def test_configs_of_older_checkpoints_load_or_say_why_not():
+    """v5 and older saved the mode-id table size, unused by a demonstration-conditioned policy; a
+    language variant told mode ids cannot be read as one told words."""
+    data = small_config().to_dict()
+    demo = {**data, "model": {**data["model"], "num_modes": 4}}
+    assert InstantFoldPolicyConfig.from_dict(demo) == InstantFoldPolicyConfig.from_dict(data)
+    language = {**data, "model": {**data["model"], "num_modes": 4, "conditioning": "language"}}
+    with pytest.raises(ConfigError, match="retrain"):
+        InstantFoldPolicyConfig.from_dict(language)
 
 
 def test_runner_predicts_absolute_chunk_and_rejects_bad_input(episodes):

@@ -224,8 +224,8 @@ def test_bad_input_is_refused():
     assert not runner.has_demonstration
     with pytest.raises(InvalidInputError, match="no demonstration loaded"):
         runner.predict(pos, feat, HOME, valid)
-    with pytest.raises(InvalidInputError, match="no modes"):
-        runner.load_mode("sleeves_down")
+    with pytest.raises(InvalidInputError, match="reads no instruction"):
+        runner.load_instruction("fold both sleeves down")
     cloths, feats, state, valids = demonstration()
     with pytest.raises(InvalidInputError, match="demo.arm_state"):
         runner.load_demonstration(cloths, feats, state[:3], valids)

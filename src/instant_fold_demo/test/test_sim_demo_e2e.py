@@ -68,14 +68,14 @@ def _predicted_context(demo) -> str:
     oracle bank's classifier assigns to the rollout (docs/evaluation.md)."""
     from instant_fold_policy.server import PolicyServer
     from instant_fold_ros.bringup_share import models_dir
-    from instant_fold_sim.oracle_bank import OracleBank
+    from instant_fold_sim.oracle_bank import Context, OracleBank
     from instant_fold_sim.sim_world import SimWorld
     from instant_fold_training.closed_loop import load_condition, run_rollout
 
     models = models_dir()
     server = PolicyServer.from_checkpoints(str(models / "policy"), str(models / "encoder"), "cpu", 0)
     world = SimWorld(GARMENT, FOLD_SEED, "cpu-small", record=False)
-    load_condition(server, demo, MODE)
+    load_condition(server, demo, Context(MODE, VARIANT))
     result = run_rollout(world, server, MAX_STEPS)
     family = OracleBank.open(models / "oracle_banks" / "cpu").family(GARMENT, FOLD_SEED)
     return family.score(world.garment.garment_id, f"{MODE}/{VARIANT}", result.record).predicted

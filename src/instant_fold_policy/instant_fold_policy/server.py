@@ -174,9 +174,9 @@ class PolicyServer:
         self._held.clear()
         return time.perf_counter() - start
 
-    def load_mode(self, mode: str) -> None:
-        """Condition a language-conditioned policy on a folding mode (by name) instead of a demonstration."""
-        self.runner.load_mode(mode)
+    def load_instruction(self, text: str) -> None:
+        """Condition a language-conditioned policy on a fold said in words instead of a demonstration."""
+        self.runner.load_instruction(text)
         self.demonstration, self._fingerprint, self._demo_tokens = None, None, None
         self.generator.manual_seed(self.seed)
         self._held.clear()

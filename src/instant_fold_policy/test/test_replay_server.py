@@ -50,8 +50,8 @@ def test_replay_directory_loads_as_the_runner(checkpoints, tmp_path: Path) -> No
     paced = PolicyServer.from_checkpoints(directory, tokenizer_dir, device="cpu", step_duration=0.1)
     paced.load_demonstration(make_demonstration())
     assert paced.predict(tokens, HOME).step_duration == 0.1
-    with pytest.raises(InvalidInputError, match="no modes"):
-        server.load_mode("sleeves_down")
+    with pytest.raises(InvalidInputError, match="reads no instruction"):
+        server.load_instruction("fold both sleeves down")
     # Loading restarts the walker, so even the same demonstration is loaded again: a second fold
     # starts from the first stage (the learned policy's server skips that encoding).
     restarted = PolicyServer.from_checkpoints(directory, tokenizer_dir, device="cpu")

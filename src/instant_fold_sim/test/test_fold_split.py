@@ -50,3 +50,19 @@ def test_a_held_out_fold_needs_its_primitives_in_training(monkeypatch):
 def test_generation_names_each_side_of_the_split():
     assert _resolve_modes("training-folds") == list(TRAINING_CONTEXTS)
     assert _resolve_modes("held-out-folds") == list(HELDOUT_CONTEXTS)
+
+
+def test_held_out_folds_are_said_with_words_the_training_folds_use():
+    """The language baseline's held-out rows mean something only if it can read their instructions."""
+    from instant_fold_core.policy.instruction import Vocabulary, instruction_text
+
+    def instruction(context: str) -> str:
+        mode, _, variant = context.partition("/")
+        m = MODES[mode]
+        return instruction_text({"mode": mode, "variant": variant, "description": m.description, "family": m.family})
+
+    vocabulary = Vocabulary.of(instruction(c) for c in TRAINING_CONTEXTS)
+    for context in HELDOUT_CONTEXTS:
+        assert len(vocabulary.encode(instruction(context), 40)) > 10
+    texts = [instruction(c) for c in TRAINING_CONTEXTS + HELDOUT_CONTEXTS]
+    assert len(set(texts)) == len(texts)  # every context is its own instruction

@@ -30,11 +30,14 @@ from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.fold_recording import FoldRecording
+from instant_fold_core.policy.instruction import instruction_text
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError
 from instant_fold_policy.fold_loop import NANOSECONDS, Finish, FoldLoop, FoldLoopConfig, Query, Wait
 from instant_fold_policy.server import PolicyServer, PolicyServerError
+from instant_fold_sim.oracle_bank import Context
 from instant_fold_sim.outcome import FoldRecord
+from instant_fold_sim.programs import MODES
 from instant_fold_sim.sim_arms import WorldLink, sim_robot
 from instant_fold_sim.sim_world import SimWorld
 
@@ -187,11 +190,14 @@ def not_run(world: SimWorld, reason: str) -> RolloutResult:
     return RolloutResult(FoldOutcome.ABORTED, reason, 0, world.frames, world.record(), 0.0, 0.0, {})
 
 
-def load_condition(server: PolicyServer, demonstration: Demonstration | None, mode: str) -> None:
-    """Condition the policy: on the demonstration when it is demonstration-conditioned, else on `mode`."""
+def load_condition(server: PolicyServer, demonstration: Demonstration | None, context: Context) -> None:
+    """Condition the policy: on the demonstration when it is demonstration-conditioned, else on
+    the instruction of `context` (its mode's description and its variant in words)."""
     if server.conditioning == "demo":
         if demonstration is None:
             raise ClosedLoopError("a demonstration-conditioned policy needs a demonstration")
         server.load_demonstration(demonstration)
     else:
-        server.load_mode(mode)
+        mode = MODES[context.mode]
+        meta = {"mode": mode.name, "variant": context.variant, "description": mode.description, "family": mode.family}
+        server.load_instruction(instruction_text(meta))

@@ -183,7 +183,7 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
     if recording is not None and demo is not None:
         recording.demonstration(demo)
     try:
-        load_condition(server, demo, job.context.mode)
+        load_condition(server, demo, job.context)
     except POLICY_ERRORS as exc:
         result = not_run(world, f"cannot condition the policy on {job.context.label}: {exc}")
     else:

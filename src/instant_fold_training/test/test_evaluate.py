@@ -183,3 +183,49 @@ def test_rrd_writes_a_rerun_recording_per_rollout_with_the_oracle_keypoints(tiny
         entities = {chunk.entity_path for chunk in rerun_chunk.RrdReader(Path(rollout["rrd"])).stream()}
         wanted = {"/camera/rgb", "/cloth/tokens", "/policy/chunk", "/arms/path", "/demonstration/keyposes"}
         assert wanted | {"/oracle/keypoints", "/cloth/final_keypoints", "/latency/predict_ms"} <= entities
+
+
+def _language_checkpoint(directory: Path, contexts: list[str], unknown: str = "") -> Path:
+    """A language-conditioned policy (random weights) whose vocabulary is the words of `contexts`
+    but `unknown`."""
+    import torch
+
+    from instant_fold_core.policy.configuration import preset
+    from instant_fold_core.policy.dataset import PolicyDataset
+    from instant_fold_core.policy.instruction import Vocabulary, instruction_text, words
+    from instant_fold_core.policy.modeling import InstantFoldPolicy
+    from instant_fold_core.policy.synthetic import MODES as SYNTHETIC, synthetic_episodes
+    from instant_fold_sim.programs import MODES
+
+    cfg = preset("cpu-small")
+    cfg.model.conditioning = "language"
+    torch.manual_seed(0)
+    policy = InstantFoldPolicy(cfg.validate().model)
+    episodes = synthetic_episodes(1, tuple(SYNTHETIC)[:2], 2, cfg.model.cloth_feature_dim, cfg.model.num_cloth_tokens)
+    PolicyDataset(episodes, cfg.model.horizon, cfg.train).calibrate(policy.normalizers)  # metre-scale actions
+    known = []
+    for context in contexts:
+        mode, _, variant = context.partition("/")
+        meta = {"mode": mode, "variant": variant, "description": MODES[mode].description, "family": MODES[mode].family}
+        known += [w for w in words(instruction_text(meta)) if w != unknown]
+    policy.vocabulary = Vocabulary(known)
+    policy.save_pretrained(directory, cfg)
+    return directory
+
+
+def test_a_language_policy_is_told_each_context_in_words(tiny_run: Path, tmp_path: Path) -> None:
+    """Rollouts of a language-conditioned checkpoint: each context's instruction is read (the fold
+    runs its queries); told a context in a word it never learned, the rollout does not start."""
+    labels = [c.label for c in BenchmarkSpec.load("tiny").contexts]
+    args = ["--benchmark", "tiny", "--max-steps", "1", "--bank", str(tiny_run / "bank")]
+    for name, unknown in (("all", ""), ("no_hem", "hem")):
+        checkpoint = _language_checkpoint(tmp_path / f"ckpt_{name}", labels, unknown)
+        assert main([*args, "--checkpoint", str(checkpoint), "--out", str(tmp_path / name)]) == 0
+        rollouts = [json.loads(line) for line in (tmp_path / name / "rollouts.jsonl").read_text().splitlines()]
+        assert sorted(r["context"] for r in rollouts) == sorted(labels)
+        for r in rollouts:  # both contexts' descriptions say "the hem up to the shoulders"
+            if unknown:
+                assert r["queries"] == 0 and r["outcome"] == "aborted", r
+                assert "never learned: ['hem']" in r["message"]
+            else:
+                assert r["queries"] == 1 and r["outcome"] == "step_limit", r

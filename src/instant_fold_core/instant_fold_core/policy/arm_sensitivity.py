@@ -25,8 +25,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from instant_fold_core.policy.data import DemoTokens, ObservationTokens, PolicyDataError, TokenizedEpisode
+from instant_fold_core.policy.data import (
+    DemoTokens,
+    ObservationTokens,
+    PolicyDataError,
+    TokenizedEpisode,
+    instruction_tokens,
+)
 from instant_fold_core.policy.inference import PolicyRunner, absolute_actions, sample_cached
+from instant_fold_core.policy.instruction import InstructionError, instruction_text
 
 #: (cloth_positions [B, N, 3], cloth_features [B, N, D], cloth_valid [B, N], arm_state [B, 2, 4])
 #: -> keypose [B, 2, >= 3] (position first), with the same sampler noise on every call.
@@ -96,11 +103,17 @@ def keypose_slopes(
 
 def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> KeyposeFn:
     """The runner's policy's next keypose, conditioned on `demo`'s keyframes (a
-    language-conditioned policy: on `demo`'s mode), sampled with a generator seeded with `seed` on
+    language-conditioned policy: on `demo`'s instruction), sampled with a generator seeded with `seed` on
     every call, so calls of one batch size draw the same noise."""
     policy, device = runner.policy, runner.device
-    if runner.cfg.conditioning == "language" and demo.meta["mode"] not in policy.mode_ids:
-        raise PolicyDataError(f"mode {demo.meta['mode']!r}: not one the policy was trained on")
+    instruction = None
+    if runner.cfg.conditioning == "language":
+        if policy.vocabulary is None:
+            raise PolicyDataError("a language-conditioned policy without its vocabulary")
+        try:
+            instruction = policy.vocabulary.encode(instruction_text(demo.meta), runner.cfg.max_instruction_words)
+        except InstructionError as exc:
+            raise PolicyDataError(str(exc)) from None
     contexts: dict[int, Any] = {}
 
     def tensor(a: np.ndarray) -> torch.Tensor:
@@ -110,10 +123,8 @@ def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> K
     def context(batch: int) -> Any:
         """The demonstration encoded once per batch size, one copy per batch element."""
         if batch not in contexts:
-            if runner.cfg.conditioning == "language":
-                empty = torch.zeros(batch, 0, device=device)
-                mode = torch.full((batch,), policy.mode_ids[demo.meta["mode"]], dtype=torch.long, device=device)
-                tokens = DemoTokens(empty, empty, empty, empty, empty, mode)
+            if instruction is not None:
+                tokens = instruction_tokens(instruction, batch, device)
             else:
                 kf = demo.keyframes
                 rep = (batch,) + (1,) * 3
@@ -123,7 +134,7 @@ def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> K
                     tensor(np.tile(demo.cloth_valid[kf][None], rep[:3])),
                     tensor(np.tile(demo.arm_state[kf][None], rep)),
                     torch.ones(batch, len(kf), dtype=torch.bool, device=device),
-                    torch.zeros(batch, dtype=torch.long, device=device),
+                    torch.zeros(batch, 0, dtype=torch.long, device=device),
                 )
             contexts[batch] = policy.encode_context(tokens)
         return contexts[batch]

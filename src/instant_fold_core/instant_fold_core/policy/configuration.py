@@ -69,10 +69,13 @@ class PolicyConfig:
     use_alibi: bool = True
     use_state_event_tokens: bool = True
     use_summary_tokens: bool = True
-    #: "demo" (in-context, the paper's method) or "language" (learned mode-embedding baseline).
+    #: "demo" (in-context, the paper's method) or "language" (the baseline told the fold in words,
+    #: `policy/instruction.py`).
     conditioning: str = "demo"
-    #: Size of the mode-embedding table of the language-conditioned variant.
-    num_modes: int = 19
+    #: Language variant: word-embedding slots (the training instructions' words + padding must fit)
+    #: and the most words an instruction may have.
+    vocabulary_size: int = 96
+    max_instruction_words: int = 40
     #: Where the demonstration sits relative to the current scene when the two meet (fusion
     #: cross-attention and the state-event tokens of the scene context). "none": both in the camera
     #: frame as they are, so relative attention across the two layouts sees arbitrary offsets.
@@ -115,7 +118,8 @@ class PolicyConfig:
             "horizon",
             "num_inference_steps",
             "execute_steps",
-            "num_modes",
+            "vocabulary_size",
+            "max_instruction_words",
             "alibi_length_scale_m",  # divides distances: 0 makes every prediction NaN
             "anchor_offset_xy_m",
             "anchor_offset_z_m",
@@ -154,6 +158,9 @@ class PolicyConfig:
         """2 keypose tokens (when the flow samples them) + 2H trajectory tokens."""
         return (2 if self.flow_keypose else 0) + 2 * self.horizon
 
+
+#: Key of the mode-id table size of older configs (language variant told mode ids).
+LEGACY_MODES = "num_modes"
 
 #: Values of `TrainingConfig.frames`.
 FRAME_SELECTIONS: tuple[str, ...] = ("all", "moving")
@@ -270,6 +277,15 @@ class InstantFoldPolicyConfig:
         never pass silently. Without a `name` the config is called "custom"."""
         if not isinstance(data, dict):
             raise ConfigError(f"policy config: expected a mapping, got {type(data).__name__}")
+        model = data.get("model")
+        if isinstance(model, dict) and LEGACY_MODES in model:
+            if model.get("conditioning") == "language":
+                raise ConfigError(
+                    f"policy config: model.{LEGACY_MODES} is a language variant told mode ids, which this "
+                    "version replaced by instructions in words (docs/policy.md): retrain it"
+                )
+            # Demonstration-conditioned checkpoints saved it without using it (v5 and older).
+            data = {**data, "model": {k: v for k, v in model.items() if k != LEGACY_MODES}}
         return build(cls, {"name": "custom", **data}).validate()
 
     @classmethod
@@ -306,7 +322,6 @@ def _cpu_small() -> InstantFoldPolicyConfig:
             num_summary_tokens=2,
             fusion_layers=1,
             horizon=4,
-            num_modes=4,
         ),
         train=TrainingConfig(
             batch_size=16,

@@ -45,7 +45,8 @@ class DemoTokens:
     """Context keyframes of one demonstration per batch element, padded to K frames.
 
     cloth_positions [B, K, N, 3], cloth_features [B, K, N, D], cloth_valid bool [B, K, N],
-    arm_state [B, K, 2, 4], frame_mask bool [B, K] (False = padding), mode_id long [B].
+    arm_state [B, K, 2, 4], frame_mask bool [B, K] (False = padding), instruction long [B, L]
+    (word ids of the language variant's instruction, 0 = padding; L = 0 for demonstrations).
     """
 
     cloth_positions: torch.Tensor
@@ -53,10 +54,17 @@ class DemoTokens:
     cloth_valid: torch.Tensor
     arm_state: torch.Tensor
     frame_mask: torch.Tensor
-    mode_id: torch.Tensor
+    instruction: torch.Tensor
 
     def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> DemoTokens:
         return _to(self, device, dtype)
+
+
+def instruction_tokens(ids: np.ndarray, batch: int, device: torch.device | str) -> DemoTokens:
+    """The language variant's context: an instruction's word ids [L] for `batch` rows, no keyframes."""
+    empty = torch.zeros(batch, 0, device=device)
+    words = torch.from_numpy(np.asarray(ids, np.int64)).to(device)[None].expand(batch, -1).contiguous()
+    return DemoTokens(empty, empty, empty.bool(), empty, empty.bool(), words)
 
 
 @dataclass
@@ -113,7 +121,8 @@ class TokenizedEpisode:
 
     cloth_positions float32 [T, N, 3], cloth_features float32 [T, N, D], cloth_valid bool [T, N],
     arm_state / action float32 [T, 2, 4] (as in `Episode`), keyframes int32 [K], and meta
-    with at least `garment_id` and `mode` (optionally `mode_id`, used by language conditioning).
+    with at least `garment_id` and `mode` (optionally `variant`, `description` and `family`, which
+    the language variant's instruction is made of, and `mode_id`).
     """
 
     cloth_positions: np.ndarray
@@ -231,7 +240,15 @@ class PolicySample:
     event_position: np.ndarray  # [2, 3]
     event_openness: np.ndarray  # [2]
     event_valid: np.ndarray  # [2] bool
-    mode_id: int = 0
+    instruction: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # [L] word ids
+
+
+def pad_instructions(instructions: list[np.ndarray]) -> np.ndarray:
+    """Word ids [B, L] of instructions of up to L words, padded with 0 (L = 0 when none has words)."""
+    out = np.zeros((len(instructions), max((len(i) for i in instructions), default=0)), np.int64)
+    for row, ids in zip(out, instructions, strict=True):
+        row[: len(ids)] = ids
+    return out
 
 
 def chunk_targets(
@@ -327,7 +344,7 @@ def collate(samples: list[PolicySample], demo_owner: list[int] | None = None) ->
         stack_demo("demo_cloth_valid"),
         stack_demo("demo_arm_state"),
         frame_mask,
-        torch.tensor([s.mode_id for s in holders], dtype=torch.long),
+        torch.from_numpy(pad_instructions([s.instruction for s in holders])),
     )
     obs = ObservationTokens(stack("cloth_positions"), stack("cloth_features"), stack("cloth_valid"), stack("arm_state"))
     target = ActionTargets(

@@ -30,6 +30,7 @@ from instant_fold_core.policy.data import (
     collate,
     event_targets,
 )
+from instant_fold_core.policy.instruction import Vocabulary, instruction_text
 from instant_fold_core.policy.normalization import ActionNormalizers
 
 
@@ -91,6 +92,10 @@ class PolicyDataset:
         self.horizon = horizon
         self.train = train or TrainingConfig()
         self.mode_ids = mode_ids(episodes)
+        #: The language variant's instruction of every episode, and the words of them all.
+        self.instructions = [instruction_text(e.meta) for e in episodes]
+        self.vocabulary = Vocabulary.of(self.instructions)
+        self.instruction_ids = [self.vocabulary.encode(text) for text in self.instructions]
         groups: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, e in enumerate(episodes):
             groups[demonstration_key(e)].append(i)
@@ -207,7 +212,7 @@ class PolicyDataset:
             event_position.astype(np.float32),
             event.openness,
             event.valid,
-            self.mode_ids[str(episode.meta["mode"])],
+            self.instruction_ids[ep_idx],
         )
 
     def draw_batch(self, rng: np.random.Generator, size: int, augment: bool = True) -> PolicyBatch:

@@ -29,6 +29,7 @@ from instant_fold_core.policy.arm_sensitivity import (
 from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
 from instant_fold_core.policy.dataset import demonstration_key
 from instant_fold_core.policy.inference import PolicyRunner
+from instant_fold_core.policy.instruction import instruction_text
 
 
 def first_close_frames(arm_state: np.ndarray) -> np.ndarray:
@@ -141,7 +142,7 @@ def first_grasp_errors(
 ) -> list[dict[str, Any]]:
     """Roll out every query episode with a demonstration of its garment and mode taken from `demos`
     (another episode: a different start state), and compare the first grasps with the expert's. A
-    language-conditioned policy is given the mode instead (and scored on the same queries).
+    language-conditioned policy is told the fold in words instead (and scored on the same queries).
 
     `demo_source="self"` shows each query its own episode as the demonstration: the same layout, so
     the demonstration holds everything about where to grasp. An error that stays as large as with
@@ -152,9 +153,7 @@ def first_grasp_errors(
     for query, demo in demonstration_pairs(queries, demos, demo_source):
         name = query.meta.get("episode_name")
         if runner.cfg.conditioning == "language":
-            runner.load_mode(
-                str(query.meta["mode"])
-            )  # the language baseline is told the mode; the same queries are scored
+            runner.load_instruction(instruction_text(query.meta))  # told the fold in words; the same queries
         else:
             kf = demo.keyframes
             runner.load_demonstration(

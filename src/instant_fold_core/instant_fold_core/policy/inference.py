@@ -19,8 +19,9 @@ import torch
 
 from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.errors import InvalidInputError
-from instant_fold_core.policy.data import DemoTokens, ObservationTokens
+from instant_fold_core.policy.data import DemoTokens, ObservationTokens, instruction_tokens
 from instant_fold_core.policy.decoder import DecoderOutput
+from instant_fold_core.policy.instruction import InstructionError
 from instant_fold_core.policy.modeling import DemoContext, InstantFoldPolicy, euler_times
 
 #: Seconds between chunk steps unless the deployment says otherwise (the policy server's
@@ -242,7 +243,7 @@ class PolicyRunner:
     ) -> None:
         """Encode and cache the K context keyframes ([K, N, 3], [K, N, D], [K, 2, 4], [K, N])."""
         if self.cfg.conditioning != "demo":
-            raise PolicyInputError("policy is language-conditioned: use load_mode(mode_id)")
+            raise PolicyInputError("policy is language-conditioned: use load_instruction(text)")
         pos, feat, val = checked_cloth(self.cfg, "demo.", cloth_positions, cloth_features, cloth_valid, (None,))
         k = pos.shape[0]
         if k == 0:
@@ -254,7 +255,7 @@ class PolicyRunner:
             self._tensor(val[None]),
             self._tensor(state[None]),
             torch.ones(1, k, dtype=torch.bool, device=self.device),
-            torch.zeros(1, dtype=torch.long, device=self.device),
+            torch.zeros(1, 0, dtype=torch.long, device=self.device),
         )
         self._context = self.policy.encode_context(demo)
         # Warm-up: the first query after a model's first use pays one-off costs (allocations,
@@ -267,20 +268,18 @@ class PolicyRunner:
         sample_cached(self.policy, first, self._context, torch.Generator().manual_seed(0))
 
     @torch.inference_mode()
-    def load_mode(self, mode: int | str) -> None:
-        """Language-conditioned variant: condition on a folding mode (id, or name seen in training)."""
+    def load_instruction(self, text: str) -> None:
+        """Language-conditioned variant: condition on a fold said in words (`policy/instruction.py`:
+        the words must be among those of its training instructions)."""
         if self.cfg.conditioning != "language":
             raise PolicyInputError("policy is demonstration-conditioned: use load_demonstration(...)")
-        if isinstance(mode, str):
-            if mode not in self.policy.mode_ids:
-                raise PolicyInputError(f"mode: unknown mode {mode!r} (known: {sorted(self.policy.mode_ids)})")
-            mode = self.policy.mode_ids[mode]
-        if not 0 <= int(mode) < self.cfg.num_modes:
-            raise PolicyInputError(f"mode: id {mode} outside [0, {self.cfg.num_modes})")
-        empty = torch.zeros(1, 0, device=self.device)
-        self._context = self.policy.encode_context(
-            DemoTokens(empty, empty, empty, empty, empty, torch.tensor([int(mode)], device=self.device))
-        )
+        if self.policy.vocabulary is None:
+            raise PolicyInputError("policy has no vocabulary: it was not trained or loaded with one")
+        try:
+            ids = self.policy.vocabulary.encode(text, self.cfg.max_instruction_words)
+        except InstructionError as exc:
+            raise PolicyInputError(str(exc)) from None
+        self._context = self.policy.encode_context(instruction_tokens(ids, 1, self.device))
 
     def clear_demonstration(self) -> None:
         self._context = None
@@ -307,7 +306,7 @@ class PolicyRunner:
         this observation's cloth: the trajectory is conditioned on them and the chunk's keypose
         reports them (`policy/event_targets.py` holds a carrying arm's release target this way)."""
         if self._context is None:
-            raise PolicyInputError("no demonstration loaded: call load_demonstration() (or load_mode()) first")
+            raise PolicyInputError("no demonstration loaded: call load_demonstration() (or load_instruction()) first")
         pos, feat, val = checked_cloth(self.cfg, "", cloth_positions, cloth_features, cloth_valid, ())
         state = _array("arm_state", arm_state, (2, 4))
         obs = ObservationTokens(

@@ -36,6 +36,7 @@ from instant_fold_core.policy.context_encoder import (
 )
 from instant_fold_core.policy.data import ActionTargets, DemoTokens, ObservationTokens, PolicyBatch
 from instant_fold_core.policy.decoder import ActionDenoiser, DecoderOutput, TargetCondition
+from instant_fold_core.policy.instruction import PAD, InstructionError, Vocabulary
 from instant_fold_core.policy.normalization import ActionNormalizers, NormalizerError
 from instant_fold_core.registration import register_planar
 
@@ -46,6 +47,7 @@ ANCHOR_LOSSES = ("anchor_pointer", "anchor_position", "anchor_openness", "anchor
 
 NORMALIZERS_FILE = "normalizers"
 MODES_FILE = "modes"
+VOCABULARY_FILE = "vocabulary"
 
 
 def euler_times(steps: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -133,7 +135,9 @@ class InstantFoldPolicy(nn.Module):
         use_summary = demo and cfg.use_context_encoder and cfg.use_summary_tokens
         self.summary = SummaryTokens(cfg, rope) if use_summary else None
         self.state_events = StateEventEncoder(cfg) if demo and cfg.use_state_event_tokens else None
-        self.mode_embedding = nn.Embedding(cfg.num_modes, cfg.width) if not demo else None
+        #: Language variant: one context token per instruction word (its embedding + its position's).
+        self.word_embedding = nn.Embedding(cfg.vocabulary_size, cfg.width, padding_idx=PAD) if not demo else None
+        self.word_position = nn.Embedding(cfg.max_instruction_words, cfg.width) if not demo else None
         self.fusion = nn.ModuleList(
             Block(cfg.width, cfg.num_heads, cfg.mlp_ratio, rope, cross=True) for _ in range(cfg.fusion_layers)
         )
@@ -143,18 +147,23 @@ class InstantFoldPolicy(nn.Module):
         #: Anchored head: content of the two target tokens added to the decoder's scene context.
         self.target_tokens = nn.Parameter(torch.randn(2, cfg.width) * 0.02) if anchored else None
         self.normalizers = ActionNormalizers()
-        #: Mode name -> id of the training data (what the language-conditioned variant is told).
+        #: Mode name -> id of the training data's modes (a record of what the policy trained on).
         self.mode_ids: dict[str, int] = {}
+        #: Language variant: the training instructions' words, the only ones it reads.
+        self.vocabulary: Vocabulary | None = None
 
     # ------------------------------------------------------------------ stage 1: demonstration
     def encode_context(self, demo: DemoTokens) -> DemoContext:
         """Encode the context keyframes once; padded keyframes are masked out of every attention."""
         events: tuple[torch.Tensor | None, ...] = (None, None, None)
-        if self.mode_embedding is not None:
-            tokens = self.mode_embedding(demo.mode_id)[:, None]
-            b = tokens.shape[0]
-            pos = torch.zeros(b, 1, 3, dtype=tokens.dtype, device=tokens.device)
-            valid = torch.ones(b, 1, dtype=torch.bool, device=tokens.device)
+        if self.word_embedding is not None and self.word_position is not None:
+            ids = demo.instruction
+            if ids.shape[1] == 0 or not (ids != PAD).any(1).all():
+                raise ValueError("encode_context: the language variant needs an instruction of at least one word")
+            order = torch.arange(ids.shape[1], device=ids.device)
+            tokens = self.word_embedding(ids) + self.word_position(order)[None]
+            pos = torch.zeros(*ids.shape, 3, dtype=tokens.dtype, device=tokens.device)
+            valid = ids != PAD
         else:
             state = demo.arm_state if self.cfg.use_proprio_in_context else None
             tokens, pos, valid = self.tokenizer.scene(
@@ -167,10 +176,10 @@ class InstantFoldPolicy(nn.Module):
                 valid = torch.cat((valid, s_valid), 1)
             if self.state_events is not None:
                 events = self.state_events(demo.arm_state, demo.frame_mask)
-        registration = self.cfg.demo_alignment == "registration" and self.mode_embedding is None
+        registration = self.cfg.demo_alignment == "registration" and self.word_embedding is None
         fusion_kv = [] if registration else [block.context_kv(tokens, pos, valid) for block in self.fusion]
         anchor, first = None, None
-        if self.cfg.demo_alignment == "centroid" and self.mode_embedding is None:
+        if self.cfg.demo_alignment == "centroid" and self.word_embedding is None:
             anchor = masked_centroid(demo.cloth_positions[:, 0], demo.cloth_valid[:, 0])
         if registration:
             first = (demo.cloth_positions[:, 0], demo.cloth_features[:, 0], demo.cloth_valid[:, 0])
@@ -395,6 +404,10 @@ class InstantFoldPolicy(nn.Module):
             raise ConfigError("save_pretrained: config.model does not describe this policy")
         tensors = state_dict if state_dict is not None else self.state_dict()
         extras = {NORMALIZERS_FILE: self.normalizers.to_dict(), MODES_FILE: dict(self.mode_ids)}
+        if self.cfg.conditioning == "language":
+            if self.vocabulary is None:
+                raise ConfigError("save_pretrained: a language-conditioned policy needs its vocabulary")
+            extras[VOCABULARY_FILE] = self.vocabulary.to_dict()
         return save_checkpoint(directory, tensors, config.to_dict(), extras)
 
     @classmethod
@@ -423,6 +436,11 @@ class InstantFoldPolicy(nn.Module):
                 raise CheckpointError(
                     f"checkpoint {directory}: {MODES_FILE}.json must map mode names to ids ({exc})"
                 ) from exc
+        if config.model.conditioning == "language":
+            try:
+                policy.vocabulary = Vocabulary.from_dict(read_json(directory, VOCABULARY_FILE))
+            except InstructionError as exc:
+                raise CheckpointError(f"checkpoint {directory}: {VOCABULARY_FILE}.json: {exc}") from exc
         return policy, config
 
 

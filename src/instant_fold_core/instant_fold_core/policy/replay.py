@@ -309,8 +309,8 @@ class RegistrationReplay:
         self._stage, self._switched = 0, False
         self._arms = [_Arm(), _Arm()]
 
-    def load_mode(self, mode: int | str) -> None:
-        raise PolicyInputError(f"registration replay replays a demonstration and has no modes (asked for {mode!r})")
+    def load_instruction(self, text: str) -> None:
+        raise PolicyInputError(f"registration replay replays a demonstration and reads no instruction ({text!r})")
 
     def clear_demonstration(self) -> None:
         self._demo = None

@@ -35,6 +35,7 @@ from instant_fold_core.policy.data import ActionTargets, PolicyDataError, Tokeni
 from instant_fold_core.policy.dataset import PolicyDataset
 from instant_fold_core.policy.decoder import TargetCondition
 from instant_fold_core.policy.inference import absolute_actions, sample_cached
+from instant_fold_core.policy.instruction import Vocabulary
 from instant_fold_core.policy.modeling import InstantFoldPolicy, policy_summary
 from instant_fold_core.policy.normalization import NormalizerError
 from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
@@ -136,6 +137,18 @@ def action_error(policy: InstantFoldPolicy, dataset: PolicyDataset, indices: lis
     return float((pred - truth).norm(dim=-1).mean())
 
 
+def checked_vocabulary(dataset: PolicyDataset, cfg: InstantFoldPolicyConfig) -> Vocabulary:
+    """The training instructions' vocabulary, refused when the language variant's tables cannot hold it."""
+    longest = max(len(ids) for ids in dataset.instruction_ids)
+    if len(dataset.vocabulary) + 1 > cfg.model.vocabulary_size or longest > cfg.model.max_instruction_words:
+        raise PolicyDataError(
+            f"instructions: {len(dataset.vocabulary)} words (+ padding) and up to {longest} per instruction; "
+            f"model.vocabulary_size={cfg.model.vocabulary_size}, max_instruction_words="
+            f"{cfg.model.max_instruction_words}"
+        )
+    return dataset.vocabulary
+
+
 def load_episodes(data: str | None, synthetic: int | None, cfg: InstantFoldPolicyConfig) -> list[TokenizedEpisode]:
     """Tokenised episodes from a directory of .npz files, or synthetic folding episodes."""
     if synthetic:
@@ -182,8 +195,8 @@ def train(
     policy = InstantFoldPolicy(cfg.model)
     dataset.calibrate(policy.normalizers)
     policy.mode_ids = dataset.mode_ids
-    if cfg.model.conditioning == "language" and max(dataset.mode_ids.values()) >= cfg.model.num_modes:
-        raise PolicyDataError(f"meta.mode_id: ids {dataset.mode_ids} exceed model.num_modes={cfg.model.num_modes}")
+    if cfg.model.conditioning == "language":
+        policy.vocabulary = checked_vocabulary(dataset, cfg)
     policy.to(torch_device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=tr.lr, weight_decay=tr.weight_decay)
     ema = EMA(policy, tr.ema_decay)
