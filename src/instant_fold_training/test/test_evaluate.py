@@ -194,7 +194,8 @@ def _language_checkpoint(directory: Path, contexts: list[str], unknown: str = ""
     from instant_fold_core.policy.dataset import PolicyDataset
     from instant_fold_core.policy.instruction import Vocabulary, instruction_text, words
     from instant_fold_core.policy.modeling import InstantFoldPolicy
-    from instant_fold_core.policy.synthetic import MODES as SYNTHETIC, synthetic_episodes
+    from instant_fold_core.policy.synthetic import MODES as SYNTHETIC
+    from instant_fold_core.policy.synthetic import synthetic_episodes
     from instant_fold_sim.programs import MODES
 
     cfg = preset("cpu-small")
