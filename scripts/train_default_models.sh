@@ -86,7 +86,14 @@ stage "3/5 tokenising"
 benchmark_starts=${HELDOUT_STARTS:-'*__e00[345]'}
 tok=(--store "$store" --tokenizer "$tokenizer" --max-oracle-error 0.15 --policy-config "$policy"
   --device "$device" --no-progress)
-"$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_train" --exclude "$benchmark_starts"
+# One shard per worker (the tokenizer runs on one thread): the training episodes on every core.
+shards=()
+for ((k = 0; k < workers; k++)); do
+  "$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_train" --exclude "$benchmark_starts" \
+    --shard "$k/$workers" &
+  shards+=($!)
+done
+for pid in "${shards[@]}"; do wait "$pid"; done  # a failed shard fails the script (set -e)
 "$py" -m instant_fold_training.tokenize_episodes "${tok[@]}" --out "$work/tokens_heldout" --match "$benchmark_starts"
 
 stage "4/5 policy training ($policy_steps steps)"

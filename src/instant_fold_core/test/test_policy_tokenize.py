@@ -115,3 +115,23 @@ def test_cli_errors_name_the_problem(store, tokenizer_dir, tmp_path, capsys):
     assert main(["--store", str(store), "--tokenizer", str(other), "--out", out, "--no-progress"]) == 2
     assert "holds tokens of another tokenizer" in capsys.readouterr().err
     assert (Path(out) / MANIFEST).is_file()
+
+
+def test_shards_tokenise_a_store_together(store, tokenizer_dir, tmp_path, capsys):
+    """Two processes' shards into one directory give exactly the files of one run, bit for bit."""
+    args = ["--store", str(store), "--tokenizer", str(tokenizer_dir), "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    shards = [f"{k}/2" for k in range(2)]
+    for shard in shards:
+        assert main([*args, "--out", str(tmp_path / "two"), "--shard", shard]) == 0
+    out = capsys.readouterr().out
+    assert "2 tokenised" in out and "1 tokenised" in out  # 3 episodes: 0, 2 and 1
+    one, two = (sorted((tmp_path / d).iterdir()) for d in ("one", "two"))
+    assert [p.name for p in one] == [p.name for p in two] == ["bad.npz", "good_a.npz", "good_b.npz", "tokenizer.json"]
+    for a, b in zip(one, two, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    for bad in ("1", "a/2"):
+        with pytest.raises(SystemExit):
+            main([*args, "--out", str(tmp_path / "bad"), "--shard", bad])
+    assert main([*args, "--out", str(tmp_path / "bad"), "--shard", "2/2"]) == 2
+    assert "--shard: expected K/N with 0 <= K < N, got 2/2" in capsys.readouterr().err

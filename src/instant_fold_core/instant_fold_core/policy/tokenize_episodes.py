@@ -116,7 +116,10 @@ def check_manifest(out: Path, identity: dict[str, str]) -> None:
                 "use a new output directory or delete it"
             )
         return
-    path.write_text(json.dumps(identity, indent=2) + "\n")
+    # Atomically: the shards of one run (`--shard`) create it at the same time.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    tmp.write_text(json.dumps(identity, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 def check_dims(tokenizer: ClothTokenizer, policy_config: str) -> None:
@@ -151,8 +154,14 @@ def tokenize_store(
     progress: bool = True,
     match: Iterable[str] | None = None,
     exclude: Iterable[str] | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> dict[str, Any]:
-    """Tokenise the selected episodes of a store into `out/<name>.npz`; returns what was done/skipped."""
+    """Tokenise the selected episodes of a store into `out/<name>.npz`; returns what was done/skipped.
+    `shard` (k, n): only every n-th selected episode from the k-th, so that n processes into the
+    same `out` tokenise a store together (one per core: the tokenizer runs on one thread)."""
+    k, n = shard
+    if not 0 <= k < n:
+        raise TokenizeError(f"--shard: expected K/N with 0 <= K < N, got {k}/{n}")
     from instant_fold_core.dataset.zarr_store import EpisodeStore, StoreError
 
     if not Path(store_path).exists():
@@ -171,6 +180,7 @@ def tokenize_store(
     names, skipped = select_episodes(store, split, modes, max_oracle_error, match, exclude)
     if not names:
         raise TokenizeError(f"--store {store_path}: no episode left to tokenise (skipped: {skipped})")
+    names = names[k::n]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     check_manifest(out, identity)
@@ -190,6 +200,13 @@ def tokenize_store(
     return {"tokenized": done, "existing": existing, "skipped": skipped, "out": str(out)}
 
 
+def _shard(text: str) -> tuple[int, int]:
+    k, sep, n = text.partition("/")
+    if not sep or not k.isdigit() or not n.isdigit():
+        raise argparse.ArgumentTypeError(f"expected K/N, got {text!r}")
+    return int(k), int(n)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tokenize_episodes", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -205,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy-config", help="check N and D against this policy preset or YAML (e.g. cpu-small)")
     parser.add_argument("--batch-size", type=int, default=32, help="frames per tokenizer batch")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1")
+    parser.add_argument(
+        "--shard", type=_shard, default=(0, 1), help="K/N: every N-th selected episode from the K-th (N processes)"
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -221,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.no_progress,
             match=args.match,
             exclude=args.exclude,
+            shard=args.shard,
         )
     except (TokenizeError, ConfigError, ValueError) as exc:
         print(f"tokenize_episodes: {exc}", file=sys.stderr)
