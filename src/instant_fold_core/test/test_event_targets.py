@@ -121,24 +121,3 @@ def test_with_grasps_an_arm_aiming_near_its_demonstrated_grasp_holds_the_mapped_
 def demonstration_releases_args(**demo_kw) -> tuple[TokenArrays, np.ndarray, ReplayConfig]:
     cloths, feat, state, valid = demonstration(**demo_kw)
     return TokenArrays(cloths, feat, valid), state, ReplayConfig(num_cloth_tokens=N, cloth_feature_dim=D)
-
-
-def test_with_count_an_arm_stays_open_after_its_demonstrated_grasps():
-    """`count`: the left arm carries twice in the demonstration, the right once; each is kept open
-    once it let go after its last demonstrated carry, never before (nor while carrying)."""
-    guide = DemonstrationTargets(*demonstration_releases_args(), grasps=True, count=True)
-    assert not guide.stay_open().any()  # before any query
-    guide.targets(CLOTH, arms(grasp_at(3), True, grasp_at(40), True))
-    assert not guide.stay_open().any()
-    guide.targets(CLOTH, arms(grasp_at(3), False, grasp_at(40), False))  # both grasp
-    assert not guide.stay_open().any()  # carrying: never forced open
-    guide.targets(CLOTH, arms(grasp_at(10), True, grasp_at(50), True))  # both let go
-    np.testing.assert_array_equal(guide.stay_open(), [False, True])  # the right arm is done
-    guide.targets(CLOTH, arms(grasp_at(20), False, grasp_at(50), True))  # the left's second carry
-    np.testing.assert_array_equal(guide.stay_open(), [False, True])
-    guide.targets(CLOTH, arms(grasp_at(30), True, grasp_at(50), True))
-    np.testing.assert_array_equal(guide.stay_open(), [True, True])
-    uncounted = DemonstrationTargets(*demonstration_releases_args(), grasps=True)
-    uncounted.targets(CLOTH, arms(grasp_at(3), True, grasp_at(40), False))
-    uncounted.targets(CLOTH, arms(grasp_at(3), True, grasp_at(40), True))
-    assert not uncounted.stay_open().any()

@@ -7,7 +7,7 @@
   keyframes (default `server.MAX_DEMONSTRATION_KEYFRAMES`) is refused before anything is encoded.
 - `policy/predict_action_chunk` (PredictActionChunk): tokens + arm state -> action chunk.
 - parameter `event_targets` (default "policy"): where the arms grasp and let go: "policy" (the
-  policy's own targets), "latched", "demonstration_releases", "demonstration" or "demonstration_grasp_count" (`PolicyServer`,
+  policy's own targets), "latched", "demonstration_releases" or "demonstration" (`PolicyServer`,
   docs/policy.md "Event targets").
 - `policy/execute_fold` (ExecuteFold action): the closed loop — fresh `cloth/tokens` + `arms/state`
   -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms

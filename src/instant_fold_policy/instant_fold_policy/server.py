@@ -38,18 +38,6 @@ FrameTokenizer = Callable[[RGBDFrame, np.ndarray], TokenArrays]
 MAX_DEMONSTRATION_KEYFRAMES = 64
 
 
-def kept_open(chunk: ActionChunk, arms: np.ndarray) -> ActionChunk:
-    """`chunk` with the grippers of `arms` (bool [2]) open at every step and in its keypose."""
-    if not arms.any():
-        return chunk
-    openness = np.array(chunk.openness)
-    openness[:, arms] = 1.0
-    keypose = None if chunk.keypose is None else np.array(chunk.keypose)
-    if keypose is not None:
-        keypose[arms, 3] = 1.0
-    return dataclasses.replace(chunk, openness=openness, keypose=keypose)
-
-
 class PolicyServerError(InstantFoldError, RuntimeError):
     """A request cannot be served (no demonstration, tokens of another encoder, ...)."""
 
@@ -207,12 +195,8 @@ class PolicyServer:
             raise PolicyServerError(
                 "event_targets 'demonstration': a policy conditioned on a folding mode has no demonstration"
             )
-        counted = self.event_targets == "demonstration_grasp_count"
         return DemonstrationTargets(
-            self._demo_tokens,
-            self.demonstration.keypose,
-            grasps=counted or self.event_targets == "demonstration",
-            count=counted,
+            self._demo_tokens, self.demonstration.keypose, grasps=self.event_targets == "demonstration"
         )
 
     @property
@@ -260,7 +244,6 @@ class PolicyServer:
                 held = self._held[noise] = self._release_strategy()
             chunk = predict(*held.targets(tokens, arm_state))
             held.observe(arm_state, chunk.keypose)
-            chunk = kept_open(chunk, held.stay_open())
         if steps_to_execute and steps_to_execute != chunk.steps_to_execute:
             chunk = dataclasses.replace(chunk, steps_to_execute=steps_to_execute)
         return chunk

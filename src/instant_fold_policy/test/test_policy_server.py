@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -152,13 +151,12 @@ def test_each_fold_and_demonstration_starts_with_nothing_latched(anchored) -> No
 
 
 def test_held_event_targets_need_the_anchored_head(checkpoints) -> None:
-    for held in ("latched", "demonstration_releases", "demonstration", "demonstration_grasp_count"):
+    for held in ("latched", "demonstration_releases", "demonstration"):
         with pytest.raises(PolicyServerError, match="anchored keypose head"):
             PolicyServer.from_checkpoints(*checkpoints, device="cpu", event_targets=held)
     with pytest.raises(
         PolicyServerError,
-        match=r"event_targets: expected one of \['auto', 'policy', 'latched', 'demonstration_releases', 'demonstration', "
-        r"'demonstration_grasp_count'\]",
+        match=r"event_targets: expected one of \['auto', 'policy', 'latched', 'demonstration_releases', 'demonstration'\]",
     ):
         PolicyServer.from_checkpoints(*checkpoints, device="cpu", event_targets="latch")
 
@@ -205,43 +203,6 @@ def test_demonstration_release_target_is_the_demonstrated_one_on_this_cloth(anch
         np.testing.assert_allclose(held[i].keypose[0, :3], HOME[0, :3], atol=0.03)
         assert not np.allclose(free[i].keypose[0, :3], HOME[0, :3], atol=0.03)  # the untrained head's own
         np.testing.assert_array_equal(held[i].keypose[1], free[i].keypose[1])
-
-
-def test_with_the_grasp_count_an_arm_done_with_its_demonstrated_grasps_stays_open(anchored) -> None:
-    """`event_targets="demonstration_grasp_count"`: the demonstration's left arm grasps once, its
-    right arm never. With a policy that closes both grippers at every step, the right gripper is
-    open in every chunk and the left one from its release on; positions are those of
-    `demonstration` (the same targets held, the same noise)."""
-    plain, counted = (
-        PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets=r)
-        for r in ("demonstration", "demonstration_grasp_count")
-    )
-    grasp = make_demonstration().keypose[0, 0]
-    states = [HOME.copy() for _ in range(3)]
-    states[1][0] = grasp  # the left arm closed at the demonstrated grasp
-    states[2][0] = [*HOME[0, :3], 1.0]  # and let go
-
-    def fold(server: PolicyServer) -> list[ActionChunk]:
-        predict = server.runner.predict
-
-        def closing(*args, **kwargs) -> ActionChunk:
-            chunk = predict(*args, **kwargs)
-            keypose = np.array(chunk.keypose)
-            keypose[:, 3] = 0.0
-            return dataclasses.replace(chunk, openness=np.zeros_like(chunk.openness), keypose=keypose)
-
-        server.runner.predict = closing
-        server.load_demonstration(make_demonstration())
-        g = server.fold_generator()
-        return [server.predict(server.tokenize(*cloth_frame(2.0 * i)), s, generator=g) for i, s in enumerate(states)]
-
-    free, kept = fold(plain), fold(counted)
-    for i, (a, b) in enumerate(zip(free, kept, strict=True)):
-        np.testing.assert_array_equal(a.positions, b.positions)
-        assert (a.openness == 0.0).all()
-        np.testing.assert_array_equal(b.openness[:, 1], 1.0)
-        np.testing.assert_array_equal(b.openness[:, 0], 1.0 if i == 2 else 0.0)
-        np.testing.assert_array_equal(b.keypose[:, 3], [1.0 if i == 2 else 0.0, 1.0])
 
 
 def _count_encodings(server: PolicyServer) -> list[int]:

@@ -607,8 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the arms grasp and let go: the policy's targets read from the cloth at each query (policy, "
         "the default); a carry's release read right after its grasp (latched); the demonstration's release "
         "registered at each grasp (demonstration_releases); and also the demonstration's grasp, registered, "
-        "when the policy aims near it (demonstration); and also each arm grasping no more often than the "
-        "demonstration shows (demonstration_grasp_count); auto: demonstration for an anchored-head policy conditioned "
+        "when the policy aims near it (demonstration); auto: demonstration for an anchored-head policy conditioned "
         "on demonstrations, else policy (the deployment's choice, config/policy.yaml). Anchored keypose head only; "
         "docs/policy.md",
     )

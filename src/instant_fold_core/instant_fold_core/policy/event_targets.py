@@ -23,12 +23,6 @@ let go. Strategies (the policy server's `event_targets`):
 - `demonstration` (`DemonstrationTargets(grasps=True)`): those releases, and a grasp the policy
   aims within `GRASP_MATCH_M` of the demonstrated one is made at the demonstrated one, registered
   onto the current cloth.
-- `demonstration_grasp_count` (`DemonstrationTargets(grasps=True, count=True)`): those, and an arm
-  grasps no more often than the demonstration shows it grasp: once it let go after its last
-  demonstrated carry, its gripper stays open (`stay_open`). Why: in the v5 CPU benchmark with
-  `demonstration`, arms grasped again after their demonstrated carries (the side fold's right arm,
-  whose only carry is the body fold, grasped again while the left folded the stacked sleeves) and
-  dragged the folded garment.
 
 A strategy's state belongs to one stream of queries, a fold: `PolicyServer` keeps one per fold (and
 starts it empty), so the fold loop's hosts, the policy server node and the in-process evaluator,
@@ -53,7 +47,7 @@ from instant_fold_core.policy.replay import (
 from instant_fold_core.tokens import TokenArrays
 
 #: The strategies a policy server can run (`event_targets`), the default first.
-EVENT_TARGETS = ("policy", "latched", "demonstration_releases", "demonstration", "demonstration_grasp_count")
+EVENT_TARGETS = ("policy", "latched", "demonstration_releases", "demonstration")
 
 #: `event_targets` value that picks the deployment's choice for the policy at hand (`resolve`).
 AUTO = "auto"
@@ -77,10 +71,6 @@ class EventTargets(Protocol):
 
     def observe(self, arm_state: np.ndarray, keypose: np.ndarray) -> None:
         """After that query, with the keypose [2, 4] the chunk reported."""
-        ...
-
-    def stay_open(self) -> np.ndarray:
-        """bool [2]: the arms whose gripper this query's chunk must keep open (after `targets`)."""
         ...
 
 
@@ -127,9 +117,6 @@ class ReleaseLatch:
         self.target[first] = keypose[first, :3]
         self.latched |= first
 
-    def stay_open(self) -> np.ndarray:
-        return np.zeros(2, bool)
-
 
 class DemonstrationTargets:
     """`demonstration_releases`, and with `grasps` `demonstration`: each carry's release target
@@ -141,9 +128,6 @@ class DemonstrationTargets:
     the arm found it, not yet lifted) and the demonstrated release is carried through it; the arm
     holds that target until it is measured open. A grasp with no demonstrated counterpart, or more
     than `match_m` from where the counterpart maps, keeps the policy's own targets.
-
-    With `count`, an arm that is open after as many grasps as the demonstration shows it make
-    stays open (`stay_open`): a grasp with no demonstrated counterpart is never made.
 
     With `grasps`, an open arm's grasp is held too: once a query in which the arm held nothing
     reports a grasp target within `match_m` of where its next demonstrated grasp maps onto the
@@ -159,7 +143,6 @@ class DemonstrationTargets:
         match_m: float = GRASP_MATCH_M,
         open_threshold: float = OPEN_THRESHOLD,
         grasps: bool = False,
-        count: bool = False,
     ) -> None:
         """`demo`: the demonstration's tokens per keyframe (positions [K, N, 3], features [K, N, D],
         validity [K, N]); `demo_arm_state` [K, 2, 4]; `registration`: the registration's settings
@@ -175,7 +158,6 @@ class DemonstrationTargets:
         self.match_m = match_m
         self.open_threshold = open_threshold
         self.hold_grasps = grasps
-        self.count = count
         # Per arm, its demonstrated carries in order: (grasp keyframe, release keyframe or None).
         self.carries: list[list[tuple[int, int | None]]] = [[], []]
         for stage in demo_stages(state):
@@ -217,14 +199,6 @@ class DemonstrationTargets:
         for arm, point in self._mapped.items():
             if self.aimed[arm]:
                 self.target[arm] = point
-
-    def stay_open(self) -> np.ndarray:
-        """With `count`: the arms measured open (at the last `targets`) that made all their
-        demonstrated grasps."""
-        if not self.count or self._closed is None:
-            return np.zeros(2, bool)
-        done = self.grasps >= np.array([len(c) for c in self.carries])
-        return done & ~self._closed
 
     def _current(self, cloth: TokenArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return (
