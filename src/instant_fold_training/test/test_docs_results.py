@@ -289,6 +289,11 @@ ISSUE_28_ROWS = (
         "quick_demo_targets_home.json",
         "offline_full_rejoin.json",
     ),
+    (
+        "v5 with demonstration event targets, grasps counted (same checkpoint; the option, removed, at commit 70d5d8e)",
+        "quick_demo_grasp_count.json",
+        "offline_full_rejoin.json",
+    ),
     ("registration replay (no training)", "quick_registration_replay.json", None),
 )
 
@@ -691,3 +696,22 @@ def test_the_per_context_table_in_the_docs_is_the_measured_one() -> None:
     summary = json.loads((RESULTS / "eval_cpu_default_demo_targets.json").read_text())
     order = summary["benchmark"]["seen"] + summary["benchmark"]["heldout"]
     assert context_table(summary["contexts"], order) in (REPO / "docs" / "evaluation.md").read_text()
+
+
+def test_the_grasps_counted_prose_is_the_measured_one() -> None:
+    """docs/policy.md's account of the removed grasp-count option against `demonstration`."""
+    before = json.loads((RESULTS / "quick_demo_targets.json").read_text())
+    after = json.loads((RESULTS / "quick_demo_grasp_count.json").read_text())
+    side = "body_side_fold_L__sleeves_down/L"
+    b, a = before["contexts"][side]["policy"], after["contexts"][side]["policy"]
+    later = before["rows"]["policy"]["seen"]["events"]["later"]["extra"]
+    assert "later" not in after["rows"]["policy"]["seen"]["events"]
+    docs = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    quoted = [
+        f"the {later} grasps and releases after the demonstrated ones",
+        f"(Geom. {b['geom']:.2f} -> {a['geom']:.2f} on its {a['folds']} folds, successes "
+        f"{round(b['csr95'] * b['folds'] / 100)} -> {round(a['csr95'] * a['folds'] / 100)};",
+        f"{after['outcomes']['step_limit']} folds run to the step limit instead of {before['outcomes']['step_limit']}",
+    ]
+    missing = [q for q in quoted if q not in docs]
+    assert not missing, missing
