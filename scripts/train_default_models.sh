@@ -123,10 +123,12 @@ for pair in "$tokenizer:encoder" "$work/policy/checkpoint:policy"; do
 done
 stage "done"
 # One summary JSON (what the model cards quote): stage wall times, data, training end, offline results.
-"$py" - "$work" <<'PY'
+"$py" - "$work" "$store" <<'PY'
 import json, sys
 from datetime import datetime
 from pathlib import Path
+
+from instant_fold_sim.generate import cost_by_context
 
 work = Path(sys.argv[1])
 stages = [json.loads(line) for line in (work / "timings.jsonl").read_text().splitlines()]
@@ -141,10 +143,12 @@ logs = [work / "encoder" / name for name in ("metrics.jsonl", "log.jsonl")]
 encoder = [json.loads(line) for path in logs if path.is_file() for line in path.read_text().splitlines()]
 encoder = [r for r in encoder if r.get("event", "train") == "train"]
 evaluation = json.loads((work / "policy_eval.json").read_text())
+store = Path(sys.argv[2])
 summary = {
     "stage_minutes": minutes,
     "total_minutes": round((first[keys[-1]] - first[keys[0]]).total_seconds() / 60, 1),
     "episodes": {d: len(list((work / d).glob("*.npz"))) for d in ("tokens_train", "tokens_heldout")},
+    "generation_by_context": cost_by_context(store) if store.is_dir() else None,
     "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]} if encoder else "not pretrained (TOKENIZER)",
     "policy_start": next(r for r in log if r["event"] == "start"),
     "policy_end": [r for r in log if r["event"] == "end"][-1],

@@ -210,6 +210,28 @@ def run_batch(slots: list[list[Job]], store_path: str, preset_name: str) -> list
     return list(iter_batch(slots, store_path, preset_name))
 
 
+def cost_by_context(store_path: str | Path) -> dict[str, dict[str, float]]:
+    """Per folding context of a store (`mode/variant`): its episodes, their mean frame count and
+    mean wall seconds per episode (`meta["timing"]`, as its worker measured it, other workers
+    running beside it). What a context costs to generate: sequential sleeve folds run longer."""
+    store = EpisodeStore(store_path)
+    by_context: dict[str, list[tuple[int, float]]] = {}
+    for name in store.names():
+        meta = store.meta(name)
+        timing = meta.get("timing") or {}
+        if "frames" in timing and "total_s" in timing:
+            key = f"{meta['mode']}/{meta['variant']}"
+            by_context.setdefault(key, []).append((int(timing["frames"]), float(timing["total_s"])))
+    return {
+        context: {
+            "episodes": len(rows),
+            "frames_mean": round(sum(f for f, _ in rows) / len(rows), 1),
+            "seconds_mean": round(sum(t for _, t in rows) / len(rows), 1),
+        }
+        for context, rows in sorted(by_context.items())
+    }
+
+
 def _parse_list(value: str | None) -> list[str] | None:
     return None if value in (None, "all") else [v.strip() for v in value.split(",") if v.strip()]
 

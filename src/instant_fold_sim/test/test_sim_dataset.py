@@ -132,6 +132,16 @@ def test_cli_writes_a_readable_dataset_and_resumes(tmp_path, monkeypatch):
     assert 2 <= len(moving) <= 15 and moving[0] == 0
     assert store.read(name, frames=moving).num_frames == len(moving)
 
+    # What the context cost, as the training script's summary reports it per context.
+    cost = generate.cost_by_context(out)
+    assert cost == {
+        f"{meta['mode']}/{meta['variant']}": {
+            "episodes": 1,
+            "frames_mean": float(t),
+            "seconds_mean": round(meta["timing"]["total_s"], 1),
+        }
+    }
+
     # Resume: a second run simulates nothing and leaves the finished episode untouched.
     before = {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()}
 
