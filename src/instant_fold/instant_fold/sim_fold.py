@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from instant_fold_core.rerun_web import WebViewer
 
 DEFAULT_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
+#: The fold of the bundled demonstration (mode, variant).
+DEFAULT_FOLD = ("sleeves_down__bottom_up", "S")
 
 
 class SimFoldError(ExternalError):
@@ -529,8 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demo", default=str(models_dir() / DEFAULT_DEMO), help="demonstration file")
     parser.add_argument("--garment", default="proc:1", help="simulated garment (proc:<seed>, newton_tshirt, OBJ)")
     parser.add_argument("--seed", type=int, default=1469361038825727794, help="episode seed of the start state")
-    parser.add_argument("--mode", default="sleeves_down__bottom_up", help="mode the evaluation compares with")
-    parser.add_argument("--variant", default="S")
+    parser.add_argument("--mode", default="", help="mode the evaluation compares with (default: the demonstration's)")
+    parser.add_argument("--variant", default="", help="its execution variant (default: the demonstration's)")
     parser.add_argument("--checkpoint", default="", help="policy directory (default models/policy)")
     parser.add_argument("--tokenizer", default="", help="encoder directory (default models/encoder)")
     parser.add_argument("--max-steps", type=_positive(int, MAX_GOAL_STEPS), default=150, help="policy queries at most")
@@ -571,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--startup-timeout", type=_positive(float), default=180.0)
     parser.add_argument("--fold-timeout", type=_positive(float), default=900.0)
     args = parser.parse_args(argv)
+    args.mode, args.variant = demonstrated_fold(Path(args.demo), args.mode, args.variant)
     # Before anything computes or starts: this process's and every child's threads (the nodes,
     # the simulator process), so the fold does not depend on the caller's OMP_NUM_THREADS.
     args.compute_threads = pin_compute_threads()
@@ -615,6 +618,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.view == "after":
         return serve_view(Path(metrics["outputs"]["rrd"]), args.view_port) or code
     return code
+
+
+def demonstrated_fold(demo: Path, mode: str, variant: str) -> tuple[str, str]:
+    """The fold the evaluation compares with: `mode` and `variant` as given, else the ones the
+    demonstration file names (a simulated demonstration carries both), so `--demo` alone picks
+    the fold. A file that names none (a recorded human demonstration), or that cannot be read (the
+    graph refuses it and the report says why), is compared with the bundled demonstration's fold,
+    `DEFAULT_FOLD`; the first says so."""
+    if mode and variant:
+        return mode, variant
+    from instant_fold_core.demonstration import DemonstrationError, load_demonstration
+
+    try:
+        loaded = load_demonstration(demo)
+    except DemonstrationError:
+        return mode or DEFAULT_FOLD[0], variant or DEFAULT_FOLD[1]
+    named = mode or loaded.mode, variant or str(loaded.meta.get("variant", ""))
+    if all(named):
+        return named
+    print(
+        f"[sim_fold] {demo.name} names no folding mode and variant: compared with {'/'.join(DEFAULT_FOLD)} "
+        "(--mode, --variant)",
+        file=sys.stderr,
+    )
+    return named[0] or DEFAULT_FOLD[0], named[1] or DEFAULT_FOLD[1]
 
 
 def open_live_view(args: argparse.Namespace, out: Path) -> WebViewer:

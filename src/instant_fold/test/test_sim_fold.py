@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from instant_fold.sim_fold import DEFAULT_DEMO, fold_strip, main
+from instant_fold.sim_fold import DEFAULT_DEMO, DEFAULT_FOLD, demonstrated_fold, fold_strip, main
 from instant_fold_core.demonstration import load_demonstration
 from instant_fold_core.testing import untrained_checkpoints
 from instant_fold_ros.bringup_share import models_dir
@@ -19,6 +19,22 @@ DEMO = (models_dir() / DEFAULT_DEMO).resolve()  # the source file behind a --sym
 def test_missing_demonstration_is_a_clear_error(tmp_path: Path, capsys) -> None:
     assert main(["--demo", str(tmp_path / "nope.safetensors"), "--out", str(tmp_path)]) == 1
     assert "nope.safetensors not found" in capsys.readouterr().err
+
+
+def test_the_fold_compared_with_is_the_demonstrations_own(tmp_path: Path, capsys) -> None:
+    """`--demo` alone picks the fold the evaluation compares with (the second bundled demonstration
+    shows another fold); given `--mode`/`--variant` win; a file that names none, or cannot be read,
+    is compared with the bundled demonstration's fold."""
+    assert demonstrated_fold(DEMO, "", "") == DEFAULT_FOLD == ("sleeves_down__bottom_up", "S")
+    second = DEMO.parent / "proc_00001_body_bottom_up__sleeves_down.safetensors"
+    assert demonstrated_fold(second, "", "") == ("body_bottom_up__sleeves_down", "S")
+    assert demonstrated_fold(second, "sleeves_down__bottom_up", "L") == ("sleeves_down__bottom_up", "L")
+    assert demonstrated_fold(second, "", "L") == ("body_bottom_up__sleeves_down", "L")
+    assert demonstrated_fold(tmp_path / "nope.safetensors", "", "") == DEFAULT_FOLD
+    unnamed = load_demonstration(second)
+    unnamed.mode, unnamed.meta = "", {}
+    assert demonstrated_fold(unnamed.save(tmp_path / "human.safetensors"), "", "") == DEFAULT_FOLD
+    assert "human.safetensors names no folding mode and variant" in capsys.readouterr().err
 
 
 def test_missing_models_are_a_clear_error(tmp_path: Path, capsys) -> None:

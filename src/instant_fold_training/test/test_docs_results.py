@@ -88,6 +88,21 @@ def test_the_main_job_numbers_in_the_readme_are_the_measured_ones() -> None:
     assert not missing, missing
 
 
+def test_the_second_main_job_demonstration_in_the_readme_is_the_measured_one() -> None:
+    run = json.loads((RESULTS / "main_job_second_demo.json").read_text())
+    readme = " ".join((REPO / "README.md").read_text().split())
+    same = run["same_init"]
+    quoted = [
+        run["command"].removeprefix("time "),
+        f"`{same['predicted_context']}`: context {'right' if same['context_correct'] else 'wrong'}, "
+        f"Geom. {same['geom']:.2f} against that fold's envelope of {same['envelope']:.2f}, fold rate "
+        f"{same['fold_rate']:.2f}, C-SR@95 {'success' if same['csr95_success'] else 'failure'}, "
+        f"{run['fold']['message']} in {run['fold']['policy_queries']} policy queries",
+    ]
+    missing = [q for q in quoted if q not in readme]
+    assert not missing, missing
+
+
 def test_the_training_throughput_and_se2_feature_tables_are_the_measured_ones() -> None:
     docs = (REPO / "docs" / "policy.md").read_text()
     bench = json.loads((RESULTS / "bench_policy_train_cpu.json").read_text())
