@@ -37,9 +37,11 @@ def untrained_checkpoints(
     config.model = dataclasses.replace(config.model, **model).validate()
     policy = InstantFoldPolicy(config.model)
     episodes = synthetic_episodes(1, tuple(MODES)[:2], 1, config.model.cloth_feature_dim, config.model.num_cloth_tokens)
-    dataset = PolicyDataset(episodes, config.model.horizon, config.train)
+    dataset = PolicyDataset(
+        episodes, config.model.horizon, config.train, instructions=config.model.conditioning == "language"
+    )
     dataset.calibrate(policy.normalizers)
-    policy.mode_ids = dataset.mode_ids
+    policy.mode_ids, policy.vocabulary = dataset.mode_ids, dataset.vocabulary
     policy_dir = policy.save_pretrained(root / "policy", config)
     return Path(policy_dir), Path(tokenizer_dir)
 

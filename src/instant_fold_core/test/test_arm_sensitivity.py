@@ -39,7 +39,7 @@ def _runner(episodes, **model) -> PolicyRunner:
     cfg.model = dataclasses.replace(cfg.model, **model).validate()
     torch.manual_seed(0)
     policy = InstantFoldPolicy(cfg.model)
-    dataset = PolicyDataset(episodes, cfg.model.horizon, cfg.train)
+    dataset = PolicyDataset(episodes, cfg.model.horizon, cfg.train, cfg.model.conditioning == "language")
     dataset.calibrate(policy.normalizers)
     policy.mode_ids, policy.vocabulary = dataset.mode_ids, dataset.vocabulary
     return PolicyRunner(policy)

@@ -20,6 +20,7 @@ from instant_fold_core.policy.dataset import (
     recovery_targets,
 )
 from instant_fold_core.policy.evaluation import demonstration_pairs
+from instant_fold_core.policy.instruction import InstructionError
 from instant_fold_core.policy.normalization import ActionNormalizers
 from instant_fold_core.policy.synthetic import MODES, make_episode, synthetic_episodes
 
@@ -116,8 +117,22 @@ def test_dataset_pairs_each_sample_with_a_sibling_demonstration(episodes):
         assert demo.meta["mode"] == episodes[ep_idx].meta["mode"]
         np.testing.assert_array_equal(sample.demo_arm_state, demo.arm_state[demo.keyframes])
         np.testing.assert_array_equal(sample.cloth_positions, episodes[ep_idx].cloth_positions[t])
-        words = ds.vocabulary.words
-        assert [words[w - 1] for w in sample.instruction] == episodes[ep_idx].meta["mode"].split("_")
+        assert sample.instruction.shape == (0,)  # no instructions unless asked for
+
+
+def test_instructions_are_the_episodes_folds_in_words_when_asked_for(episodes):
+    """The language variant's samples carry their episode's instruction; a demonstration-conditioned
+    dataset never reads one, so a variant with no words (a user's own) does not stop it."""
+    ds = PolicyDataset(episodes, 4, TrainingConfig(), instructions=True)
+    rng = np.random.default_rng(0)
+    for i in rng.integers(len(ds), size=5):
+        ep_idx, _ = ds.index[i]
+        words = [ds.vocabulary.words[w - 1] for w in ds.sample(int(i), rng).instruction]
+        assert words == episodes[ep_idx].meta["mode"].split("_")
+    odd = [dataclasses.replace(e, meta={**e.meta, "variant": "X"}) for e in episodes]
+    assert len(PolicyDataset(odd, 4, TrainingConfig())) == len(ds)
+    with pytest.raises(InstructionError, match="variant 'X'"):
+        PolicyDataset(odd, 4, TrainingConfig(), instructions=True)
 
 
 def with_holds(episode: TokenizedEpisode) -> TokenizedEpisode:

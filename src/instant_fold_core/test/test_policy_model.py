@@ -57,7 +57,7 @@ def episodes():
 def make_policy(cfg: InstantFoldPolicyConfig, episodes, seed: int = 0) -> tuple[InstantFoldPolicy, PolicyDataset]:
     torch.manual_seed(seed)
     policy = InstantFoldPolicy(cfg.model)
-    dataset = PolicyDataset(episodes, cfg.model.horizon, cfg.train)
+    dataset = PolicyDataset(episodes, cfg.model.horizon, cfg.train, cfg.model.conditioning == "language")
     dataset.calibrate(policy.normalizers)
     policy.mode_ids, policy.vocabulary = dataset.mode_ids, dataset.vocabulary
     return randomise(policy, seed).eval(), dataset

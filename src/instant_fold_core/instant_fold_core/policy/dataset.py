@@ -80,7 +80,16 @@ class PlanarTransform:
 class PolicyDataset:
     """Indexes every (episode, frame) pair; `sample(i, rng)` builds one `PolicySample`."""
 
-    def __init__(self, episodes: list[TokenizedEpisode], horizon: int, train: TrainingConfig | None = None) -> None:
+    def __init__(
+        self,
+        episodes: list[TokenizedEpisode],
+        horizon: int,
+        train: TrainingConfig | None = None,
+        instructions: bool = False,
+    ) -> None:
+        """`instructions`: give every sample its episode's instruction (the language variant's
+        condition); without, episodes whose meta says no fold in words train a demonstration-
+        conditioned policy all the same."""
         if not episodes:
             raise PolicyDataError("PolicyDataset: no episodes")
         for e in episodes:
@@ -92,10 +101,12 @@ class PolicyDataset:
         self.horizon = horizon
         self.train = train or TrainingConfig()
         self.mode_ids = mode_ids(episodes)
-        #: The language variant's instruction of every episode, and the words of them all.
-        self.instructions = [instruction_text(e.meta) for e in episodes]
+        #: With `instructions`: every episode's instruction, the words of them all, and their ids.
+        self.instructions = [instruction_text(e.meta) for e in episodes] if instructions else []
         self.vocabulary = Vocabulary.of(self.instructions)
-        self.instruction_ids = [self.vocabulary.encode(text) for text in self.instructions]
+        self.instruction_ids = [self.vocabulary.encode(text) for text in self.instructions] or [
+            np.zeros(0, np.int64) for _ in episodes
+        ]
         groups: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, e in enumerate(episodes):
             groups[demonstration_key(e)].append(i)

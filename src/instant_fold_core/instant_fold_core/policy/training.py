@@ -184,7 +184,12 @@ def train(
     tr = cfg.train
     # Batch size and demonstrations per batch are global: each rank draws its share.
     demos = -(-tr.demos_per_batch // where.world_size) if tr.demos_per_batch else 0
-    dataset = PolicyDataset(episodes, cfg.model.horizon, dataclasses.replace(tr, demos_per_batch=demos))
+    dataset = PolicyDataset(
+        episodes,
+        cfg.model.horizon,
+        dataclasses.replace(tr, demos_per_batch=demos),
+        instructions=cfg.model.conditioning == "language",
+    )
     n, d = episodes[0].cloth_features.shape[1:]
     if (n, d) != (cfg.model.num_cloth_tokens, cfg.model.cloth_feature_dim):
         raise PolicyDataError(
