@@ -121,3 +121,17 @@ def test_with_grasps_an_arm_aiming_near_its_demonstrated_grasp_holds_the_mapped_
 def demonstration_releases_args(**demo_kw) -> tuple[TokenArrays, np.ndarray, ReplayConfig]:
     cloths, feat, state, valid = demonstration(**demo_kw)
     return TokenArrays(cloths, feat, valid), state, ReplayConfig(num_cloth_tokens=N, cloth_feature_dim=D)
+
+
+def test_the_strategy_asked_for_is_the_one_the_policy_can_take():
+    from instant_fold_core.policy.event_targets import AUTO, resolve
+
+    assert resolve(AUTO, "anchored", "demo") == "demonstration"
+    assert resolve(AUTO, "anchored", "language") == resolve(AUTO, "flow", "demo") == "policy"
+    assert resolve("latched", "anchored", "language") == "latched"  # reads nothing of a demonstration
+    with pytest.raises(ValueError, match="told the fold in words has no demonstration"):
+        resolve("demonstration", "anchored", "language")
+    with pytest.raises(ValueError, match="anchored keypose head"):
+        resolve("demonstration_releases", "flow", "demo")
+    with pytest.raises(ValueError, match="expected one of"):
+        resolve("latch", "anchored", "demo")

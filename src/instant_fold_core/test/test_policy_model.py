@@ -298,6 +298,21 @@ def test_language_conditioned_variant_reads_its_instruction_word_by_word(episode
         InstantFoldPolicy.from_pretrained(tmp_path / "language")
 
 
+def test_the_anchored_head_reads_targets_for_a_language_policy_too(episodes):
+    """The cloth-anchored head points at the current cloth from the fused scene, whatever the scene
+    was fused with: a language policy gets the same head as the demonstration one it is compared
+    with (and no demonstration alignment: there is none)."""
+    policy, dataset = make_policy(small_config(conditioning="language", **ANCHORED), episodes)
+    assert policy.anchor is not None and policy.word_embedding is not None
+    losses = policy.compute_loss(make_batch(dataset), generator=torch.Generator().manual_seed(0))
+    assert torch.isfinite(losses["loss"])
+    runner = PolicyRunner(policy)
+    runner.load_instruction("bottom up")
+    ep = episodes[0]
+    chunk = runner.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.arm_state[0])
+    assert chunk.keypose is not None and np.isfinite(chunk.keypose).all()
+
+
 def test_configs_of_older_checkpoints_load_or_say_why_not():
     """v5 and older saved the mode-id table size, unused by a demonstration-conditioned policy; a
     language variant told mode ids cannot be read as one told words."""

@@ -193,7 +193,8 @@ class PolicyServer:
             return ReleaseLatch()
         if self._demo_tokens is None or self.demonstration is None:
             raise PolicyServerError(
-                "event_targets 'demonstration': a policy conditioned on a folding mode has no demonstration"
+                f"event_targets {self.event_targets!r}: no demonstration loaded (a policy told the fold in words "
+                "has none)"
             )
         return DemonstrationTargets(
             self._demo_tokens, self.demonstration.keypose, grasps=self.event_targets == "demonstration"

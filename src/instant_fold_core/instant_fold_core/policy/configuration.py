@@ -138,8 +138,6 @@ class PolicyConfig:
             raise ConfigError(f"model.demo_alignment: expected one of {DEMO_ALIGNMENTS}, got {self.demo_alignment!r}")
         if self.keypose_head not in KEYPOSE_HEADS:
             raise ConfigError(f"model.keypose_head: expected one of {KEYPOSE_HEADS}, got {self.keypose_head!r}")
-        if self.keypose_head == "anchored" and self.conditioning != "demo":
-            raise ConfigError("model.keypose_head: 'anchored' needs conditioning 'demo'")
         if self.conditioning not in ("demo", "language"):
             raise ConfigError(f"model.conditioning: expected 'demo' or 'language', got {self.conditioning!r}")
         if self.use_summary_tokens and self.num_summary_tokens == 0:

@@ -77,7 +77,7 @@ class EventTargets(Protocol):
 def resolve(requested: str, keypose_head: str | None, conditioning: str) -> str:
     """The strategy `requested` names: itself, or for `AUTO` `demonstration` where the policy can
     take held targets (anchored keypose head, conditioned on a demonstration) and `policy`
-    elsewhere (the paper's head, registration replay, a folding mode). ValueError for an unknown
+    elsewhere (the paper's head, registration replay, a fold said in words). ValueError for an unknown
     name or a strategy the policy cannot take."""
     if requested == AUTO:
         return "demonstration" if keypose_head == "anchored" and conditioning == "demo" else "policy"
@@ -88,6 +88,8 @@ def resolve(requested: str, keypose_head: str | None, conditioning: str) -> str:
             f"event_targets {requested!r}: only a learned policy with the anchored keypose head "
             "(model.keypose_head: anchored) takes held targets"
         )
+    if requested.startswith("demonstration") and conditioning != "demo":
+        raise ValueError(f"event_targets {requested!r}: a policy told the fold in words has no demonstration")
     return requested
 
 
