@@ -579,3 +579,14 @@ def test_noise_scale_scales_the_start_noise_and_zero_makes_sampling_deterministi
     for bad in (-0.1, float("nan"), float("inf")):
         with pytest.raises(ConfigError, match="noise_scale"):
             small_config(noise_scale=bad)
+
+
+def test_the_recipes_in_config_policies_load():
+    from pathlib import Path
+
+    recipes = sorted((Path(__file__).resolve().parents[3] / "config" / "policies").glob("*.yaml"))
+    assert len(recipes) >= 4
+    loaded = {p.stem: InstantFoldPolicyConfig.from_yaml(p) for p in recipes}
+    language = loaded["cpu_small_language"]
+    assert language.model.conditioning == "language" and language.model.keypose_head == "anchored"
+    assert language.train.recovery_mode == "rejoin" and language.train.steps == 6000
