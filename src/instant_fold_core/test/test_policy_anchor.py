@@ -224,7 +224,7 @@ def test_anchored_checkpoint_round_trip_and_runner(episodes, tmp_path):
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"keypose_head": "pointer"}, {"keypose_head": "anchored", "conditioning": "language"}, {"anchor_window_m": 0.0}],
+    [{"keypose_head": "pointer"}, {"anchor_window_m": 0.0}],
 )
 def test_bad_anchored_configs_are_refused(overrides):
     with pytest.raises(ConfigError):
