@@ -29,3 +29,16 @@ def test_the_shipped_policy_is_the_scripts_default_recipe() -> None:
     assert shipped["train"]["steps"] == int(defaults["policy_steps"])
     assert {k: shipped["train"][k] for k in train} == train
     assert {k: shipped["model"][k] for k in model} == model
+
+
+def test_the_language_row_is_the_default_recipe_told_in_words() -> None:
+    """config/policies/cpu_small_language.yaml (the language row of the paper's orderings) trains as
+    the script's default policy does, told the fold in words instead of shown a demonstration."""
+    defaults = _cpu_small_defaults((REPO / "scripts" / "train_default_models.sh").read_text())
+    language = yaml.safe_load((REPO / "config" / "policies" / "cpu_small_language.yaml").read_text())
+    train = yaml.safe_load("{" + defaults["policy_train"] + "}")
+    assert {k: language["train"][k] for k in train} == train
+    assert language["train"]["steps"] == int(defaults["policy_steps"])
+    demonstration_only = ("demo_alignment", "registration_rotations")  # nothing to align without one
+    model = {k: v for k, v in yaml.safe_load(defaults["policy_model"]).items() if k not in demonstration_only}
+    assert language["model"] == {**model, "conditioning": "language"}
