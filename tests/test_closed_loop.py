@@ -14,9 +14,12 @@ from instant_fold.sim_fold import DEFAULT_DEMO
 from instant_fold.sim_fold import main as sim_fold_main
 from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.demonstration import load_demonstration
+from instant_fold_core.policy.instruction import Vocabulary
 from instant_fold_core.policy.modeling import InstantFoldPolicy
 from instant_fold_policy.server import PolicyServer
 from instant_fold_ros.bringup_share import models_dir
+from instant_fold_sim.oracle_bank import Context
+from instant_fold_sim.programs import instruction
 from instant_fold_sim.sim_world import SimWorld
 from instant_fold_training.closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
@@ -66,27 +69,27 @@ def test_in_process_and_graph_rollouts_end_in_the_same_state(
     assert [e["grasp_frame"] for e in graph_record["episodes"]] == [e.grasp_frame for e in result.record.episodes]
 
 
-def language_checkpoint(directory: Path, modes: list[str]) -> Path:
-    """The default policy's architecture, language-conditioned on `modes` (random weights), with the
-    paper's keypose head: the cloth-anchored one reads its targets through a demonstration."""
+def language_checkpoint(directory: Path, contexts: list[Context]) -> Path:
+    """The default policy's architecture and normalisers, told folds in words (random weights); its
+    vocabulary is the words of the instructions of `contexts`."""
     policy, cfg = InstantFoldPolicy.from_pretrained(MODELS / "policy")
-    cfg.model = dataclasses.replace(cfg.model, conditioning="language", keypose_head="flow").validate()
+    cfg.model = dataclasses.replace(cfg.model, conditioning="language").validate()
     language = InstantFoldPolicy(cfg.model)
     language.normalizers.load_dict(policy.normalizers.to_dict())
-    language.mode_ids = {m: i for i, m in enumerate(modes)}
+    language.vocabulary = Vocabulary.of(instruction(c.mode, c.variant) for c in contexts)
     return language.save_pretrained(directory, cfg)
 
 
-def test_a_language_policy_folds_the_modes_it_knows_and_cannot_start_the_others(tmp_path: Path) -> None:
-    checkpoint = language_checkpoint(tmp_path / "language", ["sleeves_down__bottom_up"])
+def test_a_language_policy_folds_what_it_can_read_and_cannot_start_the_others(tmp_path: Path) -> None:
+    checkpoint = language_checkpoint(tmp_path / "language", [Context("sleeves_down__bottom_up", "S")])
     server = PolicyServer.from_checkpoints(checkpoint, MODELS / "encoder", "cpu", seed=0)
     world = SimWorld("proc:1", SEED, "cpu-small", record=False)
-    load_condition(server, None, "sleeves_down__bottom_up")
+    load_condition(server, None, Context("sleeves_down__bottom_up", "S"))
     assert run_rollout(world, server, 2).queries == 2
-    # A fold it never trained on: the rollout does not start, the garment stays as it was.
+    # A fold said in words it never learned: the rollout does not start, the garment stays as it was.
     other = SimWorld("proc:1", SEED, "cpu-small", record=False)
-    with pytest.raises(POLICY_ERRORS, match="sleeves_down__shoulders_down"):
-        load_condition(server, None, "sleeves_down__shoulders_down")
+    with pytest.raises(POLICY_ERRORS, match=r"never learned: \[.*'diagonally'"):
+        load_condition(server, None, Context("sleeves_diagonal__bottom_up", "R"))
     result = not_run(other, "unknown mode")
     assert result.outcome == FoldOutcome.ABORTED and result.queries == 0 and result.record.episodes == ()
     np.testing.assert_array_equal(result.record.final_keypoints, other.init.start_keypoints)

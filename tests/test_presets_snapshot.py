@@ -17,7 +17,7 @@ from typing import Any
 from instant_fold_core.encoder.configuration import preset as encoder_preset
 from instant_fold_core.encoder.modeling import ClothTokenizer
 from instant_fold_core.encoder.training import PRESETS as PRETRAIN_PRESETS
-from instant_fold_core.policy.configuration import InstantFoldPolicyConfig
+from instant_fold_core.policy.configuration import LEGACY_MODES, InstantFoldPolicyConfig, PolicyConfig
 from instant_fold_core.policy.configuration import preset as policy_preset
 from instant_fold_sim.rollout import preset as sim_preset
 
@@ -50,4 +50,9 @@ def test_shipped_model_configs_load_unchanged() -> None:
     encoder = json.loads((MODELS / "encoder" / "config.json").read_text())["encoder"]
     assert _text(ClothTokenizer.from_pretrained(MODELS / "encoder").config.to_dict()) == _text(encoder)
     policy = json.loads((MODELS / "policy" / "config.json").read_text())
-    assert _text(InstantFoldPolicyConfig.from_dict(policy).to_dict()) == _text(policy)
+    # Since v5: the mode-id table size, which a demonstration-conditioned policy never used, is
+    # dropped; the language variant's instruction fields are added at their defaults.
+    migrated = {k: v for k, v in policy["model"].items() if k != LEGACY_MODES}
+    added = {f: getattr(PolicyConfig(), f) for f in ("vocabulary_size", "max_instruction_words")}
+    expected = {**policy, "model": {**migrated, **added}}
+    assert _text(InstantFoldPolicyConfig.from_dict(policy).to_dict()) == _text(expected)

@@ -247,6 +247,16 @@ def mode_by_id(mode_id: int) -> FoldingMode:
     raise KeyError(f"mode id {mode_id} not in 1..{len(MODES)}")
 
 
+def instruction(mode: str, variant: str) -> str:
+    """A folding context said in words, as the language-conditioned policy is told it: the mode's
+    description and its variant (`instant_fold_core.policy.instruction.instruction_text`, which
+    says a training episode's fold the same way from its meta)."""
+    from instant_fold_core.policy.instruction import instruction_text  # the policy package imports torch
+
+    m = MODES[mode]
+    return instruction_text({"mode": m.name, "variant": variant, "description": m.description, "family": m.family})
+
+
 def resolve_mode(spec: str | int) -> FoldingMode:
     """A mode by name or numeric id (as string or int)."""
     if isinstance(spec, int) or str(spec).isdigit():

@@ -30,14 +30,13 @@ from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.fold_recording import FoldRecording
-from instant_fold_core.policy.instruction import instruction_text
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.validation import ValidationError
 from instant_fold_policy.fold_loop import NANOSECONDS, Finish, FoldLoop, FoldLoopConfig, Query, Wait
 from instant_fold_policy.server import PolicyServer, PolicyServerError
 from instant_fold_sim.oracle_bank import Context
 from instant_fold_sim.outcome import FoldRecord
-from instant_fold_sim.programs import MODES
+from instant_fold_sim.programs import instruction
 from instant_fold_sim.sim_arms import WorldLink, sim_robot
 from instant_fold_sim.sim_world import SimWorld
 
@@ -198,6 +197,4 @@ def load_condition(server: PolicyServer, demonstration: Demonstration | None, co
             raise ClosedLoopError("a demonstration-conditioned policy needs a demonstration")
         server.load_demonstration(demonstration)
     else:
-        mode = MODES[context.mode]
-        meta = {"mode": mode.name, "variant": context.variant, "description": mode.description, "family": mode.family}
-        server.load_instruction(instruction_text(meta))
+        server.load_instruction(instruction(context.mode, context.variant))

@@ -192,11 +192,11 @@ def _language_checkpoint(directory: Path, contexts: list[str], unknown: str = ""
 
     from instant_fold_core.policy.configuration import preset
     from instant_fold_core.policy.dataset import PolicyDataset
-    from instant_fold_core.policy.instruction import Vocabulary, instruction_text, words
+    from instant_fold_core.policy.instruction import Vocabulary, words
     from instant_fold_core.policy.modeling import InstantFoldPolicy
     from instant_fold_core.policy.synthetic import MODES as SYNTHETIC
     from instant_fold_core.policy.synthetic import synthetic_episodes
-    from instant_fold_sim.programs import MODES
+    from instant_fold_sim.programs import instruction
 
     cfg = preset("cpu-small")
     cfg.model.conditioning = "language"
@@ -206,9 +206,7 @@ def _language_checkpoint(directory: Path, contexts: list[str], unknown: str = ""
     PolicyDataset(episodes, cfg.model.horizon, cfg.train).calibrate(policy.normalizers)  # metre-scale actions
     known = []
     for context in contexts:
-        mode, _, variant = context.partition("/")
-        meta = {"mode": mode, "variant": variant, "description": MODES[mode].description, "family": MODES[mode].family}
-        known += [w for w in words(instruction_text(meta)) if w != unknown]
+        known += [w for w in words(instruction(*context.split("/"))) if w != unknown]
     policy.vocabulary = Vocabulary(known)
     policy.save_pretrained(directory, cfg)
     return directory
