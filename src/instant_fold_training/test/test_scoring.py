@@ -211,3 +211,4 @@ def test_the_breadth_benchmarks_score_the_fold_split(name: str):
     assert spec.oracle_runs == 10
     garment_split = "train" if name == "cpu_folds" else "heldout"
     assert {split_of_seed(int(g.split(":")[1])) for g in spec.garments} == {garment_split}
+    assert spec.max_steps == 220  # sequential sleeve folds run up to ~280 frames scripted (2 per query)
