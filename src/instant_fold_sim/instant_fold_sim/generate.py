@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from instant_fold_core.dataset.schema import folding_context
 from instant_fold_core.dataset.zarr_store import EpisodeStore
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.output_dir import OutputDirError, claimed_output_dir
@@ -220,8 +221,7 @@ def cost_by_context(store_path: str | Path) -> dict[str, dict[str, float]]:
         meta = store.meta(name)
         timing = meta.get("timing") or {}
         if "frames" in timing and "total_s" in timing:
-            key = f"{meta['mode']}/{meta['variant']}"
-            by_context.setdefault(key, []).append((int(timing["frames"]), float(timing["total_s"])))
+            by_context.setdefault(folding_context(meta), []).append((int(timing["frames"]), float(timing["total_s"])))
     return {
         context: {
             "episodes": len(rows),
