@@ -209,3 +209,8 @@ def test_cli_reads_an_episode_store_by_split(tmp_path, capsys):
     assert "no episode of split 'validation'" in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "run3"), "--data", str(tmp_path / "missing")]) == 2
     assert re.search(r"pretrain_encoder: .*missing", capsys.readouterr().err)
+    # images are read per batch: a damaged image chunk found mid-run is a clear error, not a traceback
+    for chunk in (tmp_path / "store" / "episodes").glob("ep*/rgb/c/*/0/0/0"):
+        chunk.write_bytes(b"not a chunk")
+    assert main([*args, "--out", str(tmp_path / "run4")]) == 2
+    assert re.search(r"pretrain_encoder: .*episode 'ep[01]' is corrupt", capsys.readouterr().err)

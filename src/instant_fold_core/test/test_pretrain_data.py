@@ -11,7 +11,7 @@ from instant_fold_core.encoder.augment import (
     occlude_with_grippers,
     random_gripper_centers,
 )
-from instant_fold_core.encoder.data import DataError, PKSampler, PretrainDataset
+from instant_fold_core.encoder.data import DataError, PKSampler, PretrainDataset, StoreEpisodes
 from instant_fold_core.encoder.synthetic import make_cloth, synthetic_episode
 from instant_fold_core.validation import ValidationError
 
@@ -80,6 +80,35 @@ def test_dataset_batches_stack_frames_by_cloth_and_trajectory():
     eps[0].meta.pop("garment_id")
     with pytest.raises(DataError, match="garment_id"):
         PretrainDataset(eps, image_size=48)
+
+
+def test_a_store_is_read_per_batch_with_the_same_batches_as_in_memory(tmp_path):
+    """Pretraining on a store reads particles up front and only a batch's kept frames after:
+    reading whole stores eagerly grew past the machine's memory (module docstring of data.py)."""
+    from instant_fold_core.dataset.zarr_store import EpisodeStore
+
+    eps = [synthetic_episode(make_cloth(c), seed=s, frames=9, image_size=64) for c in range(2) for s in range(2)]
+    store = EpisodeStore(tmp_path / "store", mode="a")
+    for i, ep in enumerate(eps):
+        store.write(f"ep{i}", ep)
+    reads: list[tuple[str, int | None]] = []
+    read, read_array = store.read, store.read_array
+    store.read = lambda name, frames=None: (
+        reads.append((name, None if frames is None else len(frames))) or read(name, frames)
+    )
+    store.read_array = lambda name, field: reads.append((name, field)) or read_array(name, field)
+    lazy = PretrainDataset(StoreEpisodes(store, [f"ep{i}" for i in range(4)]), image_size=48, max_frames=4)
+    assert reads == [(f"ep{i}", "particles") for i in range(4)]  # no image read up front
+    eager = PretrainDataset(eps, image_size=48, max_frames=4)
+    assert [f.tolist() for f in lazy.frames] == [f.tolist() for f in eager.frames]
+    assert lazy.trajectories == eager.trajectories
+    reads.clear()
+    a, b = lazy.batch([[0, 1], [3, 2]]), eager.batch([[0, 1], [3, 2]])
+    assert reads == [(f"ep{i}", len(lazy.frames[i])) for i in (0, 1, 3, 2)]  # just the kept frames
+    for key, value in a.__dict__.items():
+        other = getattr(b, key)
+        pairs = zip(value, other, strict=True) if isinstance(value, list) else [(value, other)]
+        assert all(torch.equal(x, y) for x, y in pairs), key
 
 
 def test_gripper_template_scales_with_depth_and_occludes_the_cloth():

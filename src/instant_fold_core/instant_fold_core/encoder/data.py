@@ -1,8 +1,10 @@
 """Pretraining data: motion filtering, strict PK sampling and per-batch frame loading.
 
-Episodes come as any `Sequence[Episode]` (a list, or a lazy reader with `__getitem__`), so
-simulated datasets plug in unchanged; only the particle arrays are read up front (for the
-motion filter), images are read per batch.
+Episodes come as a `Sequence[Episode]` held in memory (synthetic data, tests) or as an
+`EpisodeSource` that reads from disk (`StoreEpisodes`, what the CLI trains on): only the particle
+arrays are read up front (for the motion filter), and each batch reads just its kept frames. Why:
+reading a whole store eagerly grew with the store (a 336-episode store of 16 folds peaked at
+23 GB and was killed on the 24 GB development machine); a batch holds P x K x 15 frames.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -19,6 +22,9 @@ from ..dataset.schema import Episode
 from ..geometry import center_crop_resize
 from ..validation import ValidationError
 from .preprocess import rgbd_tensors
+
+if TYPE_CHECKING:
+    from ..dataset.zarr_store import EpisodeStore
 
 
 class DataError(ValidationError):
@@ -76,27 +82,83 @@ def load_frames(episode: Episode, frames: np.ndarray, image_size: int) -> dict[s
     }
 
 
+@runtime_checkable
+class EpisodeSource(Protocol):
+    """Episodes read piecewise: what pretraining needs of each, without holding its images."""
+
+    def __len__(self) -> int: ...
+
+    def meta(self, index: int) -> dict[str, Any]: ...
+
+    def particles(self, index: int) -> np.ndarray:
+        """float [T,M,3]: the whole trajectory's particles (for the motion filter)."""
+        ...
+
+    def read_frames(self, index: int, frames: np.ndarray) -> tuple[Episode, np.ndarray]:
+        """An episode holding at least `frames`, and where those frames are in it."""
+        ...
+
+
+class EpisodeList:
+    """An `EpisodeSource` over episodes already in memory."""
+
+    def __init__(self, episodes: Sequence[Episode]) -> None:
+        self.episodes = episodes
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def meta(self, index: int) -> dict[str, Any]:
+        return self.episodes[index].meta
+
+    def particles(self, index: int) -> np.ndarray:
+        return self.episodes[index].particles
+
+    def read_frames(self, index: int, frames: np.ndarray) -> tuple[Episode, np.ndarray]:
+        return self.episodes[index], frames
+
+
+class StoreEpisodes:
+    """An `EpisodeSource` over named episodes of an episode store: particles for the filter,
+    then only the frames a batch needs (images are the bulk of a store)."""
+
+    def __init__(self, store: EpisodeStore, names: Sequence[str]) -> None:
+        self.store, self.names = store, list(names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def meta(self, index: int) -> dict[str, Any]:
+        return self.store.meta(self.names[index])
+
+    def particles(self, index: int) -> np.ndarray:
+        return self.store.read_array(self.names[index], "particles")
+
+    def read_frames(self, index: int, frames: np.ndarray) -> tuple[Episode, np.ndarray]:
+        return self.store.read(self.names[index], frames), np.arange(len(frames))
+
+
 class PretrainDataset:
     """Index of trajectories by cloth identity (`meta["garment_id"]`) with their kept frames."""
 
     def __init__(
         self,
-        episodes: Sequence[Episode],
+        episodes: Sequence[Episode] | EpisodeSource,
         image_size: int,
         motion_dist: float = 0.02,
         motion_frac: float = 0.15,
         max_frames: int = 15,
     ) -> None:
-        self.episodes = episodes
+        self.source = episodes if isinstance(episodes, EpisodeSource) else EpisodeList(episodes)
         self.image_size = image_size
         self.frames: list[np.ndarray] = []
         by_cloth: dict[str, list[int]] = defaultdict(list)
-        for i in range(len(episodes)):
-            ep = episodes[i]
-            if "garment_id" not in ep.meta:
+        for i in range(len(self.source)):
+            meta = self.source.meta(i)
+            if "garment_id" not in meta:
                 raise DataError(f"episode {i}: meta['garment_id'] (the cloth identity) is missing")
-            self.frames.append(motion_filter(ep.particles, motion_dist, motion_frac, max_frames))
-            by_cloth[str(ep.meta["garment_id"])].append(i)
+            self.frames.append(motion_filter(self.source.particles(i), motion_dist, motion_frac, max_frames))
+            by_cloth[str(meta["garment_id"])].append(i)
         self.cloths = sorted(by_cloth)
         self.trajectories = [by_cloth[c] for c in self.cloths]
 
@@ -105,7 +167,7 @@ class PretrainDataset:
         parts, cloth, traj = [], [], []
         for p, group in enumerate(groups):
             for i in group:
-                part = load_frames(self.episodes[i], self.frames[i], self.image_size)
+                part = load_frames(*self.source.read_frames(i, self.frames[i]), self.image_size)
                 parts.append(part)
                 cloth += [p] * len(self.frames[i])
                 traj += [len(parts) - 1] * len(self.frames[i])

@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from instant_fold_core.config import Presets, check_numbers, load_file
-from instant_fold_core.errors import ConfigError
+from instant_fold_core.errors import ArtifactError, ConfigError
 from instant_fold_core.trainer import (
     MODEL_PREFIX,
     OPTIM_PREFIX,
@@ -49,7 +49,7 @@ from ..geometry import backproject_depth, project_points
 from . import losses
 from .augment import ColorJitter, occlude_with_grippers, random_gripper_centers
 from .configuration import EncoderConfig, preset
-from .data import DataError, PKSampler, PretrainDataset, TrajectoryBatch
+from .data import DataError, EpisodeSource, PKSampler, PretrainDataset, StoreEpisodes, TrajectoryBatch
 from .modeling import ClothTokenizer, ContrastiveHead
 
 PRETRAIN_KIND = "encoder_pretraining"
@@ -308,7 +308,7 @@ def _legacy_train_state(out: Path) -> TrainState | None:
 
 
 def pretrain(
-    episodes: Sequence[Episode],
+    episodes: Sequence[Episode] | EpisodeSource,
     config: PretrainConfig,
     out: str | Path,
     device: str = "auto",
@@ -401,8 +401,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _store_episodes(path: str, split: str) -> list[Episode]:
-    """The episodes of one garment split of a store (read eagerly: cpu-small-sized stores)."""
+def _store_episodes(path: str, split: str) -> StoreEpisodes:
+    """The episodes of one garment split of a store, read per batch (`StoreEpisodes`)."""
     from ..dataset.zarr_store import EpisodeStore, StoreError  # zarr only when a store is read
 
     try:
@@ -412,7 +412,7 @@ def _store_episodes(path: str, split: str) -> list[Episode]:
         raise DataError(str(exc)) from exc
     if not names:
         raise DataError(f"store {path} has no episode of split {split!r}")
-    return [store.read(n) for n in names]
+    return StoreEpisodes(store, names)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -425,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             config.training = dataclasses.replace(config.training, steps=args.steps)
         if args.backbone_checkpoint:
             config.encoder.backbone_checkpoint = args.backbone_checkpoint
+        episodes: Sequence[Episode] | EpisodeSource
         if args.data:
             episodes = _store_episodes(args.data, args.split)
         elif args.synthetic:
@@ -435,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             raise DataError("no training data: pass --data STORE (or --synthetic CLOTHS TRAJECTORIES FRAMES)")
         summary = pretrain(episodes, config, args.out, args.device, args.resume)
-    except (ConfigError, DataError, CheckpointError) as exc:
+    except (ConfigError, DataError, ArtifactError) as exc:  # ArtifactError: a damaged checkpoint or store
         print(f"pretrain_encoder: {exc}", file=sys.stderr)
         return 2
     except TrainingDiverged as exc:
