@@ -15,6 +15,7 @@ server's queries took up to a second instead of ~20 ms (docs/architecture.md, "L
 
 from __future__ import annotations
 
+import faulthandler
 import threading
 from collections.abc import Callable, Sequence
 
@@ -99,6 +100,7 @@ def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, thr
     `threads` > 1 spins a multi-threaded executor; the project's nodes use one thread and a
     `SideNode` for what must not wait (module docstring).
     """
+    faulthandler.enable()  # a crash in native code (DDS, a simulator) prints the Python stacks to the log
     use_project_dds_profile()
     rclpy.init(args=list(args) if args is not None else None)
     node: Node | None = None

@@ -75,6 +75,16 @@ def _parent_death_signal() -> Callable[[], None] | None:
     return hook
 
 
+def describe_exit(code: int) -> str:
+    """An exit status in words: "code 3", or "signal SIGSEGV (-11)" for a process a signal ended."""
+    if code >= 0:
+        return f"code {code}"
+    try:
+        return f"signal {signal.Signals(-code).name} ({code})"
+    except ValueError:
+        return f"code {code}"
+
+
 @dataclass
 class _Running:
     spec: NodeSpec
@@ -163,7 +173,9 @@ class ProcessRunner:
                 if rc is None:
                     alive = True
                 elif r.spec.required:
-                    self.output.write(f"[runner] required node {r.spec.name} exited with {rc}; stopping the graph\n")
+                    self.output.write(
+                        f"[runner] required node {r.spec.name} exited with {describe_exit(rc)}; stopping the graph\n"
+                    )
                     self.shutdown()
                     return rc
                 elif rc != 0:
@@ -191,7 +203,10 @@ class ProcessRunner:
                 r.process.wait()
         for r in self._running:
             r.pump.join(timeout=1.0)
-        codes = [r.process.returncode for r in self._running]
         # An interrupted node exiting with -SIGINT / 130 stopped as asked.
-        failures = [c for c in codes if c not in (0, -signal.SIGINT, 130, -signal.SIGTERM)]
-        return failures[0] if failures else 0
+        failures = [r for r in self._running if r.process.returncode not in (0, -signal.SIGINT, 130, -signal.SIGTERM)]
+        for r in failures:
+            self.output.write(
+                f"[runner] {r.spec.name} exited with {describe_exit(r.process.returncode)} while stopping\n"
+            )
+        return failures[0].process.returncode if failures else 0
