@@ -26,11 +26,11 @@ import numpy as np
 import torch
 
 from instant_fold_core.policy.data import (
-    DemoTokens,
     ObservationTokens,
     PolicyDataError,
     TokenizedEpisode,
     instruction_tokens,
+    keyframe_tokens,
 )
 from instant_fold_core.policy.inference import PolicyRunner, absolute_actions, sample_cached
 from instant_fold_core.policy.instruction import InstructionError, instruction_text
@@ -108,10 +108,8 @@ def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> K
     policy, device = runner.policy, runner.device
     instruction = None
     if runner.cfg.conditioning == "language":
-        if policy.vocabulary is None:
-            raise PolicyDataError("a language-conditioned policy without its vocabulary")
         try:
-            instruction = policy.vocabulary.encode(instruction_text(demo.meta), runner.cfg.max_instruction_words)
+            instruction = policy.instruction_ids(instruction_text(demo.meta))
         except InstructionError as exc:
             raise PolicyDataError(str(exc)) from None
     contexts: dict[int, Any] = {}
@@ -127,14 +125,14 @@ def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> K
                 tokens = instruction_tokens(instruction, batch, device)
             else:
                 kf = demo.keyframes
-                rep = (batch,) + (1,) * 3
-                tokens = DemoTokens(
-                    tensor(np.tile(demo.cloth_positions[kf][None], rep)),
-                    tensor(np.tile(demo.cloth_features[kf][None], rep)),
-                    tensor(np.tile(demo.cloth_valid[kf][None], rep[:3])),
-                    tensor(np.tile(demo.arm_state[kf][None], rep)),
-                    torch.ones(batch, len(kf), dtype=torch.bool, device=device),
-                    torch.zeros(batch, 0, dtype=torch.long, device=device),
+                tokens = keyframe_tokens(
+                    demo.cloth_positions[kf],
+                    demo.cloth_features[kf],
+                    demo.cloth_valid[kf],
+                    demo.arm_state[kf],
+                    batch,
+                    device,
+                    runner.dtype,
                 )
             contexts[batch] = policy.encode_context(tokens)
         return contexts[batch]

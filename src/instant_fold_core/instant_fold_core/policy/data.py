@@ -60,6 +60,34 @@ class DemoTokens:
         return _to(self, device, dtype)
 
 
+def keyframe_tokens(
+    cloth_positions: np.ndarray,
+    cloth_features: np.ndarray,
+    cloth_valid: np.ndarray,
+    arm_state: np.ndarray,
+    batch: int,
+    device: torch.device | str,
+    dtype: torch.dtype = torch.float32,
+) -> DemoTokens:
+    """The demonstration variant's context: K keyframes ([K, N, 3], [K, N, D], [K, N], [K, 2, 4])
+    repeated for `batch` rows, all valid, no instruction."""
+
+    def rows(a: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(np.ascontiguousarray(a)).to(device)
+        t = t.to(dtype) if t.is_floating_point() else t
+        return t[None].expand(batch, *t.shape).contiguous()
+
+    k = len(arm_state)
+    return DemoTokens(
+        rows(cloth_positions),
+        rows(cloth_features),
+        rows(cloth_valid),
+        rows(arm_state),
+        torch.ones(batch, k, dtype=torch.bool, device=device),
+        torch.zeros(batch, 0, dtype=torch.long, device=device),
+    )
+
+
 def instruction_tokens(ids: np.ndarray, batch: int, device: torch.device | str) -> DemoTokens:
     """The language variant's context: an instruction's word ids [L] for `batch` rows, no keyframes."""
     empty = torch.zeros(batch, 0, device=device)

@@ -19,7 +19,7 @@ import torch
 
 from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.errors import InvalidInputError
-from instant_fold_core.policy.data import DemoTokens, ObservationTokens, instruction_tokens
+from instant_fold_core.policy.data import DemoTokens, ObservationTokens, instruction_tokens, keyframe_tokens
 from instant_fold_core.policy.decoder import DecoderOutput
 from instant_fold_core.policy.instruction import InstructionError
 from instant_fold_core.policy.modeling import DemoContext, InstantFoldPolicy, euler_times
@@ -249,14 +249,7 @@ class PolicyRunner:
         if k == 0:
             raise PolicyInputError("demo: needs at least one keyframe")
         state = _array("demo.arm_state", arm_state, (k, 2, 4))
-        demo = DemoTokens(
-            self._tensor(pos[None]),
-            self._tensor(feat[None]),
-            self._tensor(val[None]),
-            self._tensor(state[None]),
-            torch.ones(1, k, dtype=torch.bool, device=self.device),
-            torch.zeros(1, 0, dtype=torch.long, device=self.device),
-        )
+        demo = keyframe_tokens(pos, feat, val, state, 1, self.device, self.dtype)
         self._context = self.policy.encode_context(demo)
         # Warm-up: the first query after a model's first use pays one-off costs (allocations,
         # oneDNN primitives: 0.25 s for cpu-small, seconds for the paper configuration on a CPU),
@@ -273,10 +266,8 @@ class PolicyRunner:
         the words must be among those of its training instructions)."""
         if self.cfg.conditioning != "language":
             raise PolicyInputError("policy is demonstration-conditioned: use load_demonstration(...)")
-        if self.policy.vocabulary is None:
-            raise PolicyInputError("policy has no vocabulary: it was not trained or loaded with one")
         try:
-            ids = self.policy.vocabulary.encode(text, self.cfg.max_instruction_words)
+            ids = self.policy.instruction_ids(text)
         except InstructionError as exc:
             raise PolicyInputError(str(exc)) from None
         self._context = self.policy.encode_context(instruction_tokens(ids, 1, self.device))

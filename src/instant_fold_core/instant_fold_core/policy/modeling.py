@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -151,6 +152,15 @@ class InstantFoldPolicy(nn.Module):
         self.mode_ids: dict[str, int] = {}
         #: Language variant: the training instructions' words, the only ones it reads.
         self.vocabulary: Vocabulary | None = None
+
+    def instruction_ids(self, text: str) -> np.ndarray:
+        """Word ids [L] of a fold said in words, for the language variant's context; InstructionError
+        says why a text cannot be read (not a language policy, no vocabulary, unknown words)."""
+        if self.cfg.conditioning != "language":
+            raise InstructionError("policy is demonstration-conditioned: it reads demonstrations, not words")
+        if self.vocabulary is None:
+            raise InstructionError("policy has no vocabulary: it was not trained or loaded with one")
+        return self.vocabulary.encode(text, self.cfg.max_instruction_words)
 
     # ------------------------------------------------------------------ stage 1: demonstration
     def encode_context(self, demo: DemoTokens) -> DemoContext:
