@@ -49,7 +49,7 @@ Tokens = TypeVar("Tokens")
 
 @dataclass(frozen=True)
 class FoldLoopConfig:
-    max_steps: int = 100  # policy queries per fold
+    max_steps: int = 150  # policy queries per fold (config/policy.yaml: why)
     observation_timeout_s: float = 10.0  # no fresh observation for this long aborts the fold
     home_tolerance_m: float = 0.03  # both arms this close to home (and open) = returned home
     open_threshold: float = 0.5  # openness above this is "open"
