@@ -49,6 +49,20 @@ def spin_until_shutdown(executor) -> None:
             raise
 
 
+def stop_spinning(executor, thread: threading.Thread | None, node: Node | None) -> bool:
+    """Shut `executor` down, wait for `thread` (which spins it) to end, then destroy `node`; a node
+    whose thread still runs after that is left to the process's end instead: destroying a node
+    that another thread spins is a known crash of rclpy (ros2/rclpy#663, a segfault). True when
+    the node was destroyed."""
+    executor.shutdown(timeout_sec=1.0)
+    if thread is not None and thread.is_alive():
+        thread.join(timeout=2.0)
+    if node is None or (thread is not None and thread.is_alive()):
+        return False
+    node.destroy_node()
+    return True
+
+
 def wait_for_future(future, timeout_s: float) -> bool:
     """Block until a future that another thread's executor completes is done; False on timeout
     (the future is then cancelled). For service and action calls made outside the spinning thread."""
@@ -87,11 +101,9 @@ class SideNode:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop spinning (a callback still running is left to end with the process), destroy the node."""
-        self._executor.shutdown(timeout_sec=1.0)
-        if self._thread.is_alive():
-            self._thread.join(timeout=2.0)
-        self.node.destroy_node()
+        """Stop spinning, destroy the node (`stop_spinning`: a callback still running leaves both
+        to end with the process)."""
+        stop_spinning(self._executor, self._thread if self._thread.ident is not None else None, self.node)
 
 
 def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, threads: int = 1) -> int:

@@ -32,7 +32,7 @@ from rclpy.node import Node
 from instant_fold_control.config import RobotConfig
 from instant_fold_control.drivers.base import DriverConnectionError, DriverError, RobotDrivers
 from instant_fold_interfaces.srv import SimStep
-from instant_fold_ros.node_main import spin_until_shutdown
+from instant_fold_ros.node_main import spin_until_shutdown, stop_spinning
 
 from .sim_arms import SimLinkBase, sim_robot
 
@@ -151,13 +151,9 @@ class SimLink(SimLinkBase):
         return answered[0]
 
     def _close(self) -> None:
-        """Stop the executor thread, then destroy the node."""
+        """Stop the executor thread, then destroy the node (`stop_spinning`)."""
         if self._executor is not None:
-            self._executor.shutdown(timeout_sec=1.0)
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-        if self._node is not None:
-            self._node.destroy_node()
+            stop_spinning(self._executor, self._thread, self._node)
         self._node = self._client = self._executor = self._thread = None
 
 
