@@ -198,7 +198,7 @@ def test_rescore_scores_a_runs_rollouts_into_another_folder_and_leaves_the_run_a
     assert "never over the run it reads" in err and "1 of 2 rollouts missing" in err
 
 
-@pytest.mark.parametrize("name", ["cpu_folds", "cpu_folds_garments"])
+@pytest.mark.parametrize("name", ["cpu_folds", "cpu_folds_garments", "cpu_folds_quick"])
 def test_the_breadth_benchmarks_score_the_fold_split(name: str):
     """Seen folds are exactly the training contexts and held-out folds the held-out ones, with 10
     oracle executions each: the per-context table then covers every fold of the split."""
@@ -209,6 +209,9 @@ def test_the_breadth_benchmarks_score_the_fold_split(name: str):
     assert tuple(c.label for c in spec.seen) == TRAINING_CONTEXTS
     assert tuple(c.label for c in spec.heldout) == HELDOUT_CONTEXTS
     assert spec.oracle_runs == 10
-    garment_split = "train" if name == "cpu_folds" else "heldout"
+    garment_split = "heldout" if name == "cpu_folds_garments" else "train"
     assert {split_of_seed(int(g.split(":")[1])) for g in spec.garments} == {garment_split}
     assert spec.max_steps == 220  # sequential sleeve folds run up to ~280 frames scripted (2 per query)
+    if name == "cpu_folds_quick":  # the full benchmark's first garment: its bank entries are the full one's
+        full = BenchmarkSpec.load("cpu_folds")
+        assert spec.garments == full.garments[:1] and set(spec.bank_keys()) <= set(full.bank_keys())
