@@ -730,3 +730,43 @@ def test_the_grasps_counted_prose_is_the_measured_one() -> None:
     ]
     missing = [q for q in quoted if q not in docs]
     assert not missing, missing
+
+
+def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
+    """docs/evaluation.md's quick-yardstick tables of the first policy trained on the fold split and
+    docs/policy.md's account of its training run (issue 34)."""
+    summary = json.loads((RESULTS / "folds_quick_breadth_v1.json").read_text())
+    evaluation = (REPO / "docs" / "evaluation.md").read_text()
+    order = summary["benchmark"]["seen"] + summary["benchmark"]["heldout"]
+    assert table(row_labels(summary)) in evaluation
+    assert context_table(summary["contexts"], order) in evaluation
+    rows = summary["rows"]
+    seen, heldout = rows["policy"]["seen"], rows["policy"]["heldout"]
+    prose = " ".join(evaluation.split())
+    quoted = [
+        f"(seen: {round(seen['ctx_acc']['mean'] * 16 / 100)} of 16 contexts right, against "
+        f"{round(rows['wrong-demo']['seen']['ctx_acc']['mean'] * 16 / 100)} of 16",
+        f"({round(seen['csr95']['mean'] * 16 / 100)} of 16 inside the 3-execution envelope; the out-of-sample "
+        f"oracle {rows['oracle-out-of-sample']['seen']['csr95']['mean']:.1f} %)",
+        f"(Geom. {heldout['geom']['mean']:.2f} against do-nothing's {rows['do-nothing']['heldout']['geom']['mean']:.2f})",
+    ]
+    run = json.loads((RESULTS / "breadth_v1_training.json").read_text())
+    first = run["offline"]["train"]["first_grasp"]
+    quoted.append(f"its gripper at {first['closed'] * 100:.0f} % of the first grasps of its training episodes")
+    missing = [q for q in quoted if q not in prose]
+    policy = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    minutes, generation = run["stage_minutes"], run["generation"]
+    quoted = [
+        f"| generation | {minutes['1/5 generation']} | {generation['episodes']} episodes, {generation['frames']:,} frames, "
+        f"{generation['worker_seconds']:,} worker-seconds ({generation['seconds_per_frame']} s per frame), 2 workers |",
+        f"| encoder | {minutes['2/5 encoder']} | 600 steps, peak memory {run['peak_rss_gb']['encoder_stage']} GB",
+        f"| policy | {minutes['4/5 policy']} | 6,000 steps, 2 processes, {run['policy_start']['samples']:,} samples of "
+        f"{run['policy_start']['episodes']} episodes |",
+        f"episodes, of which {run['oracle_filter_skipped']} fail the oracle filter",
+        f"closes its gripper at {first['closed'] * 100:.0f} % of the first grasps of its training episodes and "
+        f"{run['offline']['heldout']['first_grasp']['closed'] * 100:.0f} % of the held-out starts'",
+        f"the action error is {run['offline']['train']['action_error_cm']:.2f} / "
+        f"{run['offline']['heldout']['action_error_cm']:.2f} cm",
+    ]
+    missing += [q for q in quoted if q not in policy]
+    assert not missing, missing
