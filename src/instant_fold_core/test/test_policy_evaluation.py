@@ -17,7 +17,9 @@ from instant_fold_core.policy.evaluation import (
     first_grasp_errors,
     first_moving_frame,
     main,
+    probed_arms,
     rollout_first_grasp,
+    summarize_grasps,
 )
 from instant_fold_core.policy.inference import PolicyRunner
 from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
@@ -49,6 +51,26 @@ def test_expert_first_grasp_is_where_each_gripper_first_closes(episodes):
     gs[..., 3] = 1.0
     assert first_close_frames(gs).tolist() == [-1, -1]
     assert 0 <= first_moving_frame(e) < frames.min()
+
+
+def test_only_grasps_made_on_the_untouched_cloth_are_probed(episodes):
+    """The probe holds the cloth at the first contact: an arm the expert closes only after the other
+    arm's fold (a sequential fold) is not counted, as a miss or at all; one closing with it is."""
+    e = dataclasses.replace(episodes[0], arm_state=episodes[0].arm_state.copy())
+    frames = first_close_frames(e.arm_state)
+    first = int(frames.min())
+    e.arm_state[:, :, 3] = 1.0
+    e.arm_state[first:, 0, 3] = 0.0
+    e.arm_state[first + 2 :, 1, 3] = 0.0  # two-handed: closes with it
+    assert probed_arms(e).tolist() == [True, True]
+    e.arm_state[:, 1, 3] = 1.0
+    e.arm_state[first + 40 :, 1, 3] = 0.0  # sequential: after the first arm's fold
+    assert probed_arms(e).tolist() == [True, False]
+    e.arm_state[:, 1, 3] = 1.0  # never closes
+    assert probed_arms(e).tolist() == [True, False]
+    results = [{"grasp_error_cm": [2.0, None], "probed": [True, False]}, {"grasp_error_cm": [None, 4.0]}]
+    summary = summarize_grasps(results)
+    assert summary["arms"] == 3 and summary["closed"] == pytest.approx(2 / 3) and summary["mean_error_cm"] == 3.0
 
 
 def test_rollout_feeds_back_executed_targets_until_the_grippers_close(episodes, checkpoint):

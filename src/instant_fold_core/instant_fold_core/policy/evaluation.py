@@ -48,6 +48,23 @@ def expert_first_grasp(episode: TokenizedEpisode) -> np.ndarray:
     return out
 
 
+#: Frames after the first contact within which another arm's first grasp still counts as made on the
+#: untouched cloth (scripted two-handed grasps close on the same frame).
+PROBE_TOLERANCE_FRAMES = 5
+
+
+def probed_arms(episode: TokenizedEpisode) -> np.ndarray:
+    """bool [2]: the arms whose first grasp the frozen-cloth probe (`rollout_first_grasp`) can score:
+    those the expert closes with the first contact. In a sequential fold the other arm grasps after
+    the first arm's fold has changed the cloth, which the probe never shows (it holds the cloth at the
+    first contact); counting that arm as "not closed" measured the probe, not the policy."""
+    frames = first_close_frames(episode.arm_state)
+    closed = frames >= 0
+    if not closed.any():
+        return closed
+    return closed & (frames - frames[closed].min() < PROBE_TOLERANCE_FRAMES)
+
+
 def first_moving_frame(episode: TokenizedEpisode, tol_m: float = 1e-3) -> int:
     """The first frame from which an arm moves (the end of the initial hold), 0 if none moves."""
     step = np.linalg.norm(np.diff(episode.arm_state[:, :, :3], axis=0), axis=-1)
@@ -71,9 +88,10 @@ def rollout_first_grasp(
     start: int | None = None,
     max_frames: int = 80,
     generator: torch.Generator | None = None,
+    arms: np.ndarray | None = None,
 ) -> GraspRollout:
     """Run the loaded policy from `episode`'s frame `start` (default: the end of the initial hold)
-    until both arms have closed once or `max_frames` frames were executed.
+    until the `arms` (bool [2], default both) have closed once or `max_frames` frames were executed.
 
     Cloth observation at rollout frame f: the episode's frame min(f, c - 1), c = the expert's first
     closure (the cloth is untouched until then, so this is what the policy would see). The arm state
@@ -89,7 +107,8 @@ def rollout_first_grasp(
     frames = np.full(2, -1)
     path: list[np.ndarray] = []
     frame = start
-    while frame - start < max_frames and (frames < 0).any():
+    wait = np.ones(2, bool) if arms is None else np.asarray(arms, bool)
+    while frame - start < max_frames and (frames[wait] < 0).any():
         c = min(frame, contact - 1)
         chunk = runner.predict(
             episode.cloth_positions[c], episode.cloth_features[c], state, episode.cloth_valid[c], generator=generator
@@ -159,8 +178,9 @@ def first_grasp_errors(
             runner.load_demonstration(
                 demo.cloth_positions[kf], demo.cloth_features[kf], demo.arm_state[kf], demo.cloth_valid[kf]
             )
+        probed = probed_arms(query)
         rollout = rollout_first_grasp(
-            runner, query, max_frames=max_frames, generator=torch.Generator().manual_seed(seed)
+            runner, query, max_frames=max_frames, generator=torch.Generator().manual_seed(seed), arms=probed
         )
         error = np.linalg.norm(rollout.grasp - expert_first_grasp(query), axis=-1)
         results.append(
@@ -170,14 +190,24 @@ def first_grasp_errors(
                 "mode": query.meta["mode"],
                 "grasp_error_cm": [None if np.isnan(e) else round(float(e) * 100, 2) for e in error],
                 "closed_at_frame": rollout.frames.tolist(),
+                "probed": probed.tolist(),
             }
         )
     return results
 
 
 def summarize_grasps(results: list[dict[str, Any]]) -> dict[str, float]:
-    """Mean first-grasp error over arms that closed, closure rate and share of arms within 5 / 10 cm."""
-    errors = np.array([np.nan if e is None else e for r in results for e in r["grasp_error_cm"]], float)
+    """Over the probed arms (`probed_arms`): mean first-grasp error of those that closed, closure
+    rate and share within 5 / 10 cm."""
+    errors = np.array(
+        [
+            np.nan if e is None else e
+            for r in results
+            for e, probed in zip(r["grasp_error_cm"], r.get("probed", [True, True]), strict=True)
+            if probed
+        ],
+        float,
+    )
     if errors.size == 0:
         return {"arms": 0}
     closed = ~np.isnan(errors)
