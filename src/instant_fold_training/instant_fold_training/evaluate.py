@@ -546,14 +546,19 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
 
 def merge_tables(run_dirs: list[str]) -> str:
     """One table from several runs: every run's policy and wrong-demo rows, the reference rows once."""
+    return tables(merged_rows([read_summary(Path(d)) for d in run_dirs]))
+
+
+def merged_rows(summaries: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The rows of `merge_tables` from runs' summaries already read (e.g. the JSONs the docs quote)."""
     rows: list[tuple[str, dict[str, Any]]] = []
     reference: list[tuple[str, dict[str, Any]]] = []
-    for d in run_dirs:
-        for label, splits in row_labels(read_summary(Path(d))):
+    for summary in summaries:
+        for label, splits in row_labels(summary):
             target = reference if label in REFERENCE_LABELS.values() else rows
             if not any(label == existing for existing, _ in target):
                 target.append((label, splits))
-    return tables(rows + reference)
+    return rows + reference
 
 
 def build_parser() -> argparse.ArgumentParser:

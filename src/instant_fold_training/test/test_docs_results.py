@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from instant_fold_training.evaluate import row_labels, tables
-from instant_fold_training.scoring import context_table, table
+from instant_fold_training.evaluate import merged_rows, row_labels, tables
+from instant_fold_training.scoring import context_table, grasp_table, table
 
 REPO = Path(__file__).resolve().parents[3]
 RESULTS = REPO / "docs" / "results"
@@ -735,10 +735,14 @@ def test_the_grasps_counted_prose_is_the_measured_one() -> None:
 def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
     """docs/evaluation.md's quick-yardstick tables of the first policy trained on the fold split and
     docs/policy.md's account of its training run (issue 34)."""
-    summary = json.loads((RESULTS / "folds_quick_breadth_v1.json").read_text())
+    runs = [
+        json.loads((RESULTS / f"folds_quick_{n}.json").read_text()) for n in ("breadth_v1", "v5", "registration_replay")
+    ]
+    summary = runs[0]
     evaluation = (REPO / "docs" / "evaluation.md").read_text()
     order = summary["benchmark"]["seen"] + summary["benchmark"]["heldout"]
-    assert table(row_labels(summary)) in evaluation
+    rows = merged_rows(runs)
+    assert table(rows) + "\n" + grasp_table(rows) in evaluation
     assert context_table(summary["contexts"], order) in evaluation
     rows = summary["rows"]
     seen, heldout = rows["policy"]["seen"], rows["policy"]["heldout"]
@@ -755,6 +759,16 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
         f"{grasps['measured']} of the {grasps['arms']} first grasps expected on seen folds are made, "
         f"{grasps['xy_m']['mean'] * 100:.1f} cm from the oracle's"
     )
+    v5, replay = runs[1]["rows"]["policy"], runs[2]["rows"]["policy"]
+    quoted += [
+        f"(v5, which saw 3, gets {round(v5['seen']['ctx_acc']['mean'] * 16 / 100)} of 16 seen contexts right and brings "
+        f"the held-out folds only to Geom. {v5['heldout']['geom']['mean']:.2f})",
+        f"(Geom. {seen['geom']['mean']:.2f} against {replay['seen']['geom']['mean']:.2f} seen, "
+        f"{heldout['geom']['mean']:.2f} against {replay['heldout']['geom']['mean']:.2f} held-out)",
+        f"recognises more folds ({round(replay['seen']['ctx_acc']['mean'] * 16 / 100)} of 16 seen, "
+        f"{round(replay['heldout']['ctx_acc']['mean'] * 3 / 100)} of 3 held-out) and succeeds more often "
+        f"({round(replay['seen']['csr95']['mean'] * 16 / 100)} of 16)",
+    ]
     missing = [q for q in quoted if q not in prose]
     run = json.loads((RESULTS / "breadth_v1_training.json").read_text())
     first, old = run["offline"]["train"]["first_grasp"], run["offline_first_grasp_before_probed_arms"]
