@@ -750,7 +750,7 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
     quoted = [
         f"(seen: {round(seen['ctx_acc']['mean'] * 16 / 100)} of 16 contexts right, against "
         f"{round(rows['wrong-demo']['seen']['ctx_acc']['mean'] * 16 / 100)} of 16",
-        f"({round(seen['csr95']['mean'] * 16 / 100)} of 16 inside the 3-execution envelope; the out-of-sample "
+        f"({round(seen['csr95']['mean'] * 16 / 100)} of 16 inside the 4-execution envelope; the out-of-sample "
         f"oracle {rows['oracle-out-of-sample']['seen']['csr95']['mean']:.1f} %)",
         f"(Geom. {heldout['geom']['mean']:.2f} against do-nothing's {rows['do-nothing']['heldout']['geom']['mean']:.2f})",
     ]
