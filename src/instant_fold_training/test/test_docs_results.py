@@ -735,9 +735,8 @@ def test_the_grasps_counted_prose_is_the_measured_one() -> None:
 def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
     """docs/evaluation.md's quick-yardstick tables of the first policy trained on the fold split and
     docs/policy.md's account of its training run (issue 34)."""
-    runs = [
-        json.loads((RESULTS / f"folds_quick_{n}.json").read_text()) for n in ("breadth_v1", "v5", "registration_replay")
-    ]
+    names = ("breadth_v1", "breadth_v1_language", "v5", "registration_replay")
+    runs = [json.loads((RESULTS / f"folds_quick_{n}.json").read_text()) for n in names]
     summary = runs[0]
     evaluation = (REPO / "docs" / "evaluation.md").read_text()
     order = summary["benchmark"]["seen"] + summary["benchmark"]["heldout"]
@@ -759,8 +758,14 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
         f"{grasps['measured']} of the {grasps['arms']} first grasps expected on seen folds are made, "
         f"{grasps['xy_m']['mean'] * 100:.1f} cm from the oracle's"
     )
-    v5, replay = runs[1]["rows"]["policy"], runs[2]["rows"]["policy"]
+    language, v5, replay = (run["rows"]["policy"] for run in runs[1:])
+    trained = json.loads((RESULTS / "breadth_v1_language_training.json").read_text())
     quoted += [
+        f"gets {round(language['seen']['ctx_acc']['mean'] * 16 / 100)} of 16 seen contexts right (C-SR@95 "
+        f"{language['seen']['csr95']['mean']:.1f}, Geom. {language['seen']['geom']['mean']:.2f}) and "
+        f"{round(language['heldout']['ctx_acc']['mean'] * 3 / 100)} of 3 held-out ones (Geom. "
+        f"{language['heldout']['geom']['mean']:.2f} against the demonstration's {heldout['geom']['mean']:.2f}). "
+        f"Its 6,000 steps took {trained['minutes']} min",
         f"(v5, which saw 3, gets {round(v5['seen']['ctx_acc']['mean'] * 16 / 100)} of 16 seen contexts right and brings "
         f"the held-out folds only to Geom. {v5['heldout']['geom']['mean']:.2f})",
         f"(Geom. {seen['geom']['mean']:.2f} against {replay['seen']['geom']['mean']:.2f} seen, "
