@@ -49,18 +49,15 @@ def spin_until_shutdown(executor) -> None:
             raise
 
 
-def stop_spinning(executor, thread: threading.Thread | None, node: Node | None) -> bool:
-    """Shut `executor` down, wait for `thread` (which spins it) to end, then destroy `node`; a node
-    whose thread still runs after that is left to the process's end instead: destroying a node
-    that another thread spins is a known crash of rclpy (ros2/rclpy#663, a segfault). True when
-    the node was destroyed."""
+def stop_spinning(executor, thread: threading.Thread | None, node: Node | None) -> None:
+    """Shut `executor` down, wait for `thread` (which spins it; never started is fine) to end, then
+    destroy `node`; a node whose thread still runs after that is left to the process's end instead:
+    destroying a node that another thread spins is a known crash of rclpy (ros2/rclpy#663, a segfault)."""
     executor.shutdown(timeout_sec=1.0)
     if thread is not None and thread.is_alive():
         thread.join(timeout=2.0)
-    if node is None or (thread is not None and thread.is_alive()):
-        return False
-    node.destroy_node()
-    return True
+    if node is not None and not (thread is not None and thread.is_alive()):
+        node.destroy_node()
 
 
 def wait_for_future(future, timeout_s: float) -> bool:
@@ -103,7 +100,7 @@ class SideNode:
     def close(self) -> None:
         """Stop spinning, destroy the node (`stop_spinning`: a callback still running leaves both
         to end with the process)."""
-        stop_spinning(self._executor, self._thread if self._thread.ident is not None else None, self.node)
+        stop_spinning(self._executor, self._thread, self.node)
 
 
 def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, threads: int = 1) -> int:
