@@ -29,6 +29,7 @@ from instant_fold_core.policy.data import (
     ObservationTokens,
     PolicyDataError,
     TokenizedEpisode,
+    as_tensor,
     instruction_tokens,
     keyframe_tokens,
 )
@@ -114,10 +115,6 @@ def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> K
             raise PolicyDataError(str(exc)) from None
     contexts: dict[int, Any] = {}
 
-    def tensor(a: np.ndarray) -> torch.Tensor:
-        t = torch.from_numpy(np.ascontiguousarray(a)).to(device)
-        return t.to(runner.dtype) if t.is_floating_point() else t
-
     def context(batch: int) -> Any:
         """The demonstration encoded once per batch size, one copy per batch element."""
         if batch not in contexts:
@@ -139,7 +136,7 @@ def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> K
 
     @torch.inference_mode()
     def keypose(positions: np.ndarray, features: np.ndarray, valid: np.ndarray, arm: np.ndarray) -> np.ndarray:
-        obs = ObservationTokens(tensor(positions), tensor(features), tensor(valid), tensor(arm))
+        obs = ObservationTokens(*(as_tensor(a, device, runner.dtype) for a in (positions, features, valid, arm)))
         generator = torch.Generator().manual_seed(seed)
         sampled = sample_cached(policy, obs, context(len(arm)), generator)
         _, _, kp = absolute_actions(policy, sampled, obs.arm_state)

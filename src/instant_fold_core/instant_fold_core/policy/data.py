@@ -60,6 +60,13 @@ class DemoTokens:
         return _to(self, device, dtype)
 
 
+def as_tensor(a: np.ndarray, device: torch.device | str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """An array on `device`, floating-point values in `dtype` (the runner's, e.g. bf16), integer and
+    boolean ones as they are (ids and masks keep their meaning)."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t.to(device, dtype if t.is_floating_point() else None)
+
+
 def keyframe_tokens(
     cloth_positions: np.ndarray,
     cloth_features: np.ndarray,
@@ -73,8 +80,7 @@ def keyframe_tokens(
     repeated for `batch` rows, all valid, no instruction."""
 
     def rows(a: np.ndarray) -> torch.Tensor:
-        t = torch.from_numpy(np.ascontiguousarray(a)).to(device)
-        t = t.to(dtype) if t.is_floating_point() else t
+        t = as_tensor(a, device, dtype)
         return t[None].expand(batch, *t.shape).contiguous()
 
     k = len(arm_state)

@@ -19,7 +19,13 @@ import torch
 
 from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.errors import InvalidInputError
-from instant_fold_core.policy.data import DemoTokens, ObservationTokens, instruction_tokens, keyframe_tokens
+from instant_fold_core.policy.data import (
+    DemoTokens,
+    ObservationTokens,
+    as_tensor,
+    instruction_tokens,
+    keyframe_tokens,
+)
 from instant_fold_core.policy.decoder import DecoderOutput
 from instant_fold_core.policy.instruction import InstructionError
 from instant_fold_core.policy.modeling import DemoContext, InstantFoldPolicy, euler_times
@@ -230,8 +236,7 @@ class PolicyRunner:
         return cls(policy, device, dtype, compile, step_duration)
 
     def _tensor(self, arr: np.ndarray) -> torch.Tensor:
-        t = torch.from_numpy(np.ascontiguousarray(arr))
-        return t.to(self.device, self.dtype if t.is_floating_point() else None)
+        return as_tensor(arr, self.device, self.dtype)
 
     @torch.inference_mode()
     def load_demonstration(
