@@ -68,6 +68,7 @@ from .scoring import (
     grasp_table,
     notes,
     oracle_uv,
+    primitive_table,
     score_line,
     score_rows,
     summarize_contexts,
@@ -515,8 +516,10 @@ def row_labels(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def tables(rows: list[tuple[str, dict[str, Any]]]) -> str:
-    """Table 1 of these rows, then their first-grasp and event errors where any row has them."""
-    return table(rows) + "".join(f"\n{t}" for t in (grasp_table(rows), event_table(rows)) if t)
+    """Table 1 of these rows, then their first-grasp and event errors and the fold halves they
+    recognise, where any row has them."""
+    extra = (grasp_table(rows), event_table(rows), primitive_table(rows))
+    return table(rows) + "".join(f"\n{t}" for t in extra if t)
 
 
 def report(summary: dict[str, Any]) -> str:

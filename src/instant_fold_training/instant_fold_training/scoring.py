@@ -23,7 +23,9 @@ event errors (`instant_fold_core.evaluation.grasps`: per arm, the distance from 
 closed, and from each of its grasps and releases, to the median of the oracle's executions of the
 same start and context), in metres of the camera frame the policy acts in (sim metres times the
 preset's `obs_scale`): the first says whether a fold starts right, the second which of its later
-grasps or its releases (place points) go wrong.
+grasps or its releases (place points) go wrong. They also carry `primitives`: how often the
+classified fold has the sleeve fold and the body fold of the context scored against (a held-out
+fold recombines trained primitives, so this says which half of a missed fold the policy got).
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ from instant_fold_core.evaluation.grasps import (
     summarize_first_grasps,
 )
 from instant_fold_core.evaluation.metrics import RolloutScore, summarize
+from instant_fold_sim.fold_split import mode_of, primitives
 from instant_fold_sim.oracle_bank import BankEntry, Context, Family
 from instant_fold_sim.outcome import FoldRecord
+from instant_fold_sim.programs import FOLDING_MODES
 from instant_fold_sim.rollout import preset
 
 from .benchmark import BenchmarkSpec, Init
@@ -145,8 +149,32 @@ def summarize_rows(rows: dict[str, list[Scored]], uv: dict[str, np.ndarray]) -> 
             events = [e["events"] for e in extras if "events" in e]
             if events:
                 summary["events"] = summarize_events(events)
+            if row in GRASP_ROWS and (recognised := primitives_recognised(scores)):
+                summary["primitives"] = recognised
             out[row][split] = summary
     return out
+
+
+def primitives_recognised(scores: list[RolloutScore]) -> dict[str, Any] | None:
+    """Shares (%) of folds classified as a context with the scored context's sleeve fold, its body
+    fold, and both (in either order, whatever the variant: Ctx. Acc. also needs those), with their
+    count; None unless every scored context is a composed folding mode (`fold_split.primitives`).
+    Why: Ctx. Acc. says a held-out fold was missed, this says whether the sleeves or the body went
+    the way of a trained neighbour."""
+    if not scores or any(mode_of(s.context) not in FOLDING_MODES for s in scores):
+        return None
+    hits = []
+    for s in scores:
+        truth = primitives(mode_of(s.context))
+        guess = primitives(mode_of(s.predicted)) if s.predicted and mode_of(s.predicted) in FOLDING_MODES else None
+        hits.append([guess is not None and guess[i] == truth[i] for i in (0, 1)])
+    sleeve, body = np.asarray(hits, dtype=bool).T
+    return {
+        "sleeve": 100.0 * float(sleeve.mean()),
+        "body": 100.0 * float(body.mean()),
+        "both": 100.0 * float((sleeve & body).mean()),
+        "folds": len(scores),
+    }
 
 
 def summarize_contexts(rows: dict[str, list[Scored]]) -> dict[str, dict[str, Any]]:
@@ -288,6 +316,24 @@ def grasp_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
         "| first grasp, xy (cm) | Seen: mean ↓ | median ↓ | within 5 cm (%) ↑ | grasped/expected "
         "| Held-out: mean ↓ | median ↓ | within 5 cm (%) ↑ | grasped/expected |\n"
         "|---|---|---|---|---|---|---|---|---|\n"
+    )
+    return head + "\n".join(lines) + "\n"
+
+
+def primitive_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """Markdown of the rows' `primitives` (fold halves recognised, %); "" if no row has them."""
+    lines = []
+    for label, splits in rows:
+        found = [splits.get(split, {}).get("primitives") for split in SPLITS]
+        if not any(found):
+            continue
+        cells = [f"{p[k]:.1f}" if p else "–" for p in found for k in ("sleeve", "body", "both")]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if not lines:
+        return ""
+    head = (
+        "| classified fold has the shown fold's (%) | Seen: sleeve fold ↑ | body fold ↑ | both ↑ "
+        "| Held-out: sleeve fold ↑ | body fold ↑ | both ↑ |\n|---|---|---|---|---|---|---|\n"
     )
     return head + "\n".join(lines) + "\n"
 

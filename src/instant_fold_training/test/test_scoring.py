@@ -11,13 +11,21 @@ import numpy as np
 import pytest
 
 from instant_fold_core.evaluation.events import GraspEpisode
-from instant_fold_core.evaluation.metrics import OracleReference
+from instant_fold_core.evaluation.metrics import OracleReference, RolloutScore
 from instant_fold_sim.oracle_bank import BankEntry, Family, OracleBank, OracleBankError
 from instant_fold_sim.outcome import FoldRecord, InitInfo
 from instant_fold_sim.rollout import preset
 from instant_fold_training.benchmark import BenchmarkSpec
 from instant_fold_training.evaluate import main, merge_tables, row_labels, tables
-from instant_fold_training.scoring import OUT_OF_SAMPLE, notes, score_line, score_rows, summarize_rows
+from instant_fold_training.scoring import (
+    OUT_OF_SAMPLE,
+    notes,
+    primitive_table,
+    primitives_recognised,
+    score_line,
+    score_rows,
+    summarize_rows,
+)
 
 # A 0.4 x 0.6 garment of size 1 centred at the origin, shoulders at +y: garment uv = world xy.
 START = np.array(
@@ -129,6 +137,10 @@ def test_summary_table_and_lines_of_the_out_of_sample_row(tmp_path: Path):
         ("release 1", 0, True),
     ]
     assert notes({init: fam}, summaries) == []
+    # B's fold was taken for A: the same two halves in the other order, so both halves count as recognised.
+    assert [s.predicted for _, s, _ in rows["policy"]] == [A, A]
+    assert summaries["policy"]["seen"]["primitives"] == {"sleeve": 100.0, "body": 100.0, "both": 100.0, "folds": 2}
+    assert "primitives" not in summaries["oracle"]["seen"] and "primitives" not in summaries["wrong-demo"]["seen"]
 
     summary = {"label": "p", "checkpoint": None, "rows": summaries}
     text = tables(row_labels(summary))
@@ -140,7 +152,8 @@ def test_summary_table_and_lines_of_the_out_of_sample_row(tmp_path: Path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "summary.json").write_text(json.dumps(summary))
     merged = merge_tables([str(tmp_path / "run"), str(tmp_path / "run")])
-    assert merged.count("| oracle (out-of-sample) |") == 2  # Table 1 and the first-grasp table, once each
+    # Table 1, the first-grasp and the fold-halves table, once each
+    assert merged.count("| oracle (out-of-sample) |") == 3 and "| p | 100.0 | 100.0 | 100.0 | – | – | – |" in merged
     assert merged.count("| oracle (out-of-sample): grasp 1 |") == 1
 
 
@@ -215,3 +228,23 @@ def test_the_breadth_benchmarks_score_the_fold_split(name: str):
     if name == "cpu_folds_quick":  # the full benchmark's first garment: the same starts and contexts
         full = BenchmarkSpec.load("cpu_folds")
         assert spec.garments == full.garments[:1] and set(spec.bank_keys()) <= set(full.bank_keys())
+
+
+def _classified(context: str, predicted: str | None) -> RolloutScore:
+    return RolloutScore("proc_00000", context, predicted, predicted == context, 5.0, 5.0, False, np.zeros((7, 2)), 0.5)
+
+
+def test_primitives_say_which_half_of_a_missed_fold_went_to_a_trained_neighbour():
+    held_out = "sleeves_diagonal__bottom_up/R"
+    scores = [
+        _classified(held_out, "sleeves_diagonal__side_fold/RR"),  # sleeves right, body wrong
+        _classified(held_out, "body_bottom_up__sleeves_down/S"),  # body right (other order), sleeves wrong
+        _classified(held_out, "sleeves_diagonal__bottom_up/L"),  # both halves, wrong variant
+        _classified(held_out, None),  # unclassified: neither
+    ]
+    found = primitives_recognised(scores)
+    assert found == {"sleeve": 50.0, "body": 50.0, "both": 25.0, "folds": 4}
+    assert primitives_recognised([_classified("random_drag_1/S", None)]) is None  # not a fold: no claim
+    text = primitive_table([("p", {"heldout": {"primitives": found}}), ("q", {"seen": {}})])
+    assert "| p | – | – | – | 50.0 | 50.0 | 25.0 |" in text and "| q |" not in text
+    assert primitive_table([("q", {"seen": {}})]) == ""
