@@ -30,6 +30,7 @@ fold recombines trained primitives, so this says which half of a missed fold the
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -180,7 +181,9 @@ def primitives_recognised(scores: list[RolloutScore]) -> dict[str, Any] | None:
 def summarize_contexts(rows: dict[str, list[Scored]]) -> dict[str, dict[str, Any]]:
     """Per folding context (the paper's per-context breakdown, appendix): its split and, for each
     row of `CONTEXT_ROWS` that scored it, Ctx. Acc. and C-SR@95 (%) and Geom. averaged over its
-    folds, with their count. Plain means: a context has a few starts, too few for an interval."""
+    folds, with their count, and `classified_as` (how many of its folds the classifier took for
+    each context: what a missed fold became). Plain means: a context has a few starts, too few for
+    an interval."""
     out: dict[str, dict[str, Any]] = {}
     for row in CONTEXT_ROWS:
         by_context: dict[str, list[RolloutScore]] = {}
@@ -193,6 +196,7 @@ def summarize_contexts(rows: dict[str, list[Scored]]) -> dict[str, dict[str, Any
                 "csr95": 100.0 * float(np.mean([s.success for s in scores])),
                 "geom": float(np.mean([s.geom for s in scores])),
                 "folds": len(scores),
+                "classified_as": dict(sorted(Counter(s.predicted for s in scores if s.predicted).items())),
             }
     return out
 

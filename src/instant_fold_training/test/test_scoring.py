@@ -24,6 +24,7 @@ from instant_fold_training.scoring import (
     primitives_recognised,
     score_line,
     score_rows,
+    summarize_contexts,
     summarize_rows,
 )
 
@@ -139,6 +140,9 @@ def test_summary_table_and_lines_of_the_out_of_sample_row(tmp_path: Path):
     assert notes({init: fam}, summaries) == []
     # B's fold was taken for A: the same two halves in the other order, so both halves count as recognised.
     assert [s.predicted for _, s, _ in rows["policy"]] == [A, A]
+    contexts = summarize_contexts(rows)
+    assert contexts[B]["policy"]["classified_as"] == {A: 1} and contexts[A]["policy"]["classified_as"] == {A: 1}
+    assert contexts[A]["do-nothing"]["classified_as"] == {}  # no fold, nothing classified
     assert summaries["policy"]["seen"]["primitives"] == {"sleeve": 100.0, "body": 100.0, "both": 100.0, "folds": 2}
     assert "primitives" not in summaries["oracle"]["seen"] and "primitives" not in summaries["wrong-demo"]["seen"]
 
