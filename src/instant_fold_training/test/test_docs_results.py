@@ -816,3 +816,45 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
     ]
     missing += [q for q in quoted if q not in policy]
     assert not missing, missing
+
+
+def test_the_two_starts_budget_row_is_the_measured_one() -> None:
+    """docs/policy.md's "Two starts instead of three" table and prose (issue 34, fitting the budget)."""
+    three, two = (json.loads((RESULTS / f"folds_quick_breadth_{n}.json").read_text()) for n in ("v1", "two_starts"))
+    three_run = json.loads((RESULTS / "breadth_v1_training.json").read_text())
+    two_run = json.loads((RESULTS / "breadth_two_starts_training.json").read_text())
+    profile = json.loads((RESULTS / "generation_profile.json").read_text())
+    policy = (REPO / "docs" / "policy.md").read_text()
+
+    def row(label: str, generation: str, minutes: float, quick: dict, run: dict) -> str:
+        q, held = quick["rows"]["policy"], run["offline"]["heldout"]["first_grasp"]
+        return (
+            f"| {label} | {run['policy_start']['episodes']} | {generation} | {minutes} | "
+            f"{round(q['seen']['ctx_acc']['mean'] * 16 / 100)} of 16 | {round(q['seen']['csr95']['mean'] * 16 / 100)} of 16 | "
+            f"{q['seen']['geom']['mean']:.2f} | {q['heldout']['geom']['mean']:.2f} | "
+            f"{held['closed'] * 100:.1f} %, {held['mean_error_cm']:.1f} cm |"
+        )
+
+    estimate = round(three_run["generation"]["worker_seconds"] / 120, 1)
+    measured = three_run["stage_minutes"]["1/5 generation"]
+    assert (
+        row(
+            "3 starts (breadth v1)",
+            f"{estimate} estimated ({measured} measured)",
+            three_run["stage_minutes"]["4/5 policy"],
+            three,
+            three_run,
+        )
+        in policy
+    )
+    two_generation = f"{two_run['generation_estimate']['minutes_at_2_workers']} estimated"
+    assert row("2 starts", two_generation, two_run["policy_minutes"], two, two_run) in policy
+    prose = " ".join(policy.split())
+    quoted = [
+        f"folds only to Geom. {two['rows']['policy']['heldout']['geom']['mean']:.2f}",
+        f"times {two_run['generation_estimate']['episodes']} episodes over 2 workers",
+        f"one {profile['frames']}-frame episode under cProfile, {profile['episode_s']} s, of which {profile['vbd_step_s']} s "
+        f"in the VBD cloth solver's {profile['vbd_steps']:,} substeps, {profile['kernel_launches']:,} Warp kernel launches",
+        f"{round(profile['pack_args_share_of_launch'] * 100)} % of the launch time in packing arguments",
+    ]
+    assert [q for q in quoted if q not in prose] == []
