@@ -858,3 +858,22 @@ def test_the_two_starts_budget_row_is_the_measured_one() -> None:
         f"{round(profile['pack_args_share_of_launch'] * 100)} % of the launch time in packing arguments",
     ]
     assert [q for q in quoted if q not in prose] == []
+
+
+def test_breadth_v1_against_v5_on_v5s_folds_is_the_measured_one() -> None:
+    """docs/evaluation.md's "Why breadth v1 is not the default": cpu_quick and the main job."""
+    q = json.loads((RESULTS / "quick_breadth_v1.json").read_text())["rows"]["policy"]["seen"]
+    v = json.loads((RESULTS / "quick_demo_targets.json").read_text())["rows"]["policy"]["seen"]
+    breadth_job = json.loads((RESULTS / "main_job_breadth_v1.json").read_text())["same_init"]
+    v5_job = json.loads((RESULTS / "main_job.json").read_text())["same_init"]
+    assert breadth_job["context_correct"] and not breadth_job["csr95_success"] and v5_job["csr95_success"]
+    prose = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+    grasp, v5_grasp = q["first_grasp"]["xy_m"], v["first_grasp"]["xy_m"]
+    quoted = [
+        f"Ctx. Acc. {q['ctx_acc']['mean']:.1f} against {v['ctx_acc']['mean']:.1f}, C-SR@95 {q['csr95']['mean']:.1f} against "
+        f"{v['csr95']['mean']:.1f}, Geom. {q['geom']['mean']:.2f} against {v['geom']['mean']:.2f}, first grasps "
+        f"{grasp['mean'] * 100:.1f} cm from the oracle's on average against {v5_grasp['mean'] * 100:.1f} cm (median "
+        f"{grasp['median'] * 100:.1f} against {v5_grasp['median'] * 100:.1f})",
+        f"gets the context right and fails (Geom. {breadth_job['geom']:.2f}; v5: {v5_job['geom']:.2f}, success)",
+    ]
+    assert [q for q in quoted if q not in prose] == []
