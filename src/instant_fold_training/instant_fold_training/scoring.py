@@ -31,6 +31,7 @@ fold recombines trained primitives, so this says which half of a missed fold the
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -299,47 +300,49 @@ def _cm(stats: dict[str, float] | None, key: str) -> str:
     return "–" if stats is None else f"{100 * stats[key]:.1f}"
 
 
-def grasp_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
-    """Markdown of the first-grasp errors (xy, cm) of the rows that have them; "" if none does."""
+def _per_split_table(
+    rows: list[tuple[str, dict[str, Any]]],
+    key: str,
+    width: int,
+    cells: Callable[[dict[str, Any]], list[str]],
+    head: str,
+) -> str:
+    """Markdown of one summary field (`key`) of the rows that have it in a split: a line per row,
+    `width` cells per split (`cells` of the field, "–" where a split lacks it); "" if no row has it."""
     lines = []
     for label, splits in rows:
-        grasps = [splits.get(split, {}).get("first_grasp") for split in SPLITS]
-        if not any(grasps):
+        found = [splits.get(split, {}).get(key) for split in SPLITS]
+        if not any(found):
             continue
-        cells = []
-        for g in grasps:
-            if not g or not g["arms"]:
-                cells += ["–"] * 4
-                continue
-            within = f"{100 * g['within_5cm']:.1f}"
-            cells += [_cm(g["xy_m"], "mean"), _cm(g["xy_m"], "median"), within, f"{g['measured']}/{g['arms']}"]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    if not lines:
-        return ""
+        row = [c for f in found for c in (cells(f) if f else ["–"] * width)]
+        lines.append(f"| {label} | " + " | ".join(row) + " |")
+    return head + "\n".join(lines) + "\n" if lines else ""
+
+
+def grasp_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """Markdown of the first-grasp errors (xy, cm) of the rows that have them; "" if none does."""
+
+    def cells(g: dict[str, Any]) -> list[str]:
+        if not g["arms"]:
+            return ["–"] * 4
+        within = f"{100 * g['within_5cm']:.1f}"
+        return [_cm(g["xy_m"], "mean"), _cm(g["xy_m"], "median"), within, f"{g['measured']}/{g['arms']}"]
+
     head = (
         "| first grasp, xy (cm) | Seen: mean ↓ | median ↓ | within 5 cm (%) ↑ | grasped/expected "
         "| Held-out: mean ↓ | median ↓ | within 5 cm (%) ↑ | grasped/expected |\n"
         "|---|---|---|---|---|---|---|---|---|\n"
     )
-    return head + "\n".join(lines) + "\n"
+    return _per_split_table(rows, "first_grasp", 4, cells, head)
 
 
 def primitive_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
     """Markdown of the rows' `primitives` (fold halves recognised, %); "" if no row has them."""
-    lines = []
-    for label, splits in rows:
-        found = [splits.get(split, {}).get("primitives") for split in SPLITS]
-        if not any(found):
-            continue
-        cells = [f"{p[k]:.1f}" if p else "–" for p in found for k in ("sleeve", "body", "both")]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    if not lines:
-        return ""
     head = (
         "| classified fold has the shown fold's (%) | Seen: sleeve fold ↑ | body fold ↑ | both ↑ "
         "| Held-out: sleeve fold ↑ | body fold ↑ | both ↑ |\n|---|---|---|---|---|---|---|\n"
     )
-    return head + "\n".join(lines) + "\n"
+    return _per_split_table(rows, "primitives", 3, lambda p: [f"{p[k]:.1f}" for k in ("sleeve", "body", "both")], head)
 
 
 def _event_order(name: str) -> tuple[float, str]:
