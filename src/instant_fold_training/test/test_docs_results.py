@@ -877,3 +877,26 @@ def test_breadth_v1_against_v5_on_v5s_folds_is_the_measured_one() -> None:
         f"gets the context right and fails (Geom. {breadth_job['geom']:.2f}; v5: {v5_job['geom']:.2f}, success)",
     ]
     assert [q for q in quoted if q not in prose] == []
+
+
+def test_the_more_steps_look_is_the_measured_one() -> None:
+    """docs/policy.md's "More steps, a first look" (breadth v1 resumed to 10,000 steps)."""
+    a, b = (
+        json.loads((RESULTS / f"folds_quick_breadth_{n}.json").read_text())["rows"]["policy"] for n in ("v1", "v1_10k")
+    )
+    run = json.loads((RESULTS / "breadth_v1_10k_training.json").read_text())
+    assert run["policy_start"]["start_step"] == 6000 and run["policy_end"]["event"] == "end"
+
+    def of(x: float, n: int) -> int:
+        return round(x * n / 100)
+
+    quoted = (
+        f"right {of(b['seen']['ctx_acc']['mean'], 16)} of 16 (6,000 steps: {of(a['seen']['ctx_acc']['mean'], 16)}), "
+        f"{of(b['seen']['csr95']['mean'], 16)} of 16 inside the envelope ({of(a['seen']['csr95']['mean'], 16)}), "
+        f"Geom. {b['seen']['geom']['mean']:.2f} ({a['seen']['geom']['mean']:.2f}), first grasps "
+        f"{b['seen']['first_grasp']['xy_m']['mean'] * 100:.1f} cm ({a['seen']['first_grasp']['xy_m']['mean'] * 100:.1f}); "
+        f"held-out: {of(b['heldout']['ctx_acc']['mean'], 3)} of 3 folds recognised ({of(a['heldout']['ctx_acc']['mean'], 3)}) "
+        f"but Geom. {b['heldout']['geom']['mean']:.2f} ({a['heldout']['geom']['mean']:.2f})"
+    )
+    assert quoted in " ".join((REPO / "docs" / "policy.md").read_text().split())
+    assert f"{run['minutes']} min;" in (REPO / "docs" / "policy.md").read_text()
