@@ -313,9 +313,14 @@ ISSUE_28_ROWS = (
 )
 
 
+def count(row: dict, metric: str) -> int:
+    """How many of a row's rollouts a percentage metric (Ctx. Acc., C-SR@95) counted."""
+    return round(row[metric]["mean"] * row["rollouts"] / 100)
+
+
 def successes(row: dict) -> int:
     """How many of a row's rollouts succeeded (C-SR@95 is their share, in %)."""
-    return round(row["csr95"]["mean"] * row["rollouts"] / 100)
+    return count(row, "csr95")
 
 
 def issue_28_row(label: str, quick: str, offline: str | None) -> str:
@@ -748,9 +753,9 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
     seen, heldout = rows["policy"]["seen"], rows["policy"]["heldout"]
     prose = " ".join(evaluation.split())
     quoted = [
-        f"(seen: {round(seen['ctx_acc']['mean'] * 16 / 100)} of 16 contexts right, against "
-        f"{round(rows['wrong-demo']['seen']['ctx_acc']['mean'] * 16 / 100)} of 16",
-        f"({round(seen['csr95']['mean'] * 16 / 100)} of 16 inside the 4-execution envelope; the out-of-sample "
+        f"(seen: {count(seen, 'ctx_acc')} of 16 contexts right, against "
+        f"{count(rows['wrong-demo']['seen'], 'ctx_acc')} of 16",
+        f"({count(seen, 'csr95')} of 16 inside the 4-execution envelope; the out-of-sample "
         f"oracle {rows['oracle-out-of-sample']['seen']['csr95']['mean']:.1f} %)",
         f"(Geom. {heldout['geom']['mean']:.2f} against do-nothing's {rows['do-nothing']['heldout']['geom']['mean']:.2f})",
     ]
@@ -762,18 +767,18 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
     untrained, language, v5, replay = (run["rows"]["policy"] for run in runs[1:])
     trained = json.loads((RESULTS / "breadth_v1_language_training.json").read_text())
     quoted += [
-        f"gets {round(language['seen']['ctx_acc']['mean'] * 16 / 100)} of 16 seen contexts right (C-SR@95 "
+        f"gets {count(language['seen'], 'ctx_acc')} of 16 seen contexts right (C-SR@95 "
         f"{language['seen']['csr95']['mean']:.1f}, Geom. {language['seen']['geom']['mean']:.2f}) and "
-        f"{round(language['heldout']['ctx_acc']['mean'] * 3 / 100)} of 3 held-out ones (Geom. "
+        f"{count(language['heldout'], 'ctx_acc')} of 3 held-out ones (Geom. "
         f"{language['heldout']['geom']['mean']:.2f} against the demonstration's {heldout['geom']['mean']:.2f}). "
         f"Its 6,000 steps took {trained['minutes']} min",
-        f"(v5, which saw 3, gets {round(v5['seen']['ctx_acc']['mean'] * 16 / 100)} of 16 seen contexts right and brings "
+        f"(v5, which saw 3, gets {count(v5['seen'], 'ctx_acc')} of 16 seen contexts right and brings "
         f"the held-out folds only to Geom. {v5['heldout']['geom']['mean']:.2f})",
         f"(Geom. {seen['geom']['mean']:.2f} against {replay['seen']['geom']['mean']:.2f} seen, "
         f"{heldout['geom']['mean']:.2f} against {replay['heldout']['geom']['mean']:.2f} held-out)",
-        f"recognises more folds ({round(replay['seen']['ctx_acc']['mean'] * 16 / 100)} of 16 seen, "
-        f"{round(replay['heldout']['ctx_acc']['mean'] * 3 / 100)} of 3 held-out) and succeeds more often "
-        f"({round(replay['seen']['csr95']['mean'] * 16 / 100)} of 16)",
+        f"recognises more folds ({count(replay['seen'], 'ctx_acc')} of 16 seen, "
+        f"{count(replay['heldout'], 'ctx_acc')} of 3 held-out) and succeeds more often "
+        f"({count(replay['seen'], 'csr95')} of 16)",
     ]
     # The untrained row (the paper's second ordering) and what the held-out folds were taken for.
     run = json.loads((RESULTS / "breadth_v1_training.json").read_text())
@@ -782,13 +787,13 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
     quoted += [
         f"run again ({bare['stage_minutes']['3/5 tokenising']}, {bare['stage_minutes']['4/5 policy']} and "
         f"{bare['stage_minutes']['5/5 offline']} min;",
-        f"seen contexts right {round(seen['ctx_acc']['mean'] * 16 / 100)} of 16 against "
-        f"{round(untrained['seen']['ctx_acc']['mean'] * 16 / 100)}, held-out Geom. {heldout['geom']['mean']:.2f} against "
+        f"seen contexts right {count(seen, 'ctx_acc')} of 16 against "
+        f"{count(untrained['seen'], 'ctx_acc')}, held-out Geom. {heldout['geom']['mean']:.2f} against "
         f"{untrained['heldout']['geom']['mean']:.2f}",
         f"closed {held['closed'] * 100:.1f} % against {bare_held['closed'] * 100:.1f} % ({held['mean_error_cm']:.1f} "
         f"against {bare_held['mean_error_cm']:.1f} cm)",
-        f"the untrained row lands {round(untrained['seen']['csr95']['mean'] * 16 / 100)} of 16 inside the envelope "
-        f"(pretrained {round(seen['csr95']['mean'] * 16 / 100)}), Geom. {untrained['seen']['geom']['mean']:.2f} against "
+        f"the untrained row lands {count(untrained['seen'], 'csr95')} of 16 inside the envelope "
+        f"(pretrained {count(seen, 'csr95')}), Geom. {untrained['seen']['geom']['mean']:.2f} against "
         f"{seen['geom']['mean']:.2f}",
     ]
     taken = {c: summary["contexts"][c]["policy"]["classified_as"] for c in summary["benchmark"]["heldout"]}
@@ -830,7 +835,7 @@ def test_the_two_starts_budget_row_is_the_measured_one() -> None:
         q, held = quick["rows"]["policy"], run["offline"]["heldout"]["first_grasp"]
         return (
             f"| {label} | {run['policy_start']['episodes']} | {generation} | {minutes} | "
-            f"{round(q['seen']['ctx_acc']['mean'] * 16 / 100)} of 16 | {round(q['seen']['csr95']['mean'] * 16 / 100)} of 16 | "
+            f"{count(q['seen'], 'ctx_acc')} of 16 | {count(q['seen'], 'csr95')} of 16 | "
             f"{q['seen']['geom']['mean']:.2f} | {q['heldout']['geom']['mean']:.2f} | "
             f"{held['closed'] * 100:.1f} %, {held['mean_error_cm']:.1f} cm |"
         )
@@ -857,7 +862,7 @@ def test_the_two_starts_budget_row_is_the_measured_one() -> None:
         f"in the VBD cloth solver's {profile['vbd_steps']:,} substeps, {profile['kernel_launches']:,} Warp kernel launches",
         f"{round(profile['pack_args_share_of_launch'] * 100)} % of the launch time in packing arguments",
     ]
-    assert [q for q in quoted if q not in prose] == []
+    assert [text for text in quoted if text not in prose] == []
 
 
 def test_breadth_v1_against_v5_on_v5s_folds_is_the_measured_one() -> None:
@@ -876,7 +881,7 @@ def test_breadth_v1_against_v5_on_v5s_folds_is_the_measured_one() -> None:
         f"{grasp['median'] * 100:.1f} against {v5_grasp['median'] * 100:.1f})",
         f"gets the context right and fails (Geom. {breadth_job['geom']:.2f}; v5: {v5_job['geom']:.2f}, success)",
     ]
-    assert [q for q in quoted if q not in prose] == []
+    assert [text for text in quoted if text not in prose] == []
 
 
 def test_the_more_steps_look_is_the_measured_one() -> None:
@@ -887,15 +892,12 @@ def test_the_more_steps_look_is_the_measured_one() -> None:
     run = json.loads((RESULTS / "breadth_v1_10k_training.json").read_text())
     assert run["policy_start"]["start_step"] == 6000 and run["policy_end"]["event"] == "end"
 
-    def of(x: float, n: int) -> int:
-        return round(x * n / 100)
-
     quoted = (
-        f"right {of(b['seen']['ctx_acc']['mean'], 16)} of 16 (6,000 steps: {of(a['seen']['ctx_acc']['mean'], 16)}), "
-        f"{of(b['seen']['csr95']['mean'], 16)} of 16 inside the envelope ({of(a['seen']['csr95']['mean'], 16)}), "
+        f"right {count(b['seen'], 'ctx_acc')} of 16 (6,000 steps: {count(a['seen'], 'ctx_acc')}), "
+        f"{count(b['seen'], 'csr95')} of 16 inside the envelope ({count(a['seen'], 'csr95')}), "
         f"Geom. {b['seen']['geom']['mean']:.2f} ({a['seen']['geom']['mean']:.2f}), first grasps "
         f"{b['seen']['first_grasp']['xy_m']['mean'] * 100:.1f} cm ({a['seen']['first_grasp']['xy_m']['mean'] * 100:.1f}); "
-        f"held-out: {of(b['heldout']['ctx_acc']['mean'], 3)} of 3 folds recognised ({of(a['heldout']['ctx_acc']['mean'], 3)}) "
+        f"held-out: {count(b['heldout'], 'ctx_acc')} of 3 folds recognised ({count(a['heldout'], 'ctx_acc')}) "
         f"but Geom. {b['heldout']['geom']['mean']:.2f} ({a['heldout']['geom']['mean']:.2f})"
     )
     assert quoted in " ".join((REPO / "docs" / "policy.md").read_text().split())
