@@ -10,7 +10,7 @@ import pytest
 @pytest.fixture
 def ros_env() -> Iterator[dict[str, str]]:
     """Environment for child processes with a ROS domain reserved for this test alone."""
-    from instant_fold_ros.testing import isolated_ros_env
+    from instant_fold_ros.domains import isolated_ros_env
 
     with isolated_ros_env() as env:
         yield env

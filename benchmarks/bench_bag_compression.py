@@ -132,10 +132,11 @@ def check_read_back(path: Path, frames: list[list[bytes]], count: int) -> None:
 
 def record_over_dds(frames: list[list[bytes]], seconds: float, compression: str) -> dict:
     """The recorder process recording a 30 Hz publisher of `frames` for `seconds`, then SIGINT."""
+    from instant_fold_ros.domains import isolated_ros_env
     from instant_fold_ros.graph_spec import NodeSpec
     from instant_fold_ros.qos import OBSERVATION_QOS
     from instant_fold_ros.standins.process_runner import find_executable
-    from instant_fold_ros.testing import TopicProbe, isolated_ros_env
+    from instant_fold_ros.testing import TopicProbe
 
     with tempfile.TemporaryDirectory() as tmp, isolated_ros_env() as env, TopicProbe(env) as probe:
         pubs = [

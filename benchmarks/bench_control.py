@@ -43,7 +43,7 @@ from instant_fold_control.drivers.franka import FrankaDriver, FrankaParams, impo
 from instant_fold_control.testing.dobot_server import LoopbackDobotServer
 from instant_fold_control.testing.franky_standin import GRIPPER_READ_S, FrankyStandIn
 from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
-from instant_fold_ros.testing import isolated_ros_env
+from instant_fold_ros.domains import isolated_ros_env
 
 HORIZON, STEPS, STEP_DURATION = 8, 4, 0.05  # paper (real robot): execute 4 of 8
 RADIUS, PERIOD = 0.05, 4.0  # circle of 5 cm in 4 s per arm

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from instant_fold_core.contracts import ActionChunk
-from instant_fold_core.policy.configuration import preset as policy_preset
+from instant_fold_learning.policy.configuration import preset as policy_preset
 from instant_fold_ros.dds_profile import PROFILE, PROFILE_VARIABLE
-from instant_fold_ros.testing import isolated_ros_env
+from instant_fold_ros.domains import isolated_ros_env
 
 #: The simulated camera's resolution (instant_fold_sim.rollout, cpu-small preset).
 RESOLUTION = 256

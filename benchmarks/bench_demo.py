@@ -74,10 +74,11 @@ def bench_writer(frames: int) -> dict:
 def bench_dds(seconds: float) -> dict:
     from sensor_msgs.msg import CameraInfo, Image
 
+    from instant_fold_ros.domains import isolated_ros_env
     from instant_fold_ros.graph_spec import NodeSpec
     from instant_fold_ros.qos import OBSERVATION_QOS
     from instant_fold_ros.standins.process_runner import find_executable
-    from instant_fold_ros.testing import TopicProbe, isolated_ros_env
+    from instant_fold_ros.testing import TopicProbe
 
     with tempfile.TemporaryDirectory() as tmp, isolated_ros_env() as env, TopicProbe(env) as probe:
         pubs = [probe.node.create_publisher(t, n, OBSERVATION_QOS) for t, n in

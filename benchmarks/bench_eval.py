@@ -17,8 +17,9 @@ import platform
 import tempfile
 from pathlib import Path
 
-from instant_fold_training.benchmark import BenchmarkSpec
-from instant_fold_training.evaluate import REPO, build_parser, evaluate
+from instant_fold_evaluation.benchmark import BenchmarkSpec
+from instant_fold_evaluation.evaluate import build_parser, evaluate
+from instant_fold_ros.bringup_share import models_dir
 
 
 def run(spec_name: str, workers: int, checkpoint: str, tokenizer: str, max_steps: int) -> dict:
@@ -59,8 +60,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--benchmark", default="tiny")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--checkpoint", default=str(REPO / "models" / "policy"))
-    p.add_argument("--tokenizer", default=str(REPO / "models" / "encoder"))
+    p.add_argument("--checkpoint", default=str(models_dir() / "policy"))
+    p.add_argument("--tokenizer", default=str(models_dir() / "encoder"))
     p.add_argument("--max-steps", type=int, default=0, help="policy queries per rollout (default: the spec's)")
     p.add_argument("--out", default="outputs/bench_eval/bench_eval.json")
     a = p.parse_args()

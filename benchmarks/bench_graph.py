@@ -85,7 +85,7 @@ def busy_processes(n: int) -> Iterator[None]:
 
 def checkpoints(config: str, models: Path, tmp: Path) -> tuple[Path, Path, str]:
     """(policy, encoder, weights) of `config`: the trained cpu-small models when there are some."""
-    from instant_fold_core.testing import untrained_checkpoints
+    from instant_fold_learning.testing import untrained_checkpoints
 
     if config == "cpu-small" and (models / "policy" / "config.json").is_file():
         return models / "policy", models / "encoder", "trained"

@@ -20,7 +20,7 @@ import time
 def measure(impl: str, tokens: int, dim: int, particles: int, device: str, block: int) -> dict:
     import torch
 
-    from instant_fold_core.encoder.losses import same_cloth_contrastive_loss
+    from instant_fold_learning.encoder.losses import same_cloth_contrastive_loss
 
     frames = tokens // 64
     gen = torch.Generator().manual_seed(0)

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from instant_fold_core.policy.configuration import preset
-from instant_fold_core.policy.data import DemoTokens, ObservationTokens
-from instant_fold_core.policy.inference import sample_cached, sample_naive
-from instant_fold_core.policy.modeling import InstantFoldPolicy, policy_summary
+from instant_fold_learning.policy.configuration import preset
+from instant_fold_learning.policy.data import DemoTokens, ObservationTokens
+from instant_fold_learning.policy.inference import sample_cached, sample_naive
+from instant_fold_learning.policy.modeling import InstantFoldPolicy, policy_summary
 
 KEYFRAMES = 8
 HORIZON = 8

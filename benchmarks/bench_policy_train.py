@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from instant_fold_core.policy.configuration import load_config
-from instant_fold_core.policy.data import TokenizedEpisode
-from instant_fold_core.policy.dataset import PolicyDataset
-from instant_fold_core.policy.modeling import InstantFoldPolicy
-from instant_fold_core.policy.synthetic import MODES, synthetic_episodes
-from instant_fold_core.policy.training import load_episodes, step_generators
+from instant_fold_learning.policy.configuration import load_config
+from instant_fold_learning.policy.data import TokenizedEpisode
+from instant_fold_learning.policy.dataset import PolicyDataset
+from instant_fold_learning.policy.modeling import InstantFoldPolicy
+from instant_fold_learning.policy.synthetic import MODES, synthetic_episodes
+from instant_fold_learning.policy.training import load_episodes, step_generators
 
 PARTS = ("data", "encode_demo", "forward", "backward", "optimizer")
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import torch
 
-from instant_fold_core.encoder import ClothTokenizer, preset
-from instant_fold_core.encoder.probe import correspondence_probe, format_probe_table, pca_figure
-from instant_fold_core.encoder.synthetic import synthetic_dataset
-from instant_fold_core.encoder.training import PretrainConfig, PretrainModel, pretrain
+from instant_fold_learning.encoder import ClothTokenizer, preset
+from instant_fold_learning.encoder.probe import correspondence_probe, format_probe_table, pca_figure
+from instant_fold_learning.encoder.synthetic import synthetic_dataset
+from instant_fold_learning.encoder.training import PretrainConfig, PretrainModel, pretrain
 
 
 def main() -> None:
@@ -85,9 +85,9 @@ def eval_loss_at_fixed_tau(config: PretrainConfig, episodes, run_dir: Path) -> l
     """Same-cloth loss (no augmentation, tau = 0.1) on one fixed batch for the initial and the
     trained tokenizer + head, so the comparison is not confounded by temperature annealing."""
     from instant_fold_core.checkpoint import load_strict
-    from instant_fold_core.encoder.data import PKSampler, PretrainDataset
-    from instant_fold_core.encoder.training import PretrainModel
-    from instant_fold_core.trainer import TRAIN_STATE_DIR, read_train_state
+    from instant_fold_learning.encoder.data import PKSampler, PretrainDataset
+    from instant_fold_learning.encoder.training import PretrainModel
+    from instant_fold_learning.trainer import TRAIN_STATE_DIR, read_train_state
 
     cfg = dataclasses.replace(config.training, color_jitter=False, occlusion_prob=0.0)
     data = PretrainDataset(episodes, config.encoder.image_size, max_frames=cfg.max_frames)

@@ -24,9 +24,10 @@ import torch
 from scipy import ndimage
 
 from instant_fold_core.dataset.zarr_store import EpisodeStore
-from instant_fold_core.encoder.modeling import ClothTokenizer
 from instant_fold_core.rgbd import RGBDFrame
-from instant_fold_core.tokens import TokenArrays, tokenize_frame
+from instant_fold_core.tokens import TokenArrays
+from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.tokenize import tokenize_frame
 
 
 def rotate_about_principal_point(image: np.ndarray, intrinsics: np.ndarray, degrees: float, order: int) -> np.ndarray:

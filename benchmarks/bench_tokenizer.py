@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from instant_fold_core.encoder import ClothTokenizer, preset, token_geometry
 from instant_fold_core.geometry import center_crop_resize, sample_features
+from instant_fold_learning.encoder import ClothTokenizer, preset, token_geometry
 
 
 def observation(batch: int, device: str):

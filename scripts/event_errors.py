@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from instant_fold_core.evaluation.grasps import EventError, summarize_events
-from instant_fold_training.evaluate import rescore
+from instant_fold_evaluation.evaluate import rescore
+from instant_fold_evaluation.grasps import EventError, summarize_events
 
 
 def by_outcome(scores: Path) -> dict[str, dict[str, Any]]:

@@ -14,14 +14,14 @@ from instant_fold.sim_fold import DEFAULT_DEMO
 from instant_fold.sim_fold import main as sim_fold_main
 from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.demonstration import load_demonstration
-from instant_fold_core.policy.instruction import Vocabulary
-from instant_fold_core.policy.modeling import InstantFoldPolicy
+from instant_fold_evaluation.closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
+from instant_fold_evaluation.oracle_bank import Context
+from instant_fold_learning.policy.instruction import Vocabulary
+from instant_fold_learning.policy.modeling import InstantFoldPolicy
 from instant_fold_policy.server import PolicyServer
 from instant_fold_ros.bringup_share import models_dir
-from instant_fold_sim.oracle_bank import Context
 from instant_fold_sim.programs import instruction
 from instant_fold_sim.sim_world import SimWorld
-from instant_fold_training.closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
 MODELS = models_dir()
 SEED = 1469361038825727794  # the main job's start: k = 3 of proc_00001, never trained on

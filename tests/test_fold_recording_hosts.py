@@ -16,10 +16,10 @@ from PIL import Image
 from instant_fold.sim_fold import DEFAULT_DEMO
 from instant_fold_core.demonstration import load_demonstration
 from instant_fold_core.fold_recording import ENTITIES, FoldRecording
+from instant_fold_evaluation.closed_loop import load_condition, run_rollout
 from instant_fold_policy.server import PolicyServer
 from instant_fold_ros.bringup_share import models_dir
 from instant_fold_sim.sim_world import SimWorld
-from instant_fold_training.closed_loop import load_condition, run_rollout
 
 rerun_chunk = pytest.importorskip("rerun.chunk", reason="rerun-sdk is pinned in requirements/python.lock")
 

@@ -1,4 +1,4 @@
-"""LeRobotDataset v3 export and import (`instant_fold_training.lerobot_dataset`, docs/lerobot.md).
+"""LeRobotDataset v3 export and import (`instant_fold_learning.lerobot_dataset`, docs/lerobot.md).
 
 Real parts throughout: episodes go through a real zarr `EpisodeStore` (synthetic frames in the
 fast tests, the project's generator in the slow one), demonstrations are the bundled file, recorded
@@ -24,8 +24,8 @@ from instant_fold_core.dataset.lerobot_format import read_episode, read_info
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.demonstration import Demonstration, from_episode, load_demonstration
 from instant_fold_core.rgbd import RGBDFrame
-from instant_fold_core.testing import random_episode
-from instant_fold_training.lerobot_dataset import main
+from instant_fold_learning.lerobot_dataset import main
+from instant_fold_learning.testing import random_episode
 
 zarr_store = pytest.importorskip(
     "instant_fold_core.dataset.zarr_store", reason="episode stores need zarr 3 (Python >= 3.11)"

@@ -15,13 +15,13 @@ import pytest
 import torch
 
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES
-from instant_fold_core.encoder.configuration import preset as encoder_preset
-from instant_fold_core.encoder.modeling import ClothTokenizer
-from instant_fold_core.policy.configuration import preset as policy_preset
-from instant_fold_core.policy.evaluation import first_moving_frame, nearest_keypoints, rollout_first_grasp
-from instant_fold_core.policy.inference import PolicyRunner
-from instant_fold_core.policy.tokenize_episodes import tokenize_episode
-from instant_fold_core.policy.training import CHECKPOINT_DIR, train
+from instant_fold_evaluation.offline import first_moving_frame, nearest_keypoints, rollout_first_grasp
+from instant_fold_learning.encoder.configuration import preset as encoder_preset
+from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.policy.configuration import preset as policy_preset
+from instant_fold_learning.policy.inference import PolicyRunner
+from instant_fold_learning.policy.tokenize_episodes import tokenize_episode
+from instant_fold_learning.policy.training import CHECKPOINT_DIR, train
 
 #: Simulating 4 episodes and 1600 training steps take ~7-15 min on 2 shared CPU cores (the
 #: project's default timeout is 10 min); the whole module is slow.

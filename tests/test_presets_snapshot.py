@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from instant_fold_core.encoder.configuration import preset as encoder_preset
-from instant_fold_core.encoder.modeling import ClothTokenizer
-from instant_fold_core.encoder.training import PRESETS as PRETRAIN_PRESETS
-from instant_fold_core.policy.configuration import LEGACY_MODES, InstantFoldPolicyConfig, PolicyConfig
-from instant_fold_core.policy.configuration import preset as policy_preset
+from instant_fold_learning.encoder.configuration import preset as encoder_preset
+from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.training import PRESETS as PRETRAIN_PRESETS
+from instant_fold_learning.policy.configuration import LEGACY_MODES, InstantFoldPolicyConfig, PolicyConfig
+from instant_fold_learning.policy.configuration import preset as policy_preset
 from instant_fold_sim.rollout import preset as sim_preset
 
 SNAPSHOT = Path(__file__).parent / "data" / "presets_snapshot.json"

@@ -16,7 +16,7 @@ import pytest
 from instant_fold.fold_graph import FoldOptions, build_fold_graph, parameters_yaml
 from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
-from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_ros.graph_spec import GraphSpec
 from instant_fold_ros.standins.process_runner import ProcessRunner
 from instant_fold_ros.testing import TopicProbe

@@ -11,7 +11,7 @@ from pathlib import Path
 def start_untrained_main_job(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], Path]:
     """The running job (stdout and stderr merged, unbuffered) and its output folder; 1,000 steps,
     no evaluation, so it is still folding when the test acts."""
-    from instant_fold_core.testing import untrained_checkpoints
+    from instant_fold_learning.testing import untrained_checkpoints
 
     policy, tokenizer = untrained_checkpoints(tmp_path / "models")
     out = tmp_path / "run"

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
 
 

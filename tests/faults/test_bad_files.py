@@ -16,14 +16,15 @@ from pathlib import Path
 import pytest
 
 from instant_fold_core.checkpoint import CheckpointError
-from instant_fold_core.encoder.modeling import ClothTokenizer
-from instant_fold_core.policy import evaluation
-from instant_fold_core.policy import training as policy_training
-from instant_fold_core.policy.configuration import preset
-from instant_fold_core.policy.data import PolicyDataError, TokenizedEpisode
-from instant_fold_core.policy.modeling import InstantFoldPolicy
-from instant_fold_core.policy.synthetic import synthetic_episodes
-from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_evaluation import evaluate_policy
+from instant_fold_learning import train_policy
+from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.policy import training as policy_training
+from instant_fold_learning.policy.configuration import preset
+from instant_fold_learning.policy.data import PolicyDataError, TokenizedEpisode
+from instant_fold_learning.policy.modeling import InstantFoldPolicy
+from instant_fold_learning.policy.synthetic import synthetic_episodes
+from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_ros.bringup_share import models_dir
 
 
@@ -48,7 +49,7 @@ def test_a_truncated_episode_is_named_not_a_traceback(episodes_dir: Path, tmp_pa
     with pytest.raises(PolicyDataError, match=r"cut\.npz: not a readable tokenised episode"):
         TokenizedEpisode.load(data / "cut.npz")
     out = tmp_path / "run"
-    assert policy_training.main(["--data", str(data), "--steps", "1", "--out", str(out), "--device", "cpu"]) == 2
+    assert train_policy.main(["--data", str(data), "--steps", "1", "--out", str(out), "--device", "cpu"]) == 2
     assert "cut.npz" in capsys.readouterr().err
 
 
@@ -69,10 +70,10 @@ def test_tokenizer_config_of_the_wrong_type_is_refused(tmp_path: Path, field: st
 def test_evaluate_policy_with_no_frame_to_sample_says_so(episodes_dir: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
     args = ["--data", str(episodes_dir), "--steps", "1", "--out", str(out), "--device", "cpu"]
-    assert policy_training.main(args) == 0
+    assert train_policy.main(args) == 0
     checkpoint = out / policy_training.CHECKPOINT_DIR
     args = ["--checkpoint", str(checkpoint), "--data", str(episodes_dir), "--samples", "0"]
-    assert evaluation.main(args) == 2
+    assert evaluate_policy.main(args) == 2
     assert "--samples: must be at least 1" in capsys.readouterr().err
 
 

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 
 from instant_fold_sim.isaac_lab import protocol
+from instant_fold_sim.isaac_lab.backend import Backend, BackendState
 from instant_fold_sim.isaac_lab.protocol import ProtocolError
-from instant_fold_sim.isaac_lab.server import REQUEST_ARRAYS, Backend, BackendState, Session
+from instant_fold_sim.isaac_lab.server import REQUEST_ARRAYS, Session
 from instant_fold_sim.isaac_lab.spec import SceneSpec
 
 #: Longest a test waits on a socket: a hang guard, long past every deadline the tests set.

@@ -21,9 +21,10 @@ import torch
 
 from instant_fold import sim_fold
 from instant_fold_core.output_dir import claimed_output_dir
-from instant_fold_core.policy import training as policy_training
+from instant_fold_evaluation import evaluate
+from instant_fold_learning import train_policy
+from instant_fold_learning.policy import training as policy_training
 from instant_fold_sim import generate, viewer
-from instant_fold_training import evaluate
 
 
 def _one_line(err: str) -> str:
@@ -42,7 +43,7 @@ def _a_file(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("device", ["banana", "cuda:x", "mps"])
 def test_train_policy_names_a_device_torch_cannot_use(tmp_path, capsys, device):
     out = tmp_path / "run"
-    assert policy_training.main(["--synthetic", "1", "--steps", "1", "--out", str(out), "--device", device]) == 2
+    assert train_policy.main(["--synthetic", "1", "--steps", "1", "--out", str(out), "--device", device]) == 2
     assert f"device {device!r}" in _one_line(capsys.readouterr().err)
     assert not (out / policy_training.CHECKPOINT_DIR).exists()
 
@@ -50,13 +51,13 @@ def test_train_policy_names_a_device_torch_cannot_use(tmp_path, capsys, device):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 def test_train_policy_on_cuda_without_a_gpu_says_so(tmp_path, capsys):
     out = tmp_path / "run"
-    assert policy_training.main(["--synthetic", "1", "--steps", "1", "--out", str(out), "--device", "cuda"]) == 2
+    assert train_policy.main(["--synthetic", "1", "--steps", "1", "--out", str(out), "--device", "cuda"]) == 2
     assert "CUDA is not available" in _one_line(capsys.readouterr().err)
 
 
 def test_train_policy_refuses_an_out_that_is_a_file(tmp_path, capsys):
     taken = _a_file(tmp_path)
-    assert policy_training.main(["--synthetic", "1", "--steps", "1", "--out", str(taken), "--device", "cpu"]) == 2
+    assert train_policy.main(["--synthetic", "1", "--steps", "1", "--out", str(taken), "--device", "cpu"]) == 2
     assert "is not a directory" in _one_line(capsys.readouterr().err)
     assert taken.read_text() == "not a folder\n"
 

@@ -19,12 +19,13 @@ import pytest
 import torch
 
 from instant_fold_core.checkpoint import CheckpointError
-from instant_fold_core.encoder.training import TrainConfig
 from instant_fold_core.errors import ConfigError
-from instant_fold_core.policy import training as policy_training
-from instant_fold_core.policy.configuration import PolicyConfig, TrainingConfig
-from instant_fold_core.policy.modeling import InstantFoldPolicy
-from instant_fold_core.trainer import TRAIN_STATE_DIR, TrainingDiverged, save_train_state
+from instant_fold_learning import train_policy
+from instant_fold_learning.encoder.training import TrainConfig
+from instant_fold_learning.policy import training as policy_training
+from instant_fold_learning.policy.configuration import PolicyConfig, TrainingConfig
+from instant_fold_learning.policy.modeling import InstantFoldPolicy
+from instant_fold_learning.trainer import TRAIN_STATE_DIR, TrainingDiverged, save_train_state
 from instant_fold_ros.bringup_share import models_dir
 
 
@@ -34,7 +35,7 @@ def _train(tmp_path: Path, overrides: str, steps: int = 2) -> tuple[int, Path]:
     config.write_text(f"preset: cpu-small\n{overrides}\n")
     out = tmp_path / "run"
     args = ["--config", str(config), "--synthetic", "1", "--steps", str(steps), "--out", str(out), "--device", "cpu"]
-    return policy_training.main(args), out
+    return train_policy.main(args), out
 
 
 @pytest.mark.parametrize(

@@ -85,11 +85,11 @@ def test_a_fold_is_its_own_under_predict_calls_and_slow_machines(tmp_path: Path,
 
     from instant_fold_core.checkpoint import checkpoint_id
     from instant_fold_core.demonstration import load_demonstration
-    from instant_fold_core.encoder.modeling import ClothTokenizer
-    from instant_fold_core.tokens import tokenize_frame
     from instant_fold_interfaces.action import ExecuteFold
     from instant_fold_interfaces.msg import ActionChunk
     from instant_fold_interfaces.srv import PredictActionChunk
+    from instant_fold_learning.encoder.modeling import ClothTokenizer
+    from instant_fold_learning.encoder.tokenize import tokenize_frame
     from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header, tokens_to_msg
     from instant_fold_ros.standins.process_runner import ProcessRunner
     from instant_fold_ros.testing import TopicProbe

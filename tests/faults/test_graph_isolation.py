@@ -4,7 +4,7 @@ Before (issue "faults and bad input", item 2): the main job set no ROS domain, s
 the default domain with any other run, or with a graph left over from one, on the machine: "graph
 ready" came in 1.6 s from the other graph's nodes, and the other policy server rejected the fold
 goal. Now a run without ROS_DOMAIN_ID reserves a domain no other run or test on the machine holds
-(the lock files `instant_fold_ros.testing` uses), with localhost discovery; a ROS_DOMAIN_ID the
+(the lock files `instant_fold_ros.domains` uses), with localhost discovery; a ROS_DOMAIN_ID the
 user set is kept.
 """
 

@@ -26,9 +26,9 @@ import pytest
 
 from instant_fold import sim_fold
 from instant_fold_core.checkpoint import CheckpointError
-from instant_fold_core.encoder.configuration import EncoderConfig, preset
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.paths import PathNotAllowed, allowed_roots, resolve_under
+from instant_fold_learning.encoder.configuration import EncoderConfig, preset
 from instant_fold_ros.bringup_share import models_dir
 
 DEMO = models_dir() / sim_fold.DEFAULT_DEMO
@@ -83,7 +83,7 @@ def test_an_encoder_config_cannot_hand_timm_a_file(tmp_path: Path) -> None:
 
 def test_a_checkpoint_config_cannot_hand_timm_a_file(tmp_path: Path) -> None:
     """A downloaded tokenizer checkpoint whose config.json names a file for timm is refused unread."""
-    from instant_fold_core.encoder.modeling import ClothTokenizer
+    from instant_fold_learning.encoder.modeling import ClothTokenizer
 
     directory = ClothTokenizer(preset("cpu-small")).save_pretrained(tmp_path / "tokenizer")
     config_path = Path(directory) / "config.json"

@@ -35,9 +35,10 @@ import pytest
 import yaml
 
 from instant_fold import sim_fold
-from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_ros.bringup_share import models_dir
-from instant_fold_ros.testing import TopicProbe, isolated_ros_env
+from instant_fold_ros.domains import isolated_ros_env
+from instant_fold_ros.testing import TopicProbe
 
 pytestmark = pytest.mark.ros
 

@@ -17,12 +17,12 @@ import pytest
 
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.dataset.zarr_store import EpisodeStore, StoreError
-from instant_fold_core.encoder.synthetic import make_cloth, synthetic_episode
 from instant_fold_core.errors import ConfigError
-from instant_fold_core.policy.configuration import preset
-from instant_fold_core.policy.modeling import InstantFoldPolicy
-from instant_fold_core.policy.synthetic import synthetic_episodes
-from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_learning.encoder.synthetic import make_cloth, synthetic_episode
+from instant_fold_learning.policy.configuration import preset
+from instant_fold_learning.policy.modeling import InstantFoldPolicy
+from instant_fold_learning.policy.synthetic import synthetic_episodes
+from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_ros.bringup_share import config_dir
 
 
@@ -82,11 +82,12 @@ def test_evaluate_policy_fails_on_nan_predictions(tmp_path: Path, capsys) -> Non
     """Weights gone NaN (a diverged run) give NaN action errors: reported, and not as a success."""
     from safetensors.torch import load_file, save_file
 
-    from instant_fold_core.policy import evaluation
-    from instant_fold_core.policy import training as policy_training
+    from instant_fold_evaluation import evaluate_policy
+    from instant_fold_learning import train_policy
+    from instant_fold_learning.policy import training as policy_training
 
     out = tmp_path / "run"
-    assert policy_training.main(["--synthetic", "1", "--steps", "1", "--out", str(out), "--device", "cpu"]) == 0
+    assert train_policy.main(["--synthetic", "1", "--steps", "1", "--out", str(out), "--device", "cpu"]) == 0
     checkpoint = out / policy_training.CHECKPOINT_DIR
     weights = load_file(str(checkpoint / "model.safetensors"))
     for tensor in weights.values():
@@ -99,7 +100,7 @@ def test_evaluate_policy_fails_on_nan_predictions(tmp_path: Path, capsys) -> Non
     for i, episode in enumerate(synthetic_episodes(1, ("right_over_left",), 1, cfg.model.cloth_feature_dim)):
         episode.save(data / f"e{i}.npz")
     args = ["--checkpoint", str(checkpoint), "--data", str(data), "--samples", "2", "--max-frames", "2"]
-    assert evaluation.main(args) == 1
+    assert evaluate_policy.main(args) == 1
     assert "not finite" in capsys.readouterr().err
 
 

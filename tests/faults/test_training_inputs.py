@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from instant_fold_core.encoder import training as encoder_training
-from instant_fold_core.policy import training as policy_training
+from instant_fold_learning import pretrain_encoder, train_policy
+from instant_fold_learning.policy import training as policy_training
 from instant_fold_sim import generate
 
 
@@ -27,7 +27,7 @@ def _digest(folder: Path) -> dict[str, str]:
 @pytest.mark.parametrize(("flag", "field"), [("--steps", "train.steps"), ("--batch-size", "train.batch_size")])
 def test_train_policy_refuses_zero_overrides(tmp_path, capsys, flag, field):
     out = tmp_path / "run"
-    assert policy_training.main(["--synthetic", "1", flag, "0", "--out", str(out), "--device", "cpu"]) == 2
+    assert train_policy.main(["--synthetic", "1", flag, "0", "--out", str(out), "--device", "cpu"]) == 2
     assert field in capsys.readouterr().err
     assert not (out / policy_training.CHECKPOINT_DIR).exists()
 
@@ -35,19 +35,19 @@ def test_train_policy_refuses_zero_overrides(tmp_path, capsys, flag, field):
 def test_train_policy_never_overwrites_a_run_without_resume(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["--synthetic", "1", "--steps", "2", "--out", str(out), "--device", "cpu"]
-    assert policy_training.main(args) == 0
+    assert train_policy.main(args) == 0
     before = _digest(out)
     assert any(name.startswith(policy_training.TRAIN_STATE_DIR) for name in before)
-    assert policy_training.main(args) == 2
+    assert train_policy.main(args) == 2
     assert "--resume" in capsys.readouterr().err
     assert _digest(out) == before
-    assert policy_training.main([*args, "--resume"]) == 0  # continuing it stays possible
+    assert train_policy.main([*args, "--resume"]) == 0  # continuing it stays possible
 
 
 @pytest.mark.parametrize("steps", ["-1", "0"])
 def test_pretrain_encoder_refuses_non_positive_steps(tmp_path, capsys, steps):
     out = tmp_path / "enc"
-    assert encoder_training.main(["--synthetic", "1", "1", "2", "--steps", steps, "--out", str(out)]) == 2
+    assert pretrain_encoder.main(["--synthetic", "1", "1", "2", "--steps", steps, "--out", str(out)]) == 2
     assert "steps: must be >= 1" in capsys.readouterr().err
     assert not out.exists()
 

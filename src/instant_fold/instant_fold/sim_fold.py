@@ -195,8 +195,8 @@ def fold_strip(demo_path: Path, rollout_strip: Path, out: Path) -> Path:
 def same_init_metrics(args: argparse.Namespace, sim_metrics: dict) -> dict:
     """The paper's per-rollout metrics of this fold against the oracle bank of its start state
     (docs/evaluation.md): context classified, Geom., fold rate, C-SR@95 success."""
-    from instant_fold_sim.oracle_bank import Context, OracleBank, OracleBankError
-    from instant_fold_sim.outcome import FoldRecord
+    from instant_fold_core.fold_record import FoldRecord
+    from instant_fold_evaluation.oracle_bank import Context, OracleBank, OracleBankError
 
     try:
         bank = OracleBank.open(args.bank)
@@ -259,7 +259,7 @@ def graph_environment() -> AbstractContextManager[dict[str, str]]:
     reserved for this run alone. On a shared default domain a second run, or a graph left over
     from an earlier one, answers for this run's nodes ("graph ready" at once, then the fold goal
     rejected by the other graph's policy server)."""
-    from instant_fold_ros.testing import isolated_ros_env
+    from instant_fold_ros.domains import isolated_ros_env
 
     if domain := os.environ.get("ROS_DOMAIN_ID"):
         if not (domain.isdigit() and int(domain) <= MAX_ROS_DOMAIN_ID):

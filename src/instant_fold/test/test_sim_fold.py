@@ -10,7 +10,7 @@ from PIL import Image
 
 from instant_fold.sim_fold import DEFAULT_DEMO, DEFAULT_FOLD, demonstrated_fold, fold_strip, main
 from instant_fold_core.demonstration import load_demonstration
-from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_ros.bringup_share import models_dir
 
 DEMO = (models_dir() / DEFAULT_DEMO).resolve()  # the source file behind a --symlink-install

@@ -1,7 +1,7 @@
 """A fold as a Rerun recording (`.rrd`): what the camera saw, what the policy was shown and answered,
 what the arms did and where the oracle would have left the cloth, on one simulated-time axis.
 
-Why one module: the in-process evaluator (`instant_fold_training.closed_loop`, fed by the objects
+Why one module: the in-process evaluator (`instant_fold_evaluation.closed_loop`, fed by the objects
 it drives) and the ROS main job (`instant_fold.sim_fold`, fed from the graph's topics through
 `instant_fold_ros.recording_tap`) record a fold into the same entities, so a recording of either
 opens the same way in the viewer and one test checks the layout (`ENTITIES`). No rclpy here; rerun

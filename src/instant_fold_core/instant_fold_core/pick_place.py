@@ -1,7 +1,7 @@
 """The scripted pick-and-place motion, shared by the simulator's oracle and the registration replay.
 
 Why here: the simulator's scripted programs (`instant_fold_sim.rollout`) make the demonstrations
-and the oracle executions, and the registration replay (`instant_fold_core.policy.replay`)
+and the oracle executions, and the registration replay (`instant_fold_learning.policy.replay`)
 executes a demonstration's grasps and releases on another cloth with the same approach height,
 release height, speeds and carrying arc. The core cannot import the simulator, so the numbers
 and the arc live here once and both read them.

@@ -1,7 +1,7 @@
 """A recorded demonstration (a rosbag2 MCAP bag and the keyframes `extract` found in it) as one
 LeRobotDataset episode: every RGB-D frame of the bag, its keyframes flagged.
 
-The bag side of `instant_fold_training.lerobot_dataset export --bag`; the episode's layout (state,
+The bag side of `instant_fold_learning.lerobot_dataset export --bag`; the episode's layout (state,
 action, flags, what `import` gives back) is `instant_fold_core.dataset.lerobot_format.recording_frames`.
 A bag can be larger than memory (a minute of 640x480 RGB-D at 30 Hz is 4 GB), so its frames are
 streamed once into memory-mapped files in a scratch folder and written from there in batches.

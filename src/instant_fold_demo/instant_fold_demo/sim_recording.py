@@ -67,7 +67,7 @@ def parameters_yaml(output: Path, demo: Path, keyframes: int, garment: str, seed
 
 def graph_environment() -> AbstractContextManager[dict[str, str]]:
     """The user's ROS_DOMAIN_ID when set, else a domain reserved for this recording."""
-    from instant_fold_ros.testing import isolated_ros_env
+    from instant_fold_ros.domains import isolated_ros_env
 
     return nullcontext(dict(os.environ)) if os.environ.get("ROS_DOMAIN_ID") else isolated_ros_env()
 

@@ -66,11 +66,11 @@ FOLD_SEED, MAX_STEPS = 1469361038825727794, 150
 def _predicted_context(demo) -> str:
     """Fold the main job's start with the default policy conditioned on `demo`; the context the
     oracle bank's classifier assigns to the rollout (docs/evaluation.md)."""
+    from instant_fold_evaluation.closed_loop import load_condition, run_rollout
+    from instant_fold_evaluation.oracle_bank import Context, OracleBank
     from instant_fold_policy.server import PolicyServer
     from instant_fold_ros.bringup_share import models_dir
-    from instant_fold_sim.oracle_bank import Context, OracleBank
     from instant_fold_sim.sim_world import SimWorld
-    from instant_fold_training.closed_loop import load_condition, run_rollout
 
     models = models_dir()
     server = PolicyServer.from_checkpoints(str(models / "policy"), str(models / "encoder"), "cpu", 0)

@@ -17,9 +17,9 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from instant_fold_core.checkpoint import checkpoint_id
 from instant_fold_core.device import resolve_device
-from instant_fold_core.tokens import tokenize_frame
 from instant_fold_core.validation import ValidationError
 from instant_fold_interfaces.msg import ClothTokens
+from instant_fold_learning.encoder.tokenize import tokenize_frame
 from instant_fold_ros.conversions import MessageConversionError, rgbd_from_msgs, tokens_to_msg
 from instant_fold_ros.node_main import run_node
 from instant_fold_ros.qos import OBSERVATION_QOS
@@ -30,7 +30,7 @@ from instant_fold_ros.standins.image_bridge import image_from_msg
 class TokenizerNode(Node):
     def __init__(self) -> None:
         super().__init__("tokenizer")
-        from instant_fold_core.encoder.modeling import ClothTokenizer
+        from instant_fold_learning.encoder.modeling import ClothTokenizer
 
         checkpoint = str(self.declare_parameter("tokenizer_checkpoint", "").value)
         device = resolve_device(str(self.declare_parameter("device", "auto").value))

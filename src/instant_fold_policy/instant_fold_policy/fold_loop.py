@@ -5,7 +5,7 @@ k steps -> repeat. `FoldLoop` holds every decision of it, and its hosts only mov
 
 - the policy server node feeds it the observations arriving over DDS (`on_tokens`, `on_state`),
   asks `next()` whenever something arrived, and publishes the chunks it is told to compute;
-- the in-process evaluator (`instant_fold_training.closed_loop`) feeds it the simulator's frames
+- the in-process evaluator (`instant_fold_evaluation.closed_loop`) feeds it the simulator's frames
   and states directly and runs the controller itself.
 
 So what is evaluated offline is exactly what a robot runs. The machine decides what "fresh" means

@@ -45,12 +45,12 @@ from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
 from instant_fold_core.demonstration import load_demonstration
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.paths import resolve_under
-from instant_fold_core.policy.inference import DEFAULT_STEP_DURATION
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_interfaces.action import ExecuteFold
 from instant_fold_interfaces.msg import ActionChunk as ActionChunkMsg
 from instant_fold_interfaces.msg import ClothTokens, DualArmState
 from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
+from instant_fold_learning.policy.inference import DEFAULT_STEP_DURATION
 from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig, Wait
 from instant_fold_policy.server import MAX_DEMONSTRATION_KEYFRAMES, PolicyServer, PolicyServerError
 from instant_fold_ros.conversions import (

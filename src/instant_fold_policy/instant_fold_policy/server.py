@@ -22,9 +22,10 @@ from instant_fold_core.contracts import ActionChunk, KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.device import resolve_device
 from instant_fold_core.errors import InstantFoldError, InvalidInputError
-from instant_fold_core.policy.event_targets import DemonstrationTargets, EventTargets, ReleaseLatch, resolve
 from instant_fold_core.rgbd import RGBDFrame
-from instant_fold_core.tokens import TokenArrays, tokenize_frame
+from instant_fold_core.tokens import TokenArrays
+from instant_fold_learning.encoder.tokenize import tokenize_frame
+from instant_fold_learning.policy.event_targets import DemonstrationTargets, EventTargets, ReleaseLatch, resolve
 
 #: Tokenizes one frame with its cloth mask.
 FrameTokenizer = Callable[[RGBDFrame, np.ndarray], TokenArrays]
@@ -50,7 +51,7 @@ def policy_checkpoint_id(policy_dir: str | Path) -> str:
     """Short, stable identifier of what `PolicyServer.from_checkpoints` loads from `policy_dir`:
     `checkpoint_id` (configuration and weights) of a learned policy, the configuration's hash of a
     registration replay (which has no weights)."""
-    from instant_fold_core.policy.replay import is_replay_checkpoint, replay_id
+    from instant_fold_learning.policy.replay import is_replay_checkpoint, replay_id
 
     return replay_id(policy_dir) if is_replay_checkpoint(policy_dir) else checkpoint_id(policy_dir)
 
@@ -68,7 +69,7 @@ class PolicyServer:
         event_targets: str = "policy",
     ) -> None:
         """`event_targets`: where the arms grasp and let go, one of `EVENT_TARGETS` or "auto"
-        (`instant_fold_core.policy.event_targets`; other than "policy" only for a learned policy
+        (`instant_fold_learning.policy.event_targets`; other than "policy" only for a learned policy
         with the anchored keypose head; "auto" picks for the policy). The strategy it resolves to
         is `self.event_targets`."""
         cfg = getattr(runner, "cfg", None)
@@ -113,10 +114,10 @@ class PolicyServer:
         `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `event_targets`: see `__init__`.
 
         `policy_dir` is a learned policy's checkpoint, or a directory whose `config.json` names the
-        `registration_replay` variant (`instant_fold_core.policy.replay`: no weights, no training)."""
-        from instant_fold_core.encoder.modeling import ClothTokenizer
-        from instant_fold_core.policy.inference import DEFAULT_STEP_DURATION, PolicyRunner
-        from instant_fold_core.policy.replay import RegistrationReplay, is_replay_checkpoint
+        `registration_replay` variant (`instant_fold_learning.policy.replay`: no weights, no training)."""
+        from instant_fold_learning.encoder.modeling import ClothTokenizer
+        from instant_fold_learning.policy.inference import DEFAULT_STEP_DURATION, PolicyRunner
+        from instant_fold_learning.policy.replay import RegistrationReplay, is_replay_checkpoint
 
         dev = resolve_device(device)
         runner: PolicyRunner | RegistrationReplay

@@ -10,10 +10,10 @@ import torch
 from policy_fixtures import HOME, cloth_frame, make_demonstration
 
 from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
-from instant_fold_core.encoder.configuration import preset as encoder_preset
-from instant_fold_core.encoder.modeling import ClothTokenizer
 from instant_fold_core.errors import InvalidInputError
-from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_learning.encoder.configuration import preset as encoder_preset
+from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_policy.server import PolicyServer, PolicyServerError
 
 
@@ -164,7 +164,7 @@ def test_held_event_targets_need_the_anchored_head(checkpoints) -> None:
 def test_auto_event_targets_pick_the_demonstration_where_the_policy_takes_them(checkpoints, anchored) -> None:
     """ "auto" (config/policy.yaml's): `demonstration` for an anchored-head policy, `policy` for
     the paper's head and for registration replay, which cannot take held targets."""
-    from instant_fold_core.policy.replay import VARIANT
+    from instant_fold_learning.policy.replay import VARIANT
 
     replay = anchored[0].parent / "replay"
     replay.mkdir(exist_ok=True)

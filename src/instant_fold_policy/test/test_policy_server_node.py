@@ -11,12 +11,12 @@ from policy_fixtures import HOME, cloth_frame, make_demonstration
 from rclpy.action import ActionClient
 
 from instant_fold_core.checkpoint import checkpoint_id
-from instant_fold_core.encoder.modeling import ClothTokenizer
-from instant_fold_core.testing import untrained_checkpoints
-from instant_fold_core.tokens import tokenize_frame
 from instant_fold_interfaces.action import ExecuteFold
 from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
 from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
+from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.tokenize import tokenize_frame
+from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_ros.conversions import (
     action_chunk_from_msg,
     dual_arm_state_to_msg,

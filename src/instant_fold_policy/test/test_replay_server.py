@@ -13,9 +13,9 @@ from policy_fixtures import HOME, cloth_frame, make_demonstration
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.contracts import ChunkRepresentation
 from instant_fold_core.errors import ConfigError, InvalidInputError
-from instant_fold_core.policy.inference import PolicyRunner
-from instant_fold_core.policy.replay import RegistrationReplay
-from instant_fold_core.testing import untrained_checkpoints
+from instant_fold_learning.policy.inference import PolicyRunner
+from instant_fold_learning.policy.replay import RegistrationReplay
+from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_policy.server import PolicyServer, PolicyServerError, policy_checkpoint_id
 
 #: The repository's models (the installed share holds a copy made at build time).

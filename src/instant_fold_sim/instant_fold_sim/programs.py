@@ -249,9 +249,9 @@ def mode_by_id(mode_id: int) -> FoldingMode:
 
 def instruction(mode: str, variant: str) -> str:
     """A folding context said in words, as the language-conditioned policy is told it: the mode's
-    description and its variant (`instant_fold_core.policy.instruction.instruction_text`, which
+    description and its variant (`instant_fold_learning.policy.instruction.instruction_text`, which
     says a training episode's fold the same way from its meta)."""
-    from instant_fold_core.policy.instruction import instruction_text  # the policy package imports torch
+    from instant_fold_learning.policy.instruction import instruction_text  # the policy package imports torch
 
     m = MODES[mode]
     return instruction_text({"mode": m.name, "variant": variant, "description": m.description, "family": m.family})

@@ -182,7 +182,7 @@ class SimNode(Node):
             if out is not None:  # before the oracle run: a folder that cannot be written is told at once
                 out.mkdir(parents=True, exist_ok=True)
             metrics = self.world.evaluate(self.mode, self.variant)
-            # What the paper's metrics need (instant_fold_sim.oracle_bank.Family.score).
+            # What the paper's metrics need (instant_fold_evaluation.oracle_bank.Family.score).
             metrics["record"] = self.world.record().to_json()
             if out is not None:
                 # The frames of the camera the policy saw: Isaac Lab's (Frankas in view) with that backend.

@@ -21,10 +21,11 @@ import numpy as np
 
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
 from instant_fold_core.errors import InvalidInputError
-from instant_fold_core.evaluation.coverage import Coverage
+from instant_fold_core.fold_record import FoldRecord
 
+from .coverage import Coverage
 from .garments import resolve_garment
-from .outcome import FoldRecord, InitInfo, record_fold
+from .outcome import init_info, record_fold
 from .programs import resolve_mode
 from .render import Frame, particle_visibility
 from .rollout import PRESETS, FoldingRollout, GenerationConfig, _to_episode, preset, run_program, start_state
@@ -112,7 +113,7 @@ class SimWorld:
             record,
             camera=self._bridge_frame if bridge is not None else None,
         )
-        self.init = InitInfo.of(self.scene, self.start.keypoint_ids)
+        self.init = init_info(self.scene, self.start.keypoint_ids)
         self._coverage = Coverage(self.scene.positions(), self.garment.faces)
 
     # ------------------------------------------------------------------ frames and time

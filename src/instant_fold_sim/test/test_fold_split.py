@@ -54,7 +54,7 @@ def test_generation_names_each_side_of_the_split():
 
 def test_held_out_folds_are_said_with_words_the_training_folds_use():
     """The language baseline's held-out rows mean something only if it can read their instructions."""
-    from instant_fold_core.policy.instruction import Vocabulary
+    from instant_fold_learning.policy.instruction import Vocabulary
     from instant_fold_sim.programs import instruction as said
 
     def instruction(context: str) -> str:

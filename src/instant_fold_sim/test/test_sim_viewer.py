@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from instant_fold_core.dataset.schema import Episode
-from instant_fold_core.testing import random_episode
+from instant_fold_learning.testing import random_episode
 
 zarr_store = pytest.importorskip(
     "instant_fold_core.dataset.zarr_store", reason="episode stores need zarr 3 (Python >= 3.11)"

@@ -55,8 +55,8 @@ import numpy as np
 
 from . import layout
 from .assets import panda_usd
+from .backend import Backend, BackendError, BackendState
 from .grasp import DEFAULT_GRASP, HeldCloth
-from .server import Backend, BackendError, BackendState
 from .spec import SceneSpec
 
 #: Isaac Lab's Lift-Cloth material (isaaclab_tasks core/lift/config/franka_soft/franka_cloth_env_cfg.py).

@@ -22,7 +22,7 @@ from ..garments import GarmentMesh
 from ..render import Appearance, Camera, render
 from ..rollout import preset
 from ..scene import ClothScene
-from .server import Backend, BackendError, BackendState
+from .backend import Backend, BackendError, BackendState
 from .spec import SceneSpec
 
 

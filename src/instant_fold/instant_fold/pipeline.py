@@ -1,0 +1,409 @@
+"""The training pipeline: from nothing to the default models, one typed recipe, one command.
+
+    python -m instant_fold.pipeline [WORK] [--recipe cpu-small|paper|FILE] [--set STAGE.KEY=VALUE ...]
+        [--only STAGE ...] [--skip STAGE ...]
+
+(`scripts/train_default_models.sh` is this command.) A recipe (`config/pipelines/<name>.yaml`, the
+`Recipe` dataclass below, read by the one config loader) has one section per stage:
+
+1. `generate`  simulated folds of the training garments (`instant_fold_sim.generate`, Ray);
+2. `pretrain`  temporal contrastive pretraining of the cloth tokenizer on that store;
+3. `tokenize`  every frame through the tokenizer; the start states the CPU benchmark and the main
+               job roll out from (`heldout_starts`) go to a held-out directory, not to training;
+4. `train`     the demonstration-conditioned policy on the training tokens (torchrun when
+               `processes` > 1);
+5. `evaluate`  offline action error, first grasps and arm sensitivity on training and held-out
+               starts;
+
+then the encoder and the policy are copied to `models/` (`install`; the model cards are kept) and
+`WORK/summary.json` is written (stage wall times, data, training end, offline results: what the
+model cards quote). Every stage runs its project CLI in a subprocess, resumes where it stopped
+(generation per episode, training from its run state, tokenising per file), and can be left out
+with `--skip` or replaced by existing data: `generate.store` (an episode store made elsewhere) or
+`pretrain.tokenizer` (e.g. `models/encoder`: the policy is trained on that tokenizer's tokens).
+`--set` overrides any recipe key (a YAML value: `--set generate.episodes_per=3`,
+`--set train.processes=1`). Compute threads per process are the recipe's `threads`, set here for
+every stage, so a run's numbers do not depend on the caller's `OMP_NUM_THREADS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from instant_fold_core.compute_threads import THREAD_VARIABLES
+from instant_fold_core.config import check_numbers, override, read_yaml
+from instant_fold_core.errors import ConfigError, InstantFoldError
+
+STAGES = ("generate", "pretrain", "tokenize", "train", "evaluate")
+#: `WORK/timings.jsonl`: one record per stage start (and the end); a resumed run appends again.
+TIMINGS = "timings.jsonl"
+
+
+@dataclass(frozen=True)
+class GenerateStage:
+    """`instant_fold_sim.generate`: `episodes_per` start states x garments x modes."""
+
+    preset: str = "cpu-small"
+    garments: str = "proc:0:8"
+    split: str = "train"
+    modes: str = "sleeves_down__bottom_up/S,body_bottom_up__sleeves_down/S,body_side_fold_L__sleeves_down/L"
+    episodes_per: int = 11
+    seed: int = 0
+    workers: int = 2
+    worlds: int = 1
+    #: An existing episode store (e.g. generated on another machine): not generated, read in place.
+    store: str | None = None
+
+    def __post_init__(self) -> None:
+        check_numbers("generate", self, positive=("episodes_per", "workers", "worlds"), non_negative=("seed",))
+
+
+@dataclass(frozen=True)
+class PretrainStage:
+    """`instant_fold_learning.pretrain_encoder` on the store's training split."""
+
+    config: str = "cpu-small"
+    steps: int = 600
+    #: An existing tokenizer directory (e.g. models/encoder): not pretrained, its tokens are used.
+    tokenizer: str | None = None
+
+    def __post_init__(self) -> None:
+        check_numbers("pretrain", self, positive=("steps",))
+
+
+@dataclass(frozen=True)
+class TokenizeStage:
+    """`instant_fold_learning.tokenize_episodes`, one shard per worker."""
+
+    #: Episode-name glob of the start states kept out of training (config/benchmarks/cpu.yaml start_ks).
+    heldout_starts: str = "*__e00[345]"
+    max_oracle_error: float = 0.15
+    workers: int = 2
+
+    def __post_init__(self) -> None:
+        check_numbers("tokenize", self, positive=("max_oracle_error", "workers"))
+
+
+@dataclass(frozen=True)
+class TrainStage:
+    """`instant_fold_learning.train_policy`: a policy preset and overrides of its two sections."""
+
+    config: str = "cpu-small"
+    steps: int = 6000
+    #: Training processes (DDP under torchrun, gloo on CPU); `train.batch_size` is global.
+    processes: int = 2
+    model: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_numbers("train", self, positive=("steps", "processes"))
+
+
+@dataclass(frozen=True)
+class EvaluateStage:
+    """`instant_fold_evaluation.evaluate_policy` on the training and the held-out starts."""
+
+    samples: int = 256
+
+    def __post_init__(self) -> None:
+        check_numbers("evaluate", self, positive=("samples",))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Every setting of a pipeline run; `config/pipelines/*.yaml` override these defaults."""
+
+    device: str = "cpu"
+    #: Compute threads of every stage's processes (OMP, MKL, OpenBLAS): 1 is much faster than 2 on
+    #: a shared 2-core machine, and fixes the numbers whatever the caller's environment says.
+    threads: int = 1
+    #: Copy the encoder and the policy into models/ at the end (their README model cards stay).
+    install: bool = True
+    generate: GenerateStage = field(default_factory=GenerateStage)
+    pretrain: PretrainStage = field(default_factory=PretrainStage)
+    tokenize: TokenizeStage = field(default_factory=TokenizeStage)
+    train: TrainStage = field(default_factory=TrainStage)
+    evaluate: EvaluateStage = field(default_factory=EvaluateStage)
+
+    def __post_init__(self) -> None:
+        check_numbers("", self, positive=("threads",))
+
+
+class PipelineError(InstantFoldError):
+    """A stage failed, or the recipe or the work directory cannot be used; the message says which."""
+
+
+def recipe_path(name: str, config_root: Path) -> Path:
+    """A recipe file: a path, or the name of one in `config_root/pipelines/`."""
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml"):
+        return path
+    found = config_root / "pipelines" / f"{name}.yaml"
+    if not found.is_file():
+        names = sorted(p.stem for p in (config_root / "pipelines").glob("*.yaml"))
+        raise ConfigError(f"recipe {name!r}: no {found} (recipes: {', '.join(names)})")
+    return found
+
+
+def load_recipe(path: Path, settings: Sequence[str] = ()) -> Recipe:
+    """The recipe of a YAML file, then the `STAGE.KEY=VALUE` settings applied in order."""
+    recipe = override(Recipe(), read_yaml(path, "pipeline recipe"), str(path))
+    for setting in settings:
+        key, sep, text = setting.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {setting!r}: expected KEY=VALUE, e.g. generate.episodes_per=3")
+        try:
+            value: Any = yaml.safe_load(text)
+        except yaml.YAMLError:  # not YAML (a glob such as `*__e002`): the text itself
+            value = text
+        for part in reversed(key.split(".")):
+            value = {part: value}
+        recipe = override(recipe, value, "--set")
+    return recipe
+
+
+def policy_config(recipe: Recipe) -> dict[str, Any]:
+    """The policy YAML of the train stage: the preset, its model overrides, its train overrides."""
+    stage = recipe.train
+    return {"preset": stage.config, "model": dict(stage.model), "train": {"steps": stage.steps, **stage.train}}
+
+
+class Pipeline:
+    """One run of a recipe into a work directory (the stages' commands and their bookkeeping)."""
+
+    def __init__(self, recipe: Recipe, work: Path, models: Path, python: str = sys.executable) -> None:
+        self.recipe, self.work, self.models, self.python = recipe, work, models, python
+        self.store = Path(recipe.generate.store) if recipe.generate.store else work / "store.zarr"
+        self.tokenizer = (
+            Path(recipe.pretrain.tokenizer) if recipe.pretrain.tokenizer else work / "encoder" / "tokenizer"
+        )
+
+    # ------------------------------------------------------------------ running
+
+    def stage(self, label: str) -> None:
+        """Announce a stage and record its start (the model cards' wall times come from these)."""
+        now = datetime.now(timezone.utc)
+        print(f"[{now:%H:%M:%S}] {label}", flush=True)
+        with open(self.work / TIMINGS, "a") as f:
+            f.write(json.dumps({"stage": label, "utc": now.strftime("%Y-%m-%dT%H:%M:%SZ")}) + "\n")
+
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(self.recipe.threads))}
+
+    def run(self, *commands: list[str]) -> None:
+        """Run the commands side by side (one per shard); any failure fails the stage."""
+        procs = [subprocess.Popen(c, env=self.environment()) for c in commands]
+        codes = [p.wait() for p in procs]
+        for command, code in zip(commands, codes, strict=True):
+            if code != 0:
+                raise PipelineError(f"stage command failed (exit {code}): {' '.join(command)}")
+
+    def module(self, name: str, *args: object) -> list[str]:
+        return [self.python, "-m", name, *map(str, args)]
+
+    # ------------------------------------------------------------------ stages
+
+    def generate(self) -> None:
+        g = self.recipe.generate
+        if g.store:
+            self.stage(f"1/5 episodes: using {self.store} (generate.store), not generated here")
+            return
+        self.stage(
+            f"1/5 generating {g.episodes_per} start states x garments {g.garments} x modes {g.modes} "
+            f"({g.preset}) into {self.store}"
+        )
+        self.run(
+            self.module(
+                "instant_fold_sim.generate", "--out", self.store, "--preset", g.preset, "--garments", g.garments,
+                "--split", g.split, "--modes", g.modes, "--episodes-per", g.episodes_per, "--seed", g.seed,
+                "--workers", g.workers, "--worlds", g.worlds,
+            )
+        )  # fmt: skip
+
+    def pretrain(self) -> None:
+        p = self.recipe.pretrain
+        if p.tokenizer:
+            self.stage(f"2/5 encoder: using {self.tokenizer} (pretrain.tokenizer), not pretrained here")
+            return
+        self.stage(f"2/5 encoder pretraining ({p.steps} steps)")
+        self.run(
+            self.module(
+                "instant_fold_learning.pretrain_encoder", "--config", p.config, "--data", self.store,
+                "--split", self.recipe.generate.split, "--steps", p.steps, "--device", self.recipe.device,
+                "--out", self.work / "encoder", "--resume",
+            )
+        )  # fmt: skip
+
+    def tokenize(self) -> None:
+        t = self.recipe.tokenize
+        self.stage("3/5 tokenising")
+        common = (
+            "--store", self.store, "--tokenizer", self.tokenizer, "--max-oracle-error", t.max_oracle_error,
+            "--policy-config", self.recipe.train.config, "--device", self.recipe.device, "--no-progress",
+        )  # fmt: skip
+        tokenize = "instant_fold_learning.tokenize_episodes"
+        # One shard per worker (the tokenizer runs on one thread): the training episodes on every core.
+        self.run(
+            *(
+                self.module(tokenize, *common, "--out", self.work / "tokens_train", "--exclude", t.heldout_starts,
+                            "--shard", f"{k}/{t.workers}")
+                for k in range(t.workers)
+            )
+        )  # fmt: skip
+        self.run(self.module(tokenize, *common, "--out", self.work / "tokens_heldout", "--match", t.heldout_starts))
+
+    def train(self) -> None:
+        s = self.recipe.train
+        self.stage(f"4/5 policy training ({s.steps} steps)")
+        config = self.work / "policy.yaml"
+        config.write_text(yaml.safe_dump(policy_config(self.recipe), sort_keys=False))
+        launcher = [self.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(s.processes)]
+        command = self.module(
+            "instant_fold_learning.train_policy", "--config", config, "--data", self.work / "tokens_train",
+            "--out", self.work / "policy", "--device", self.recipe.device, "--resume",
+            "--plot", self.work / "policy_training_curves.png",
+        )  # fmt: skip
+        self.run([*launcher, *command[1:]] if s.processes > 1 else command)
+
+    def evaluate(self) -> None:
+        self.stage("5/5 offline evaluation")
+        self.run(
+            self.module(
+                "instant_fold_evaluation.evaluate_policy", "--checkpoint", self.work / "policy" / "checkpoint",
+                "--data", self.work / "tokens_train", "--heldout", self.work / "tokens_heldout",
+                "--samples", self.recipe.evaluate.samples, "--out", self.work / "policy_eval.json",
+            )
+        )  # fmt: skip
+
+    def install(self) -> None:
+        """Replace the checkpoint files in models/, keep the model cards (README.md)."""
+        for source, name in ((self.tokenizer, "encoder"), (self.work / "policy" / "checkpoint", "policy")):
+            target = self.models / name
+            if target.exists() and source.resolve() == target.resolve():
+                continue  # pretrain.tokenizer: models/encoder
+            target.mkdir(parents=True, exist_ok=True)
+            for old in target.iterdir():
+                if old.is_file() and old.name != "README.md":
+                    old.unlink()
+            for new in source.iterdir():
+                shutil.copy2(new, target / new.name)
+
+    def execute(self, stages: Sequence[str]) -> dict[str, Any]:
+        self.work.mkdir(parents=True, exist_ok=True)
+        for name in STAGES:
+            if name in stages:
+                getattr(self, name)()
+        if set(STAGES) <= set(stages) and self.recipe.install:
+            self.install()
+        self.stage("done")
+        summary = summarize(self.work, self.store)
+        (self.work / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        return summary
+
+
+def _stage_starts(work: Path) -> dict[str, datetime]:
+    """The first start of every stage (a resumed run appends again; the first counts), by stage number."""
+    first: dict[str, datetime] = {}
+    for line in (work / TIMINGS).read_text().splitlines():
+        record = json.loads(line)
+        first.setdefault(record["stage"].split(" ")[0], datetime.fromisoformat(record["utc"].replace("Z", "+00:00")))
+    return first
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def summarize(work: Path, store: Path) -> dict[str, Any]:
+    """What the model cards quote: stage wall times, data, encoder and policy training ends, offline results."""
+    from instant_fold_sim.generate import cost_by_context  # the simulator only when a summary is made
+
+    first = _stage_starts(work)
+    keys = list(first)
+    minutes = {k: round((first[b] - first[k]).total_seconds() / 60, 1) for k, b in itertools.pairwise(keys)}
+    encoder = [r for r in _jsonl(work / "encoder" / "log.jsonl") if r.get("event", "train") == "train"]
+    policy = _jsonl(work / "policy" / "log.jsonl")
+    evaluation = json.loads((work / "policy_eval.json").read_text()) if (work / "policy_eval.json").is_file() else {}
+    return {
+        "stage_minutes": minutes,
+        "total_minutes": round((first[keys[-1]] - first[keys[0]]).total_seconds() / 60, 1),
+        "episodes": {d: len(list((work / d).glob("*.npz"))) for d in ("tokens_train", "tokens_heldout")},
+        "generation_by_context": cost_by_context(store) if store.is_dir() else None,
+        "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]} if encoder else "not pretrained here",
+        "policy_start": next((r for r in policy if r["event"] == "start"), None),
+        "policy_end": next((r for r in reversed(policy) if r["event"] == "end"), None),
+        "offline": {
+            split: {k: v for k, v in evaluation[split].items() if k != "first_grasp_episodes"}
+            for split in ("train", "heldout")
+            if split in evaluation
+        },
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("work", nargs="?", default="runs/default_models", help="work directory (resumed if it exists)")
+    parser.add_argument(
+        "--recipe", default="cpu-small", help="a recipe of config/pipelines/ (cpu-small, paper) or a YAML file"
+    )
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="STAGE.KEY=VALUE")
+    parser.add_argument("--only", nargs="+", choices=STAGES, help="run these stages only (no install)")
+    parser.add_argument("--skip", nargs="+", choices=STAGES, default=[], help="leave these stages out (no install)")
+    parser.add_argument(
+        "--models",
+        default="models",
+        help="the models folder `install` updates (default: models/ of the working directory)",
+    )
+    parser.add_argument("--print-recipe", action="store_true", help="print the resolved recipe as JSON and exit")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The pipeline CLI: 0 when every stage ran, 2 for a bad recipe or setting, 1 when a stage failed."""
+    from instant_fold_ros.bringup_share import config_dir
+
+    args = build_parser().parse_args(argv)
+    try:
+        recipe = load_recipe(recipe_path(args.recipe, config_dir()), args.settings)
+    except ConfigError as exc:
+        print(f"pipeline: {exc}", file=sys.stderr)
+        return 2
+    if args.print_recipe:
+        print(json.dumps(dataclasses.asdict(recipe), indent=1))
+        return 0
+    stages = [s for s in (args.only or STAGES) if s not in args.skip]
+    models = Path(args.models)
+    if recipe.install and not (models / "README.md").is_file():  # told now, not after hours of training
+        print(
+            f"pipeline: {models.resolve()} is not the workspace's models folder (run from the workspace root, "
+            "or pass --models, or --set install=false)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        summary = Pipeline(recipe, Path(args.work), models).execute(stages)
+    except PipelineError as exc:
+        print(f"pipeline: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary["stage_minutes"]), summary["total_minutes"], "min")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

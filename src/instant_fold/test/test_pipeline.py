@@ -1,0 +1,117 @@
+"""The training pipeline: its recipes, its settings, and one small run of every stage for real."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from instant_fold.pipeline import STAGES, Pipeline, load_recipe, main, policy_config, recipe_path
+from instant_fold_core.errors import ConfigError
+from instant_fold_ros.bringup_share import config_dir
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("name", ["cpu-small", "paper"])
+def test_the_shipped_recipes_load_and_name_their_presets(name: str) -> None:
+    recipe = load_recipe(recipe_path(name, config_dir()))
+    assert recipe.generate.preset == recipe.pretrain.config == recipe.train.config == name
+    assert recipe.device == ("cuda" if name == "paper" else "cpu")
+
+
+def test_settings_override_keys_by_path_and_bad_ones_are_refused() -> None:
+    path = recipe_path("cpu-small", config_dir())
+    recipe = load_recipe(
+        path,
+        [
+            "generate.episodes_per=3",
+            "train.processes=1",
+            "pretrain.tokenizer=models/encoder",
+            "tokenize.heldout_starts=*__e002",
+        ],
+    )
+    assert (recipe.generate.episodes_per, recipe.train.processes, recipe.pretrain.tokenizer) == (3, 1, "models/encoder")
+    assert recipe.tokenize.heldout_starts == "*__e002"  # not YAML (an alias): the text itself
+    assert recipe.generate.modes == load_recipe(path).generate.modes  # the rest of the section is kept
+    policy = policy_config(load_recipe(path, ["train.steps=7"]))
+    assert policy["train"]["steps"] == 7 and policy["train"]["batch_size"] == 32
+    for bad, message in [
+        ("generate.episodes=3", "episodes"),  # unknown key, named
+        ("generate.episodes_per=three", "episodes_per"),
+        ("train.processes=0", "processes"),
+        ("threads", "KEY=VALUE"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            load_recipe(path, [bad])
+    with pytest.raises(ConfigError, match="recipes: cpu-small, paper"):
+        recipe_path("cpu_small", config_dir())
+
+
+def test_the_cli_refuses_a_bad_recipe_or_models_folder_before_any_stage(tmp_path: Path, capsys) -> None:
+    assert main([str(tmp_path / "work"), "--set", "train.steps=-1"]) == 2
+    assert "train.steps" in capsys.readouterr().err
+    assert main([str(tmp_path / "work"), "--models", str(tmp_path / "nowhere")]) == 2
+    assert "models folder" in capsys.readouterr().err
+    assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.slow
+def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) -> None:
+    """generate -> pretrain -> tokenize -> train (torchrun, 2 processes) -> evaluate -> install, each
+    stage its real CLI in a subprocess, at a size of minutes; then the same command again resumes
+    (nothing is redone) and the models folder holds the run's encoder and policy beside its card."""
+    models = tmp_path / "models"
+    for name in ("encoder", "policy"):
+        (models / name).mkdir(parents=True)
+        (models / name / "README.md").write_text(f"{name} card\n")
+        (models / name / "stale.json").write_text("{}")
+    (models / "README.md").write_text("models\n")
+    work = tmp_path / "work"
+    settings = [
+        "generate.garments=proc:0:2", "generate.modes=sleeves_down__bottom_up/S", "generate.episodes_per=3",
+        "tokenize.heldout_starts=*__e002", "pretrain.steps=2", "train.steps=2", "evaluate.samples=4",
+    ]  # fmt: skip
+    command = [sys.executable, "-m", "instant_fold.pipeline", str(work), "--models", str(models)]
+    for setting in settings:
+        command += ["--set", setting]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=1500)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    summary = json.loads((work / "summary.json").read_text())
+    assert summary["episodes"] == {"tokens_train": 4, "tokens_heldout": 2}
+    assert summary["encoder"]["last"]["step"] == 2
+    assert summary["policy_start"]["world_size"] == 2 and summary["policy_end"]["event"] == "end"
+    assert summary["offline"]["train"]["episodes"] == 4 and summary["offline"]["heldout"]["episodes"] == 2
+    assert list(summary["stage_minutes"]) == ["1/5", "2/5", "3/5", "4/5", "5/5"]
+    for name, source in (("encoder", work / "encoder" / "tokenizer"), ("policy", work / "policy" / "checkpoint")):
+        assert sorted(p.name for p in (models / name).iterdir()) == sorted(
+            ["README.md", *(p.name for p in source.iterdir())]
+        )
+        assert (models / name / "README.md").read_text() == f"{name} card\n"
+    weights = (models / "policy" / "model.safetensors").read_bytes()
+
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "0 tokenised" in again.stdout and "already finished" in again.stdout + again.stderr
+    assert (models / "policy" / "model.safetensors").read_bytes() == weights
+    assert [json.loads(line)["stage"].split(" ")[0] for line in (work / "timings.jsonl").read_text().splitlines()] == [
+        *("1/5", "2/5", "3/5", "4/5", "5/5", "done") * 2
+    ]
+
+
+def test_only_and_skip_choose_stages_and_install_needs_all(tmp_path: Path, monkeypatch) -> None:
+    """Stage selection without running anything: every stage recorded, install only after all five."""
+    ran: list[str] = []
+    recipe = load_recipe(recipe_path("cpu-small", config_dir()))
+    pipeline = Pipeline(recipe, tmp_path / "work", tmp_path / "models")
+    for name in (*STAGES, "install"):
+        monkeypatch.setattr(pipeline, name, lambda name=name: ran.append(name))
+    monkeypatch.setattr("instant_fold.pipeline.summarize", lambda work, store: {})
+    pipeline.execute(["train", "evaluate"])
+    assert ran == ["train", "evaluate"]
+    ran.clear()
+    pipeline.execute(list(STAGES))
+    assert ran == [*STAGES, "install"]

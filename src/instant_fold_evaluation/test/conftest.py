@@ -1,0 +1,29 @@
+"""One tiny evaluation, shared by the tests of this package (it simulates for about two minutes).
+
+`config/benchmarks/tiny.yaml`: one garment, one start, two contexts, two oracle executions each,
+four policy queries per rollout, with the default models of `models/`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from instant_fold_evaluation.evaluate import main
+from instant_fold_ros.bringup_share import models_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tiny_eval")
+    args = [
+        "--benchmark", "tiny",
+        "--checkpoint", str(models_dir() / "policy"),
+        "--tokenizer", str(models_dir() / "encoder"),
+        "--bank", str(root / "bank"),
+        "--demo-dir", str(root / "demos"),
+        "--out", str(root / "out"),
+    ]  # fmt: skip
+    assert main(args) == 0
+    return root

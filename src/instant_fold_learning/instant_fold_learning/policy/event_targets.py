@@ -1,0 +1,239 @@
+"""Where the arms grasp and let go: the learned policy's own targets, or ones held from the demonstration.
+
+Why: the cloth-anchored head (`policy/anchor.py`) reads each arm's next target from the current
+cloth at every query. Its grasps land well, but its releases land off (v5: release medians 3.4 /
+4.2 cm against the oracle's own spread of 2.3 / 3.1 cm, `docs/results/event_errors_v5.json`),
+while registration replay, which carries the demonstrated release through the registration of its
+grasp, releases as precisely as the oracle. While an arm carries, the lifted part of the garment
+hangs over the cloth around the place point and moves it, so a target read from those tokens
+drifts.
+
+A strategy (`EventTargets`) holds some arms' next targets (`PolicyRunner.predict`'s
+`target_override`: the trajectory is conditioned on them and the chunk reports them); the policy
+still decides when and with which arm to grasp, which part of the garment, how to move and when to
+let go. Strategies (the policy server's `event_targets`):
+
+- `policy` (default): none held, the policy's targets as read from the cloth at each query.
+- `latched` (`ReleaseLatch`): a carry's release is the target the policy reported at the first
+  query after the grasp. Measured and rejected (docs/policy.md, issue-28 table): worse than `policy`.
+- `demonstration_releases` (`DemonstrationTargets`): a carry's release is the demonstration's
+  release for that grasp, carried onto the cloth by the registration of the demonstrated grasp
+  keyframe onto the cloth as the arm found it (the query before the grasp), as registration
+  replay does (`policy/replay.py`).
+- `demonstration` (`DemonstrationTargets(grasps=True)`): those releases, and a grasp the policy
+  aims within `GRASP_MATCH_M` of the demonstrated one is made at the demonstrated one, registered
+  onto the current cloth.
+
+A strategy's state belongs to one stream of queries, a fold: `PolicyServer` keeps one per fold (and
+starts it empty), so the fold loop's hosts, the policy server node and the in-process evaluator,
+run the same code. Not in the paper (docs/policy.md, "Event targets").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from instant_fold_core.tokens import TokenArrays
+from instant_fold_learning.policy.inference import _array
+from instant_fold_learning.policy.replay import (
+    Event,
+    ReplayConfig,
+    demo_stages,
+    map_grasp,
+    map_release,
+    register_keyframe,
+)
+
+#: The strategies a policy server can run (`event_targets`), the default first.
+EVENT_TARGETS = ("policy", "latched", "demonstration_releases", "demonstration")
+
+#: `event_targets` value that picks the deployment's choice for the policy at hand (`resolve`).
+AUTO = "auto"
+
+#: Openness above this is "open" (`FoldLoopConfig.open_threshold`'s default: a strategy sees a
+#: grasp where the fold loop counts one).
+OPEN_THRESHOLD = 0.5
+
+#: A grasp farther than this (x, y) from where the demonstration's grasp maps onto the cloth is not
+#: that grasp (the policy grasped elsewhere): its carry keeps the policy's own targets.
+GRASP_MATCH_M = 0.08
+
+
+class EventTargets(Protocol):
+    """Targets held for some arms during one fold (see the module's docstring)."""
+
+    def targets(self, cloth: TokenArrays, arm_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Before a query with the current cloth tokens and measured arm state [2, 4]: the held
+        targets [2, 3] and which arms hold one [2] (bool), as `PolicyRunner.predict` takes them."""
+        ...
+
+    def observe(self, arm_state: np.ndarray, keypose: np.ndarray) -> None:
+        """After that query, with the keypose [2, 4] the chunk reported."""
+        ...
+
+
+def resolve(requested: str, keypose_head: str | None, conditioning: str) -> str:
+    """The strategy `requested` names: itself, or for `AUTO` `demonstration` where the policy can
+    take held targets (anchored keypose head, conditioned on a demonstration) and `policy`
+    elsewhere (the paper's head, registration replay, a fold said in words). ValueError for an unknown
+    name or a strategy the policy cannot take."""
+    if requested == AUTO:
+        return "demonstration" if keypose_head == "anchored" and conditioning == "demo" else "policy"
+    if requested not in EVENT_TARGETS:
+        raise ValueError(f"event_targets: expected one of {[AUTO, *EVENT_TARGETS]}, got {requested!r}")
+    if requested != "policy" and keypose_head != "anchored":
+        raise ValueError(
+            f"event_targets {requested!r}: only a learned policy with the anchored keypose head "
+            "(model.keypose_head: anchored) takes held targets"
+        )
+    if requested.startswith("demonstration") and conditioning != "demo":
+        raise ValueError(f"event_targets {requested!r}: a policy told the fold in words has no demonstration")
+    return requested
+
+
+def closed_arms(arm_state: np.ndarray, open_threshold: float = OPEN_THRESHOLD) -> np.ndarray:
+    """bool [2]: the arms whose measured gripper is closed (a malformed state is the
+    `PolicyInputError` the runner would raise, before any strategy changes)."""
+    return _array("arm_state", arm_state, (2, 4))[:, 3] <= open_threshold
+
+
+class ReleaseLatch:
+    """`latched`: per-arm targets held while the arm's gripper is measured closed."""
+
+    def __init__(self, open_threshold: float = OPEN_THRESHOLD) -> None:
+        self.open_threshold = open_threshold
+        self.target = np.zeros((2, 3), np.float32)
+        self.latched = np.zeros(2, bool)
+
+    def targets(self, cloth: TokenArrays, arm_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Clear the arms measured open (their release is executed), then the held targets."""
+        self.latched &= closed_arms(arm_state, self.open_threshold)
+        return self.target.copy(), self.latched.copy()
+
+    def observe(self, arm_state: np.ndarray, keypose: np.ndarray) -> None:
+        """The closed arms that hold no target yet (its first query since the grasp) keep the
+        target the policy reported."""
+        first = closed_arms(arm_state, self.open_threshold) & ~self.latched
+        self.target[first] = keypose[first, :3]
+        self.latched |= first
+
+
+class DemonstrationTargets:
+    """`demonstration_releases`, and with `grasps` `demonstration`: each carry's release target
+    from the demonstration, registered at its grasp.
+
+    The n-th grasp of an arm in the fold is matched to that arm's n-th grasp in the demonstration
+    (the stages registration replay walks, `replay.demo_stages`). When the grasp is measured, the
+    demonstration keyframe of that grasp is registered onto the cloth of the previous query (as
+    the arm found it, not yet lifted) and the demonstrated release is carried through it; the arm
+    holds that target until it is measured open. A grasp with no demonstrated counterpart, or more
+    than `match_m` from where the counterpart maps, keeps the policy's own targets.
+
+    With `grasps`, an open arm's grasp is held too: once a query in which the arm held nothing
+    reports a grasp target within `match_m` of where its next demonstrated grasp maps onto the
+    current cloth, the arm holds that mapped point (registered again at every query) until the
+    grasp is measured; a grasp the policy aims elsewhere stays its own.
+    """
+
+    def __init__(
+        self,
+        demo: TokenArrays,
+        demo_arm_state: np.ndarray,
+        registration: ReplayConfig | None = None,
+        match_m: float = GRASP_MATCH_M,
+        open_threshold: float = OPEN_THRESHOLD,
+        grasps: bool = False,
+    ) -> None:
+        """`demo`: the demonstration's tokens per keyframe (positions [K, N, 3], features [K, N, D],
+        validity [K, N]); `demo_arm_state` [K, 2, 4]; `registration`: the registration's settings
+        (registration replay's by default)."""
+        state = np.asarray(demo_arm_state, np.float64)
+        self.demo = (
+            np.asarray(demo.positions, np.float64),
+            np.asarray(demo.features, np.float32),
+            np.asarray(demo.valid, bool),
+            state,
+        )
+        self.cfg = registration or ReplayConfig()
+        self.match_m = match_m
+        self.open_threshold = open_threshold
+        self.hold_grasps = grasps
+        # Per arm, its demonstrated carries in order: (grasp keyframe, release keyframe or None).
+        self.carries: list[list[tuple[int, int | None]]] = [[], []]
+        for stage in demo_stages(state):
+            for a, event in stage.events.items():
+                if event is Event.GRASP:
+                    self.carries[a].append((stage.keyframe, None))
+                elif self.carries[a] and self.carries[a][-1][1] is None:
+                    self.carries[a][-1] = (self.carries[a][-1][0], stage.keyframe)
+        self.grasps = np.zeros(2, int)  # grasps measured per arm in this fold
+        self.target = np.zeros((2, 3), np.float32)
+        self.held = np.zeros(2, bool)
+        self.aimed = np.zeros(2, bool)  # `grasps`: an open arm holds its mapped grasp
+        self._mapped: dict[int, np.ndarray] = {}  # `grasps`: this query's mapped next grasp per open arm
+        self._closed: np.ndarray | None = None  # at the previous query
+        self._cloth: TokenArrays | None = None  # of the previous query
+
+    def targets(self, cloth: TokenArrays, arm_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Start each newly measured grasp's carry (its target from the demonstration, if it
+        matches one), end the carries of arms measured open; with `grasps`, map each open arm's
+        next demonstrated grasp onto this cloth. The held targets."""
+        closed = closed_arms(arm_state, self.open_threshold)
+        before = np.zeros(2, bool) if self._closed is None else self._closed
+        self.held &= closed
+        self.aimed &= ~closed
+        for a in np.flatnonzero(closed & ~before):
+            self._start_carry(int(a), arm_state[a, :3], cloth if self._cloth is None else self._cloth)
+        self._closed, self._cloth = closed, cloth
+        self._mapped = {}
+        if self.hold_grasps:
+            self._map_grasps(cloth, closed)
+        return self.target.copy(), self.held | self.aimed
+
+    def observe(self, arm_state: np.ndarray, keypose: np.ndarray) -> None:
+        """With `grasps`: an open arm that held nothing and reports a grasp near its mapped next
+        demonstrated grasp holds that from the next query on."""
+        for a, mapped in self._mapped.items():
+            if not self.aimed[a] and keypose[a, 3] < self.open_threshold:
+                self.aimed[a] = np.linalg.norm(keypose[a, :2] - mapped[:2]) <= self.match_m
+        for arm, point in self._mapped.items():
+            if self.aimed[arm]:
+                self.target[arm] = point
+
+    def _current(self, cloth: TokenArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (
+            np.asarray(cloth.positions, np.float64),
+            np.asarray(cloth.features, np.float32),
+            np.asarray(cloth.valid, bool),
+        )
+
+    def _map_grasps(self, cloth: TokenArrays, closed: np.ndarray) -> None:
+        current = self._current(cloth)
+        transforms: dict[int, Any] = {}  # per keyframe: a stage of two grasps registers once
+        for a in np.flatnonzero(~closed):
+            n = int(self.grasps[a])
+            if n >= len(self.carries[a]):
+                continue
+            k = self.carries[a][n][0]
+            if k not in transforms:
+                transforms[k] = register_keyframe(self.cfg, self.demo, k, current)
+            self._mapped[int(a)] = map_grasp(self.cfg, transforms[k], self.demo, k, int(a), current)[0]
+            if self.aimed[a]:
+                self.target[a] = self._mapped[int(a)]
+
+    def _start_carry(self, a: int, grasped_at: np.ndarray, cloth: TokenArrays) -> None:
+        n = int(self.grasps[a])
+        self.grasps[a] += 1
+        if n >= len(self.carries[a]) or self.carries[a][n][1] is None:
+            return
+        grasp_k, release_k = self.carries[a][n]
+        assert release_k is not None
+        current = self._current(cloth)
+        transform = register_keyframe(self.cfg, self.demo, grasp_k, current)
+        grasp, depth_offset = map_grasp(self.cfg, transform, self.demo, grasp_k, a, current)
+        if np.linalg.norm(grasp[:2] - np.asarray(grasped_at, np.float64)[:2]) > self.match_m:
+            return
+        self.target[a] = map_release(transform, depth_offset, self.demo[3][release_k, a, :3])
+        self.held[a] = True

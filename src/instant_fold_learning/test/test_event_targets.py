@@ -1,0 +1,137 @@
+"""Release targets held for a carry: the latch keeps the first target read after a grasp; the
+demonstration strategy carries the demonstrated release through the registration of its grasp,
+matched grasp by grasp, and only for grasps where the demonstration grasped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_replay import CURRENT_DEPTH, HOME, D, N, current_cloth, demonstration
+
+from instant_fold_core.tokens import TokenArrays
+from instant_fold_learning.policy.event_targets import DemonstrationTargets, ReleaseLatch
+from instant_fold_learning.policy.inference import PolicyInputError
+from instant_fold_learning.policy.replay import ReplayConfig
+
+CLOTH = TokenArrays(*current_cloth())
+
+
+def test_release_latch_holds_a_carrying_arms_target_until_it_opens():
+    """Closed -> the first query's target is kept; open again -> cleared; the other arm is free."""
+    latch = ReleaseLatch()
+    state = np.array([[0.0, 0.0, 1.0, 1.0], [0.3, 0.0, 1.0, 1.0]], np.float32)
+    keypose = np.array([[0.1, 0.1, 0.95, 1.0], [0.2, 0.2, 0.95, 0.0]], np.float32)
+    _, mask = latch.targets(CLOTH, state)
+    latch.observe(state, keypose)
+    assert not mask.any() and not latch.latched.any()  # both open: nothing to hold
+    state[0, 3] = 0.0  # arm 0 grasps
+    _, mask = latch.targets(CLOTH, state)
+    assert not mask.any()  # the first query after the grasp reads its target from the cloth
+    latch.observe(state, keypose)
+    for shift in (0.05, 0.1):
+        target, mask = latch.targets(CLOTH, state)
+        np.testing.assert_array_equal(mask, [True, False])
+        np.testing.assert_array_equal(target[0], keypose[0, :3])
+        latch.observe(state, keypose + shift)  # later targets of a carry do not replace the first
+    state[0, 3] = 1.0  # arm 0 lets go
+    _, mask = latch.targets(CLOTH, state)
+    assert not mask.any()
+    with pytest.raises(PolicyInputError, match=r"arm_state: expected shape \[2, 4\]"):
+        latch.targets(CLOTH, state[:, :3])
+
+
+def demonstration_releases(**demo_kw) -> DemonstrationTargets:
+    """The strategy over test_replay's demonstration (turned 50 degrees, shifted and 20 cm nearer
+    than the current cloth): both arms grasp tokens 3 / 40 and let go over tokens 10 / 50 (2 cm
+    above), then the left arm grasps token 20 and lets go over token 30."""
+    return DemonstrationTargets(*demonstration_releases_args(**demo_kw))
+
+
+def arms(left: np.ndarray, left_open: bool, right: np.ndarray = HOME[1, :3], right_open: bool = True) -> np.ndarray:
+    return np.array([[*left, float(left_open)], [*right, float(right_open)]])
+
+
+def grasp_at(token: int) -> np.ndarray:
+    return CLOTH.positions[token]
+
+
+def test_each_carry_lets_go_where_the_demonstration_did_on_this_cloth():
+    """The n-th grasp of an arm carries to the demonstration's n-th release of that arm, through the
+    registration (x, y of the current cloth's token, the demonstrated 2 cm above the current cloth's
+    depth); held from the query that measures the grasp until the arm is measured open."""
+    guide = demonstration_releases()
+    pos = CLOTH.positions
+    _, held = guide.targets(CLOTH, arms(pos[3] + [0, 0, -0.05], True, pos[40] + [0, 0, -0.05], True))
+    assert not held.any()  # approaching: nothing held
+    target, held = guide.targets(CLOTH, arms(grasp_at(3), False, grasp_at(40), False))
+    np.testing.assert_array_equal(held, [True, True])
+    np.testing.assert_allclose(target[0], pos[10] + [0, 0, -0.02], atol=0.01)
+    np.testing.assert_allclose(target[1], pos[50] + [0, 0, -0.02], atol=0.01)
+    lifted = TokenArrays(pos + np.array([0.0, 0.0, -0.1]), CLOTH.features, CLOTH.valid)  # the carry moves the cloth ...
+    again, held = guide.targets(lifted, arms(pos[3] + [0, 0, -0.2], False, pos[40] + [0, 0, -0.2], False))
+    np.testing.assert_array_equal(again, target)  # ... not the held targets
+    _, held = guide.targets(CLOTH, arms(pos[10], True, pos[50], True))
+    assert not held.any()  # let go: nothing held
+    _, held = guide.targets(CLOTH, arms(grasp_at(20), False))  # the left arm's second grasp
+    target, held = guide.targets(CLOTH, arms(grasp_at(20), False))
+    np.testing.assert_array_equal(held, [True, False])
+    np.testing.assert_allclose(target[0], pos[30] + [0, 0, -0.02], atol=0.01)
+    assert abs(target[0, 2] - (CURRENT_DEPTH - 0.02)) < 0.01
+
+
+def test_a_grasp_the_demonstration_did_not_make_keeps_the_policys_targets():
+    """A grasp far from the demonstrated one, and one more grasp than the demonstration has, hold
+    nothing; nor does a grasp by an arm that never grasped in the demonstration."""
+    far = demonstration_releases()
+    _, held = far.targets(CLOTH, arms(grasp_at(3) + np.array([0.12, 0.0, 0.0]), False))
+    assert not held.any()
+    only_left = demonstration_releases(right_moves=False)
+    _, held = only_left.targets(CLOTH, arms(HOME[0, :3], True, grasp_at(40), False))
+    assert not held.any()
+    extra = demonstration_releases()
+    for _ in range(2):  # the demonstration's two left carries ...
+        extra.targets(CLOTH, arms(grasp_at(3), True))
+        extra.targets(CLOTH, arms(grasp_at(3), False))
+    extra.targets(CLOTH, arms(grasp_at(3), True))
+    _, held = extra.targets(CLOTH, arms(grasp_at(3), False))  # ... and a third
+    assert not held.any() and extra.grasps[0] == 3
+
+
+def test_with_grasps_an_arm_aiming_near_its_demonstrated_grasp_holds_the_mapped_point():
+    """`grasps`: a query that holds nothing reports the policy's own grasp target; near the
+    demonstrated grasp (mapped onto this cloth) the arm holds the mapped point from the next
+    query until the grasp is measured; aimed elsewhere, the policy's own target stays."""
+    pos = CLOTH.positions
+    guide = DemonstrationTargets(*demonstration_releases_args(), grasps=True)
+    state = arms(pos[3] + [0, 0, -0.1], True, pos[40] + [0, 0, -0.1], True)
+    _, held = guide.targets(CLOTH, state)
+    assert not held.any()  # nothing reported yet
+    policy_keypose = np.array([[*(pos[3] + [0.03, 0.0, 0.0]), 0.0], [*(pos[40] + [0.15, 0.0, 0.0]), 0.0]])
+    guide.observe(state, policy_keypose)  # left: 3 cm off its demonstrated grasp; right: 15 cm
+    target, held = guide.targets(CLOTH, state)
+    np.testing.assert_array_equal(held, [True, False])
+    np.testing.assert_allclose(target[0, :2], pos[3, :2], atol=0.01)
+    assert abs(target[0, 2] - CURRENT_DEPTH) < 0.01  # the demonstrated height above this cloth
+    guide.observe(state, np.array([[*target[0], 0.0], policy_keypose[1]]))
+    target, held = guide.targets(CLOTH, arms(pos[3], False, pos[40] + [0, 0, -0.1], True))  # grasped
+    np.testing.assert_array_equal(held, [True, False])
+    np.testing.assert_allclose(target[0], pos[10] + [0, 0, -0.02], atol=0.01)  # now its release
+
+
+def demonstration_releases_args(**demo_kw) -> tuple[TokenArrays, np.ndarray, ReplayConfig]:
+    cloths, feat, state, valid = demonstration(**demo_kw)
+    return TokenArrays(cloths, feat, valid), state, ReplayConfig(num_cloth_tokens=N, cloth_feature_dim=D)
+
+
+def test_the_strategy_asked_for_is_the_one_the_policy_can_take():
+    from instant_fold_learning.policy.event_targets import AUTO, resolve
+
+    assert resolve(AUTO, "anchored", "demo") == "demonstration"
+    assert resolve(AUTO, "anchored", "language") == resolve(AUTO, "flow", "demo") == "policy"
+    assert resolve("latched", "anchored", "language") == "latched"  # reads nothing of a demonstration
+    with pytest.raises(ValueError, match="told the fold in words has no demonstration"):
+        resolve("demonstration", "anchored", "language")
+    with pytest.raises(ValueError, match="anchored keypose head"):
+        resolve("demonstration_releases", "flow", "demo")
+    with pytest.raises(ValueError, match="expected one of"):
+        resolve("latch", "anchored", "demo")
