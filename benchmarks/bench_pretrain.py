@@ -41,12 +41,12 @@ def main() -> None:
     args = p.parse_args()
 
     config = PretrainConfig.load("cpu-small")
-    config.training.steps = args.steps
+    config.train.steps = args.steps
     size = config.encoder.image_size
     train = synthetic_dataset(args.cloths, args.trajectories, args.frames, size)
     heldout = synthetic_dataset(args.heldout_cloths, 2, args.frames, size, first_cloth=1000)
-    torch.manual_seed(config.training.seed)
-    untrained = PretrainModel(config.encoder, config.training).tokenizer.eval()  # the run's initial weights
+    torch.manual_seed(config.train.seed)
+    untrained = PretrainModel(config.encoder, config.train).tokenizer.eval()  # the run's initial weights
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="encoder_pretrain_"))
     t0 = time.perf_counter()
     summary = pretrain(train, config, run_dir)
@@ -89,7 +89,7 @@ def eval_loss_at_fixed_tau(config: PretrainConfig, episodes, run_dir: Path) -> l
     from instant_fold_learning.encoder.training import PretrainModel
     from instant_fold_learning.trainer import TRAIN_STATE_DIR, read_train_state
 
-    cfg = dataclasses.replace(config.training, color_jitter=False, occlusion_prob=0.0)
+    cfg = dataclasses.replace(config.train, color_jitter=False, occlusion_prob=0.0)
     data = PretrainDataset(episodes, config.encoder.image_size, max_frames=cfg.max_frames)
     batch = data.batch(PKSampler(data.trajectories, cfg.clothes_per_batch, cfg.trajectories_per_cloth, 123).batch(0))
     torch.manual_seed(cfg.seed)

@@ -92,3 +92,29 @@ def test_declared_dependencies_form_layers() -> None:
     for package in PACKAGES:
         visit(package, ())
     assert edges["instant_fold_core"] <= {"instant_fold_interfaces"}, "the core depends on no other package"
+
+
+def _test_support_imports(folder: Path) -> dict[str, list[str]]:
+    """Production files of `folder` (test support excluded) -> the test-support modules they import."""
+    found: dict[str, list[str]] = {}
+    for path in folder.rglob("*.py"):
+        if "testing" in path.relative_to(folder).parts or path.stem == "testing":
+            continue  # test support may build on test support
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            bad = [n for n in names if "testing" in n.split(".")]
+            if bad:
+                found.setdefault(str(path.relative_to(SRC)), []).extend(bad)
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_production_code_never_imports_test_support(package: str) -> None:
+    """Protocol peers, stand-ins, probes and random checkpoints (`testing` modules) serve tests and
+    benchmarks only: a node or a CLI that imported one would ship a fake into a user's graph."""
+    assert not _test_support_imports(SRC / package / package)

@@ -33,9 +33,7 @@ def test_presets_are_unchanged() -> None:
     snapshot = json.loads(SNAPSHOT.read_text())
     current = {
         "encoder": {name: encoder_preset(name).to_dict() for name in snapshot["encoder"]},
-        "encoder_training": {
-            name: PRETRAIN_PRESETS.get(name).training.to_dict() for name in snapshot["encoder_training"]
-        },
+        "encoder_training": {name: PRETRAIN_PRESETS.get(name).train.to_dict() for name in snapshot["encoder_training"]},
         "policy": {name: policy_preset(name).to_dict() for name in snapshot["policy"]},
         "sim": {name: sim_preset(name).to_dict() for name in snapshot["sim"]},
     }

@@ -21,7 +21,7 @@ import torch
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.errors import ConfigError
 from instant_fold_learning import train_policy
-from instant_fold_learning.encoder.training import TrainConfig
+from instant_fold_learning.encoder import training as encoder_training
 from instant_fold_learning.policy import training as policy_training
 from instant_fold_learning.policy.configuration import PolicyConfig, TrainingConfig
 from instant_fold_learning.policy.modeling import InstantFoldPolicy
@@ -83,14 +83,14 @@ def test_policy_configs_built_in_code_are_checked_when_validated(config, field):
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
-        ({"lr": math.nan}, "training.lr"),
-        ({"tau_end": math.inf}, "training.tau_end"),
-        ({"curriculum": (0.3, math.inf, 1.0)}, "training.curriculum"),
+        ({"lr": math.nan}, "train.lr"),
+        ({"tau_end": math.inf}, "train.tau_end"),
+        ({"curriculum": (0.3, math.inf, 1.0)}, "train.curriculum"),
     ],
 )
 def test_encoder_training_configs_check_themselves(changes, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
-        TrainConfig(**changes)
+        encoder_training.TrainingConfig(**changes).validate()
 
 
 def test_a_diverging_run_stops_with_one_line_and_saves_nothing(tmp_path, capsys):

@@ -48,7 +48,7 @@ def test_train_policy_never_overwrites_a_run_without_resume(tmp_path, capsys):
 def test_pretrain_encoder_refuses_non_positive_steps(tmp_path, capsys, steps):
     out = tmp_path / "enc"
     assert pretrain_encoder.main(["--synthetic", "1", "1", "2", "--steps", steps, "--out", str(out)]) == 2
-    assert "steps: must be >= 1" in capsys.readouterr().err
+    assert "train.steps: must be positive" in capsys.readouterr().err
     assert not out.exists()
 
 

@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         config = PretrainConfig.load(args.config)
-        if args.steps is not None:  # replace() re-runs the checks that --steps must pass too
-            config.training = dataclasses.replace(config.training, steps=args.steps)
+        if args.steps is not None:  # checked with the rest of the config when the run starts
+            config.train = dataclasses.replace(config.train, steps=args.steps)
         if args.backbone_checkpoint:
             config.encoder.backbone_checkpoint = args.backbone_checkpoint
         episodes: Sequence[Episode] | EpisodeSource
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             from instant_fold_learning.encoder.synthetic import synthetic_dataset
 
             cloths, trajs, frames = args.synthetic
-            episodes = synthetic_dataset(cloths, trajs, frames, config.encoder.image_size, seed=config.training.seed)
+            episodes = synthetic_dataset(cloths, trajs, frames, config.encoder.image_size, seed=config.train.seed)
         else:
             raise DataError("no training data: pass --data STORE (or --synthetic CLOTHS TRAJECTORIES FRAMES)")
         summary = pretrain(episodes, config, args.out, args.device, args.resume)

@@ -9,7 +9,7 @@ import torch
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.geometry import GeometryError, backproject_depth
-from instant_fold_learning.encoder import ClothTokenizer, ClothTokens, EncoderConfig, preset
+from instant_fold_learning.encoder import ClothTokenizer, EncoderConfig, TokenBatch, preset
 from instant_fold_learning.encoder.backbone import MultiLayerBackbone
 from instant_fold_learning.encoder.lora import LoRALinear
 from instant_fold_learning.encoder.training import PretrainConfig
@@ -34,7 +34,7 @@ def small():
 def test_tokens_lie_on_the_masked_cloth_and_have_the_configured_shape(small):
     rgb, depth, mask, k = observation()
     tokens = small(rgb, depth, mask, k)
-    assert isinstance(tokens, ClothTokens)
+    assert isinstance(tokens, TokenBatch)
     assert tokens.positions.shape == (2, small.num_tokens, 3)
     assert tokens.features.shape == (2, small.num_tokens, small.feature_dim)
     assert tokens.valid.dtype == torch.bool and tokens.valid.all()

@@ -25,7 +25,7 @@ def tiny_config(steps: int) -> PretrainConfig:
         num_tokens=32,
         backbone_kwargs={"embed_dim": 48, "depth": 4, "num_heads": 2, "patch_size": 8},
     )
-    cfg.training = dataclasses.replace(cfg.training, steps=steps, save_every=2, log_every=1, max_frames=4)
+    cfg.train = dataclasses.replace(cfg.train, steps=steps, checkpoint_every=2, log_every=1, max_frames=4)
     return cfg
 
 
@@ -79,7 +79,7 @@ def test_a_run_in_the_old_checkpoints_layout_resumes(episodes, tmp_path):
     old = {k.replace("model.", "", 1).replace("optim.", "optimizer.", 1): v for k, v in tensors.items()}
     state = json.loads((tmp_path / "new" / TRAIN_STATE_DIR / "train_state.json").read_text())
     save_checkpoint(tmp_path / "old" / "checkpoints" / "step_2", old, config, {"train_state": state})
-    model = PretrainModel(cfg.encoder, cfg.training)
+    model = PretrainModel(cfg.encoder, cfg.train)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
     assert restore(tmp_path / "old", model, opt) == 2
     expected = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
@@ -90,7 +90,7 @@ def test_corrupt_or_mismatched_training_checkpoints_fail_clearly(episodes, tmp_p
     cfg = tiny_config(2)
     pretrain(episodes, cfg, tmp_path, echo=False)
     ckpt = tmp_path / TRAIN_STATE_DIR
-    model = PretrainModel(cfg.encoder, cfg.training)
+    model = PretrainModel(cfg.encoder, cfg.train)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
     assert restore(tmp_path, model, opt) == 2
     state = (ckpt / "train_state.json").read_bytes()
@@ -103,7 +103,7 @@ def test_corrupt_or_mismatched_training_checkpoints_fail_clearly(episodes, tmp_p
     with pytest.raises(CheckpointError, match="corrupt"):
         restore(tmp_path, model, opt)
     other = dataclasses.replace(cfg.encoder, feature_dim=16)
-    pretrain(episodes, PretrainConfig(other, cfg.training), tmp_path / "other", echo=False)
+    pretrain(episodes, PretrainConfig(other, cfg.train), tmp_path / "other", echo=False)
     with pytest.raises(CheckpointError, match="do not match"):
         restore(tmp_path / "other", model, opt)
     (tmp_path / "other" / TRAIN_STATE_DIR / "config.json").write_text('{"kind": "cloth_tokenizer"}')
@@ -123,7 +123,7 @@ def test_cli_requires_data_and_runs_on_synthetic_episodes(tmp_path, capsys):
             {
                 "preset": "cpu-small",
                 "encoder": {"image_size": 48, "num_tokens": 32, "backbone_kwargs": small.encoder.backbone_kwargs},
-                "training": {"max_frames": 4},
+                "train": {"max_frames": 4},
             }
         )
     )
@@ -157,17 +157,17 @@ def test_cpu_small_pretraining_lowers_the_loss_and_improves_pck5_on_heldout_clot
     from instant_fold_learning.trainer import read_train_state
 
     config = PretrainConfig.load("cpu-small")
-    config.training.steps = 200
+    config.train.steps = 200
     train = synthetic_dataset(6, 3, 8, config.encoder.image_size)
     heldout = synthetic_dataset(3, 2, 8, config.encoder.image_size, first_cloth=1000)
-    torch.manual_seed(config.training.seed)
-    initial = PretrainModel(config.encoder, config.training).eval()
+    torch.manual_seed(config.train.seed)
+    initial = PretrainModel(config.encoder, config.train).eval()
     pretrain(train, config, tmp_path, echo=False)
-    trained = PretrainModel(config.encoder, config.training).eval()
+    trained = PretrainModel(config.encoder, config.train).eval()
     load_strict(trained, read_train_state(tmp_path / TRAIN_STATE_DIR).prefixed("model."), tmp_path)
 
     # the same-cloth loss on a fixed batch at a fixed temperature, without augmentation
-    quiet = dataclasses.replace(config.training, color_jitter=False, occlusion_prob=0.0)
+    quiet = dataclasses.replace(config.train, color_jitter=False, occlusion_prob=0.0)
     initial.training_config = trained.training_config = quiet
     data = PretrainDataset(train, config.encoder.image_size, max_frames=quiet.max_frames)
     batch = data.batch(PKSampler(data.trajectories, 2, 2, seed=99).batch(0))
@@ -199,7 +199,7 @@ def test_cli_reads_an_episode_store_by_split(tmp_path, capsys):
             {
                 "preset": "cpu-small",
                 "encoder": {"image_size": 48, "num_tokens": 32, "backbone_kwargs": small.encoder.backbone_kwargs},
-                "training": {"max_frames": 4, "clothes_per_batch": 1, "trajectories_per_cloth": 2},
+                "train": {"max_frames": 4, "clothes_per_batch": 1, "trajectories_per_cloth": 2},
             }
         )
     )

@@ -39,7 +39,7 @@ def test_pretrain_encoder_ddp(tmp_path: Path) -> None:
             {
                 "preset": "cpu-small",
                 "encoder": {"image_size": 48, "num_tokens": 32, "backbone_kwargs": backbone},
-                "training": {"max_frames": 4, "log_every": 1},
+                "train": {"max_frames": 4, "log_every": 1},
             }
         )
     )

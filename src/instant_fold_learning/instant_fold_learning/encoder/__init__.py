@@ -3,19 +3,19 @@
 from .configuration import EncoderConfig, preset
 from .modeling import (
     ClothTokenizer,
-    ClothTokens,
     ContrastiveHead,
     ProjectionModule,
+    TokenBatch,
     TokenGeometry,
     token_geometry,
 )
 
 __all__ = [
     "ClothTokenizer",
-    "ClothTokens",
     "ContrastiveHead",
     "EncoderConfig",
     "ProjectionModule",
+    "TokenBatch",
     "TokenGeometry",
     "preset",
     "token_geometry",

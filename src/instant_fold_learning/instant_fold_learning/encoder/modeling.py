@@ -33,7 +33,7 @@ TOKENIZER_KIND = "cloth_tokenizer"
 
 
 @dataclass
-class ClothTokens:
+class TokenBatch:
     """Cloth tokens of a batch: positions [B,N,3] (camera frame, m), features [B,N,D],
     valid [B,N] (False for padding slots when a frame has fewer cloth points than N)."""
 
@@ -117,7 +117,7 @@ class ContrastiveHead(nn.Module):
 
 
 class ClothTokenizer(nn.Module):
-    """Masked RGB-D observation -> `ClothTokens` (what the policy consumes)."""
+    """Masked RGB-D observation -> `TokenBatch` (what the policy consumes)."""
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
@@ -149,7 +149,7 @@ class ClothTokenizer(nn.Module):
         intrinsics: torch.Tensor,
         deterministic: bool = False,
         generator: torch.Generator | None = None,
-    ) -> ClothTokens:
+    ) -> TokenBatch:
         """Tokenize a batch: rgb float [B,3,H,W] in [0,1], depth [B,H,W] m (0 invalid), mask bool
         [B,H,W], intrinsics [B,3,3]. FPS starts at a random cloth point unless `deterministic`."""
         validate_observation(rgb, depth, mask, intrinsics)
@@ -160,7 +160,7 @@ class ClothTokenizer(nn.Module):
         )
         fmap = self.feature_map(rgb, mask)
         features = self.projection(sample_features(fmap, geo.pixels, (size, size)).float())
-        return ClothTokens(geo.positions, features, geo.valid)
+        return TokenBatch(geo.positions, features, geo.valid)
 
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write weights + config (no contrastive head) as a tokenizer checkpoint."""

@@ -53,7 +53,7 @@ TOKENIZER_DIR = "tokenizer"
 
 
 @dataclass
-class TrainConfig:
+class TrainingConfig:
     """Pretraining hyper-parameters (paper values where it states them; choices in docs/encoder.md)."""
 
     steps: int = 20000
@@ -79,35 +79,35 @@ class TrainConfig:
     loss_block: int = 4096
     color_jitter: bool = True
     occlusion_prob: float = 0.5
-    occlusion_radius: float = 0.03
+    occlusion_radius_m: float = 0.03
     random_occluders: int = 1
     amp: bool = True
     seed: int = 0
     log_every: int = 10
-    save_every: int = 1000
+    checkpoint_every: int = 1000
 
     def __post_init__(self) -> None:
         self.curriculum = tuple(self.curriculum)
+
+    def validate(self) -> TrainingConfig:
+        """Check every field (the policy's `TrainingConfig.validate` does the same for its trainer)."""
         if self.denominator not in ("cloth", "batch"):
-            raise ConfigError(f"denominator: expected 'cloth' or 'batch', got {self.denominator!r}")
-        for name in ("steps", "clothes_per_batch", "trajectories_per_cloth", "max_frames"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"{name}: must be >= 1, got {getattr(self, name)}")
+            raise ConfigError(f"train.denominator: expected 'cloth' or 'batch', got {self.denominator!r}")
         check_numbers(
-            "training",
+            "train",
             self,
             positive=(
+                *("steps", "clothes_per_batch", "trajectories_per_cloth", "max_frames"),
                 *("lr", "sigma", "tau_start", "tau_end", "keypoint_radius"),
-                "loss_block",
-                "log_every",
-                "save_every",
+                *("loss_block", "log_every", "checkpoint_every"),
             ),
             non_negative=(
                 *("weight_decay", "warmup_steps", "grad_clip", "same_weight", "cross_weight", "motion_dist"),
-                *("occlusion_radius", "random_occluders"),
+                *("occlusion_radius_m", "random_occluders"),
             ),
             unit_interval=("min_lr_ratio", "motion_frac", "occlusion_prob"),
         )
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -118,36 +118,40 @@ class PretrainConfig:
     """Encoder + training configuration, saved with every checkpoint."""
 
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    training: TrainConfig = field(default_factory=TrainConfig)
+    train: TrainingConfig = field(default_factory=TrainingConfig)
+
+    def validate(self) -> PretrainConfig:
+        self.train.validate()
+        return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {"encoder": self.encoder.to_dict(), "training": self.training.to_dict()}
+        return {"encoder": self.encoder.to_dict(), "train": self.train.to_dict()}
 
     @classmethod
     def load(cls, spec: str) -> PretrainConfig:
-        """A preset name (`paper`, `cpu-small`) or a YAML file with `encoder:` / `training:` sections,
+        """A preset name (`paper`, `cpu-small`) or a YAML file with `encoder:` / `train:` sections,
         optionally starting from `preset: NAME`."""
         if spec in PRESETS:
-            return PRESETS.get(spec)
+            return PRESETS.get(spec).validate()
         if not Path(spec).is_file():
             raise ConfigError(f"config: {spec!r} is neither a preset {list(PRESETS)} nor a YAML file")
-        return load_file(spec, PRESETS, cls)
+        return load_file(spec, PRESETS, cls).validate()
 
 
 def _cpu_small() -> PretrainConfig:
     # 2 cloths x 2 trajectories, a few hundred steps: trainable on two CPU cores.
-    training = TrainConfig(
+    train = TrainingConfig(
         steps=300,
         clothes_per_batch=2,
         trajectories_per_cloth=2,
         max_frames=8,
         lr=1e-3,
         warmup_steps=20,
-        save_every=100,
+        checkpoint_every=100,
         log_every=10,
         loss_block=1024,
     )
-    return PretrainConfig(preset("cpu-small"), training)
+    return PretrainConfig(preset("cpu-small"), train)
 
 
 #: Encoder + pretraining hyper-parameters by name (what `--config NAME` selects): `paper` (P=12
@@ -160,7 +164,7 @@ PRESETS.register("cpu-small", _cpu_small)
 class PretrainModel(nn.Module):
     """Tokenizer + contrastive head; forward computes the pretraining losses of a batch."""
 
-    def __init__(self, encoder: EncoderConfig, training: TrainConfig) -> None:
+    def __init__(self, encoder: EncoderConfig, training: TrainingConfig) -> None:
         super().__init__()
         self.tokenizer = ClothTokenizer(encoder)
         self.head = ContrastiveHead(encoder.feature_dim, encoder.head_dim)
@@ -183,7 +187,7 @@ class PretrainModel(nn.Module):
                     extra = random_gripper_centers(points, valid, cfg.random_occluders, generator=generator)
                     centers = torch.cat([centers, extra], dim=1)
                 # the recorded grippers plus random ones hovering over the cloth
-                aug = occlude_with_grippers(rgb, depth, mask, batch.intrinsics, centers, cfg.occlusion_radius)
+                aug = occlude_with_grippers(rgb, depth, mask, batch.intrinsics, centers, cfg.occlusion_radius_m)
                 keep = chosen & (aug[2].flatten(1).sum(1) > 0)
                 sel = keep[:, None, None]
                 rgb = torch.where(sel[:, None], aug[0], rgb)
@@ -262,7 +266,7 @@ class PretrainModel(nn.Module):
         )
 
 
-def temperature(step: int, cfg: TrainConfig) -> float:
+def temperature(step: int, cfg: TrainingConfig) -> float:
     if not cfg.anneal_temperature:
         return cfg.tau_end
     return losses.annealed_temperature(step, cfg.steps, cfg.tau_start, cfg.tau_end)
@@ -314,11 +318,11 @@ def pretrain(
     """Train the encoder on `episodes`; writes `train_state/`, `log.jsonl` and `tokenizer/` (the
     deployable tokenizer) to `out`. `resume`: continue the run in `out`. `stop_at` ends this run
     early at that step (after saving the train state), as a preempted job would; the schedules
-    still follow `training.steps`. Returns a summary."""
+    still follow `train.steps`. Returns a summary."""
     out = Path(out)
+    tcfg = config.validate().train
     check_new_run(out, resume, (TOKENIZER_DIR, "checkpoints"))
     where, device = init_distributed(device)
-    tcfg = config.training
     torch.manual_seed(tcfg.seed)
     data = PretrainDataset(episodes, config.encoder.image_size, tcfg.motion_dist, tcfg.motion_frac, tcfg.max_frames)
     sampler = PKSampler(data.trajectories, tcfg.clothes_per_batch, tcfg.trajectories_per_cloth, tcfg.seed)
@@ -366,7 +370,7 @@ def pretrain(
                 f"step {done}: loss {record['loss']:.4f} same {record['same']:.4f} cross {record['cross']:.4f} "
                 f"tau {tau:.3f} lr {record['lr']:.2e} {record['tokens_per_s']:.0f} tokens/s",
             )
-        if where.is_main and (done % tcfg.save_every == 0 or done in (tcfg.steps, end)):
+        if where.is_main and (done % tcfg.checkpoint_every == 0 or done in (tcfg.steps, end)):
             save_train_state(out, done, model, optimizer, {"kind": PRETRAIN_KIND, **config.to_dict()})
     if where.is_main:
         model.tokenizer.save_pretrained(out / TOKENIZER_DIR)

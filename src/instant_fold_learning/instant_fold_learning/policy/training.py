@@ -169,6 +169,7 @@ def train(
     the learning-rate schedule still follows `cfg.train.steps`.
     """
     out = Path(out)
+    cfg.validate()
     check_new_run(out, resume, (CHECKPOINT_DIR,))
     where, torch_device = init_distributed(device)
     tr = cfg.train
