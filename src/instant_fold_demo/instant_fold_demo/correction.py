@@ -46,7 +46,7 @@ from pydantic import BaseModel
 
 from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.demonstration import Demonstration, DemonstrationError, image_frames, load_demonstration
-from instant_fold_demo.extract import events_path, user_file_mode
+from instant_fold_demo.files import events_path, user_file_mode
 from instant_fold_demo.hands import backproject, depth_at, project
 from instant_fold_demo.keyframes import ARMS
 

@@ -33,6 +33,7 @@ from instant_fold_core.demonstration import Demonstration, DemonstrationError
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_demo.bag import BagError, bag_topics
+from instant_fold_demo.files import events_path, user_file_mode
 from instant_fold_demo.hands import HandDetector, HandTrackingError, MediaPipeHandDetector, quiet_native_logs
 from instant_fold_demo.keyframes import (
     ExtractionConfig,
@@ -55,11 +56,6 @@ ARM_STATE_TOPIC, HOME_TOPIC, MASK_TOPIC = "/arms/state", "/arms/home", "/cloth/m
 STAMP_TOLERANCE_NS = 1_000_000
 #: The OS errors of a full disk, a quota or a file-size limit.
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
-def events_path(demo_path: Path) -> Path:
-    """Where the events JSON of a demonstration file lives."""
-    return demo_path.with_name(demo_path.name.removesuffix(".safetensors") + ".events.json")
 
 
 class RecordedMasks:
@@ -140,13 +136,6 @@ def demonstration_from_bag(
     report = events_json(events, num_frames, config, **details)
     report["bag"] = str(bag)
     return demo, report
-
-
-def user_file_mode() -> int:
-    """The mode a file the user creates gets (0666 less the umask); safetensors writes 0600."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
 
 
 def save(demo: Demonstration, report: dict, out: Path) -> None:

@@ -28,7 +28,8 @@ import numpy as np
 from instant_fold_core.dataset.lerobot_format import LeRobotEpisode, LeRobotFormatError, recording_frames
 from instant_fold_core.demonstration import load_demonstration
 from instant_fold_demo.bag import BagError, bag_topics
-from instant_fold_demo.extract import ARM_STATE_TOPIC, MASK_TOPIC, RecordedMasks, events_path, states_per_frame
+from instant_fold_demo.extract import ARM_STATE_TOPIC, MASK_TOPIC, RecordedMasks, states_per_frame
+from instant_fold_demo.files import events_path
 from instant_fold_demo.rgbd_bag import CameraTopics, read_arm_states, read_rgbd_frames
 from instant_fold_perception.segmentation import Segmenter
 

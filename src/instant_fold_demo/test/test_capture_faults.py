@@ -20,8 +20,8 @@ from test_keyframes import _frames, _script
 from test_recorder_nodes import _messages
 
 from instant_fold_demo.bag import bag_topics, read_messages, write_messages
-from instant_fold_demo.extract import events_path
 from instant_fold_demo.extract import main as extract_main
+from instant_fold_demo.files import events_path
 from instant_fold_demo.rgbd_bag import read_rgbd_frames, write_rgbd_bag
 from instant_fold_ros.graph_spec import NodeSpec
 from instant_fold_ros.qos import OBSERVATION_QOS

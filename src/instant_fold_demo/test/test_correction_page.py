@@ -180,8 +180,8 @@ def test_events_json_follows_a_correction_and_files_get_the_umask(tmp_path: Path
     saved demonstration was mode 0600."""
     from robot_bag import robot_bag
 
-    from instant_fold_demo.extract import events_path
     from instant_fold_demo.extract import main as extract_main
+    from instant_fold_demo.files import events_path
 
     demo_file = tmp_path / "demo.safetensors"
     assert extract_main([str(robot_bag(tmp_path / "bag")), "--out", str(demo_file), "--events", "arm-state",

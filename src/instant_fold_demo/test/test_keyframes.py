@@ -14,7 +14,8 @@ from scripted_hands import ScriptedHands
 from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.demonstration import load_demonstration
 from instant_fold_core.rgbd import RGBDFrame
-from instant_fold_demo.extract import demonstration_from_bag, events_path, save
+from instant_fold_demo.extract import demonstration_from_bag, save
+from instant_fold_demo.files import events_path
 from instant_fold_demo.hands import backproject
 from instant_fold_demo.keyframes import ExtractionConfig, ExtractionError
 from instant_fold_demo.rgbd_bag import write_rgbd_bag

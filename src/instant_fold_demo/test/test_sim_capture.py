@@ -22,8 +22,8 @@ from instant_fold_core.contracts import KeyframeEvent
 from instant_fold_core.demonstration import load_demonstration
 from instant_fold_demo.bag import bag_topics
 from instant_fold_demo.correction import apply_edits
-from instant_fold_demo.extract import events_path
 from instant_fold_demo.extract import main as extract_main
+from instant_fold_demo.files import events_path
 from instant_fold_demo.rgbd_bag import read_rgbd_frames
 from instant_fold_demo.sim_demonstrator import BUNDLED_DEMO, SIM_FPS, waypoints
 from instant_fold_ros.bringup_share import models_dir
