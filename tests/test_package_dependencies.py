@@ -118,3 +118,50 @@ def test_production_code_never_imports_test_support(package: str) -> None:
     """Protocol peers, stand-ins, probes and random checkpoints (`testing` modules) serve tests and
     benchmarks only: a node or a CLI that imported one would ship a fake into a user's graph."""
     assert not _test_support_imports(SRC / package / package)
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Every production module of the workspace -> the workspace modules it imports (lazy imports
+    inside functions included; `from package import name` counts `package.name` when that is a module)."""
+    modules: dict[str, Path] = {}
+    for package in PACKAGES:
+        root = SRC / package
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        base = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                parent = base.rsplit(".", node.level - 1)[0] if node.level > 1 else base
+                module = (f"{parent}.{node.module}" if node.module else parent) if node.level else node.module or ""
+                targets = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            found.update(t for t in targets if t in modules and t != name)
+        graph[name] = found
+    return graph
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import circle between modules (lazy imports included): each module can be understood, and
+    tested, from the modules it uses, never from one that uses it."""
+    graph = _module_imports()
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for dep in sorted(graph[module]):
+            if state.get(dep) == 1:
+                raise AssertionError(f"import circle: {' -> '.join([*path[path.index(dep) :], dep])}")
+            if dep not in state:
+                visit(dep, [*path, dep])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
