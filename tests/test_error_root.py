@@ -18,6 +18,7 @@ ROOT = ("instant_fold_core.errors", "InstantFoldError")
 #: test stand-ins whose exceptions never leave them.
 EXEMPT_MODULES = {
     "instant_fold_sim.isaac_lab.protocol",
+    "instant_fold_sim.isaac_lab.backend",
     "instant_fold_sim.isaac_lab.server",
     "instant_fold_sim.isaac_lab.assets",
     "instant_fold_control.testing.dobot_server",
