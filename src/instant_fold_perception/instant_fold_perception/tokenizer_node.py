@@ -65,10 +65,10 @@ class TokenizerNode(Node):
             if int(np.count_nonzero(mask & (frame.depth > 0))) < self.min_mask_pixels:
                 raise ValidationError(f"mask has fewer than {self.min_mask_pixels} cloth pixels with valid depth")
             tokens = tokenize_frame(self.tokenizer, frame, mask)
+            msg = tokens_to_msg(*tokens, header=msgs["color"].header, encoder_id=self.encoder_id)  # checks the tokens
         except (MessageConversionError, ValidationError) as exc:
             return self._reject(str(exc))
-        header = msgs["color"].header
-        self._pub.publish(tokens_to_msg(*tokens, header=header, encoder_id=self.encoder_id))
+        self._pub.publish(msg)
         self.published += 1
 
 

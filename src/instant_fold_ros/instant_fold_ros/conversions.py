@@ -73,6 +73,8 @@ def tokens_to_msg(
     if valid is None:
         valid = np.ones(n, dtype=bool)
     valid = check_field("ClothTokens.valid", valid, (n,), np.bool_)
+    if n and not valid.any():  # what the receiving side refuses too (`tokens_from_msg`)
+        raise MessageConversionError("ClothTokens.valid: no valid token")
     return ClothTokens(
         header=header if header is not None else Header(),
         num_tokens=n,

@@ -76,6 +76,7 @@ def test_token_count_is_enforced() -> None:
         (np.zeros((64, 3), np.float32), np.zeros((64, 8), np.float32), np.ones(64, np.int64), "ClothTokens.valid"),
         (np.full((64, 3), np.nan, np.float32), np.zeros((64, 8), np.float32), None, "ClothTokens.positions"),
         ([[0.0, 0.0, 0.0]], np.zeros((1, 8), np.float32), None, "ClothTokens.positions"),
+        (np.zeros((64, 3), np.float32), np.zeros((64, 8), np.float32), np.zeros(64, bool), "ClothTokens.valid"),
     ],
 )
 def test_bad_token_arrays_are_refused_before_sending(positions, features, valid, field: str) -> None:

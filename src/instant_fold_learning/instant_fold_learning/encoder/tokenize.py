@@ -3,7 +3,10 @@
 The tokenizer node, the policy server and the closed-loop evaluation call `tokenize_frame`; the
 policy's training data (`policy.tokenize_episodes`) calls `tokenize_batch`, which `tokenize_frame`
 wraps, so training and deployment see the same tokens for the same observation. The tokens leave
-as `instant_fold_core.tokens.TokenArrays`, the numpy contract between processes.
+as `instant_fold_core.tokens.TokenArrays`, the numpy contract between processes, and are checked
+once where they cross a boundary, not here: by `tokens_to_msg` where the tokenizer node sends
+them, by `tokens_from_msg` where the policy node receives them, by the `PolicyRunner` where they
+enter the model.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def tokenize_frame(tokenizer, frame: RGBDFrame, mask: np.ndarray, deterministic:
     positions, features, valid = tokenize_batch(
         tokenizer, color[None], depth[None], mask[None], frame.intrinsics, deterministic
     )
-    return TokenArrays(positions[0], features[0], valid[0]).validate()
+    return TokenArrays(positions[0], features[0], valid[0])
 
 
 def tokenize_batch(
