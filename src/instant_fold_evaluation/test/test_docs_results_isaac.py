@@ -101,3 +101,32 @@ def test_the_isaac_lab_camera_run_is_the_measured_one_and_its_strip_is_shown() -
     docs = _docs()
     missing = [q for q in quotes if q not in docs]
     assert not missing, missing
+
+
+def _quick_row(summary: dict) -> str:
+    """A quick-yardstick row as docs/isaac_lab.md quotes it: Ctx. Acc. / C-SR@95 / Geom. / W1, first grasps."""
+    seen = summary["rows"]["policy"]["seen"]
+    grasp = seen["first_grasp"]
+    return (
+        f"{seen['ctx_acc']['mean']:.1f} / {seen['csr95']['mean']:.1f} / {seen['geom']['mean']:.2f} / {seen['w1']:.3f}, "
+        f"first grasps {100 * grasp['xy_m']['mean']:.1f} cm mean, {100 * grasp['within_5cm']:.1f} % within 5 cm"
+    )
+
+
+def test_the_quick_yardstick_rows_of_both_grasp_models_are_the_measured_ones() -> None:
+    """Issue 31: the shipped policy (v5) on the quick yardstick in Isaac Lab with the fingers and the
+    commanded grasp models, beside the same policy, targets and bank in the embedded Newton sim."""
+    newton = json.loads((RESULTS / "quick_demo_targets.json").read_text())
+    runs = {g: json.loads((RESULTS / f"quick_isaac_{g}_v5.json").read_text()) for g in ("fingers", "commanded")}
+    for grasp, run in runs.items():
+        assert (run["sim_backend"], run["sim_grasp"], run["event_targets"]) == ("isaac_lab", grasp, "demonstration")
+        assert run["benchmark"] == newton["benchmark"] and run["benchmark"]["name"] == "cpu_quick"
+        assert run["rollouts"] == newton["rollouts"] == 21
+    assert newton["event_targets"] == "demonstration" and newton["sim_backend"] == "newton"
+    docs = _docs()
+    quotes = [f"Newton: {_quick_row(newton)}"]
+    for grasp, run in runs.items():
+        outcomes = run["outcomes"]
+        quotes.append(f"`{grasp}`: {_quick_row(run)}; {outcomes.get('completed', 0)} of {run['rollouts']} completed")
+    missing = [q for q in quotes if q not in docs]
+    assert not missing, missing
