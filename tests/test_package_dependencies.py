@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,22 +25,69 @@ def _declared(package: str) -> set[str]:
     return {element.text or "" for tag in DEPEND_TAGS for element in root.iter(tag)}
 
 
-def _imported_packages(folder: Path) -> dict[str, set[str]]:
-    """Workspace package -> test files of `folder` that import it."""
-    found: dict[str, set[str]] = {}
-    for path in folder.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
+def _imports(path: Path, package: str = "") -> Iterator[str]:
+    """The modules a file imports, lazy imports inside functions included: `import a.b` gives a.b,
+    `from a import b` gives a and a.b (b may be a module); relative imports are resolved against
+    `package` (the file's own package), and left out without one."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if not package:
+                    continue
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{parent}.{node.module}" if node.module else parent
+            elif node.module:
+                module = node.module
             else:
                 continue
-            for name in names:
-                top = name.split(".")[0]
-                if top in PACKAGES:
-                    found.setdefault(top, set()).add(path.name)
+            yield module
+            yield from (f"{module}.{alias.name}" for alias in node.names)
+
+
+def _imported_packages(folder: Path) -> dict[str, set[str]]:
+    """Workspace package -> files of `folder` that import it."""
+    found: dict[str, set[str]] = {}
+    for path in folder.rglob("*.py"):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top in PACKAGES:
+                found.setdefault(top, set()).add(path.name)
     return found
+
+
+def _production_modules() -> dict[str, tuple[Path, str]]:
+    """Every production module of the workspace: dotted name -> (file, the package its relative
+    imports resolve against)."""
+    modules = {}
+    for package in PACKAGES:
+        root = SRC / package
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = (path, name if parts[-1] == "__init__" else name.rpartition(".")[0])
+    return modules
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of `graph` (node -> the nodes it depends on) as a path that ends where it starts, or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                return [*path[path.index(dep) :], dep]
+            if dep not in state and (found := visit(dep, [*path, dep])):
+                return found
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node, [node])):
+            return found
+    return None
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -79,37 +127,20 @@ def test_declared_dependencies_form_layers() -> None:
     """No two workspace packages depend on each other, directly or through others (test dependencies
     included, as colcon orders by them): the packages stack as layers, core at the bottom."""
     edges = {p: _declared(p) & set(PACKAGES) - {p} for p in PACKAGES}
-    done: set[str] = set()
-
-    def visit(package: str, path: tuple[str, ...]) -> None:
-        assert package not in path, f"dependency cycle: {' -> '.join((*path, package))}"
-        if package in done:
-            return
-        for dep in sorted(edges[package]):
-            visit(dep, (*path, package))
-        done.add(package)
-
-    for package in PACKAGES:
-        visit(package, ())
+    cycle = _cycle(edges)
+    assert cycle is None, f"dependency cycle: {' -> '.join(cycle)}"
     assert edges["instant_fold_core"] <= {"instant_fold_interfaces"}, "the core depends on no other package"
 
 
-def _test_support_imports(folder: Path) -> dict[str, list[str]]:
-    """Production files of `folder` (test support excluded) -> the test-support modules they import."""
-    found: dict[str, list[str]] = {}
-    for path in folder.rglob("*.py"):
-        if "testing" in path.relative_to(folder).parts or path.stem == "testing":
+def _test_support_imports(package: str) -> dict[str, list[str]]:
+    """Production modules of `package` (test support excluded) -> the test-support modules they import."""
+    found = {}
+    for name, (path, base) in _production_modules().items():
+        if name.split(".")[0] != package or "testing" in name.split("."):
             continue  # test support may build on test support
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-            else:
-                continue
-            bad = [n for n in names if "testing" in n.split(".")]
-            if bad:
-                found.setdefault(str(path.relative_to(SRC)), []).extend(bad)
+        bad = [n for n in _imports(path, base) if "testing" in n.split(".")]
+        if bad:
+            found[name] = bad
     return found
 
 
@@ -117,51 +148,20 @@ def _test_support_imports(folder: Path) -> dict[str, list[str]]:
 def test_production_code_never_imports_test_support(package: str) -> None:
     """Protocol peers, stand-ins, probes and random checkpoints (`testing` modules) serve tests and
     benchmarks only: a node or a CLI that imported one would ship a fake into a user's graph."""
-    assert not _test_support_imports(SRC / package / package)
+    assert not _test_support_imports(package)
 
 
 def _module_imports() -> dict[str, set[str]]:
     """Every production module of the workspace -> the workspace modules it imports (lazy imports
     inside functions included; `from package import name` counts `package.name` when that is a module)."""
-    modules: dict[str, Path] = {}
-    for package in PACKAGES:
-        root = SRC / package
-        for path in (root / package).rglob("*.py"):
-            parts = path.relative_to(root).with_suffix("").parts
-            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        base = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                parent = base.rsplit(".", node.level - 1)[0] if node.level > 1 else base
-                module = (f"{parent}.{node.module}" if node.module else parent) if node.level else node.module or ""
-                targets = [module, *(f"{module}.{alias.name}" for alias in node.names)]
-            else:
-                continue
-            found.update(t for t in targets if t in modules and t != name)
-        graph[name] = found
-    return graph
+    modules = _production_modules()
+    return {
+        name: {m for m in _imports(path, base) if m in modules and m != name} for name, (path, base) in modules.items()
+    }
 
 
 def test_no_module_imports_itself_back() -> None:
     """No import circle between modules (lazy imports included): each module can be understood, and
     tested, from the modules it uses, never from one that uses it."""
-    graph = _module_imports()
-    state: dict[str, int] = {}  # 1 on the current path, 2 done
-
-    def visit(module: str, path: list[str]) -> None:
-        state[module] = 1
-        for dep in sorted(graph[module]):
-            if state.get(dep) == 1:
-                raise AssertionError(f"import circle: {' -> '.join([*path[path.index(dep) :], dep])}")
-            if dep not in state:
-                visit(dep, [*path, dep])
-        state[module] = 2
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [module])
+    cycle = _cycle(_module_imports())
+    assert cycle is None, f"import circle: {' -> '.join(cycle)}"
