@@ -32,7 +32,6 @@ import argparse
 import dataclasses
 import itertools
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -44,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from instant_fold_core.compute_threads import THREAD_VARIABLES
+from instant_fold_core.compute_threads import pin_compute_threads
 from instant_fold_core.config import check_numbers, override, read_yaml
 from instant_fold_core.errors import ConfigError, InstantFoldError
 
@@ -201,12 +200,9 @@ class Pipeline:
         with open(self.work / TIMINGS, "a") as f:
             f.write(json.dumps({"stage": label, "utc": now.strftime("%Y-%m-%dT%H:%M:%SZ")}) + "\n")
 
-    def environment(self) -> dict[str, str]:
-        return {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(self.recipe.threads))}
-
     def run(self, *commands: list[str]) -> None:
         """Run the commands side by side (one per shard); any failure fails the stage."""
-        procs = [subprocess.Popen(c, env=self.environment()) for c in commands]
+        procs = [subprocess.Popen(c) for c in commands]
         codes = [p.wait() for p in procs]
         for command, code in zip(commands, codes, strict=True):
             if code != 0:
@@ -303,6 +299,7 @@ class Pipeline:
                 shutil.copy2(new, target / new.name)
 
     def execute(self, stages: Sequence[str]) -> dict[str, Any]:
+        pin_compute_threads(self.recipe.threads)  # every stage's processes inherit it
         self.work.mkdir(parents=True, exist_ok=True)
         for name in STAGES:
             if name in stages:
@@ -324,19 +321,19 @@ def _stage_starts(work: Path) -> dict[str, datetime]:
     return first
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
-
-
 def summarize(work: Path, store: Path) -> dict[str, Any]:
     """What the model cards quote: stage wall times, data, encoder and policy training ends, offline results."""
+    from instant_fold_learning.trainer import LOG_FILE, read_log
     from instant_fold_sim.generate import cost_by_context  # the simulator only when a summary is made
+
+    def log(run: str) -> list[dict[str, Any]]:
+        return read_log(work / run / LOG_FILE) if (work / run / LOG_FILE).is_file() else []
 
     first = _stage_starts(work)
     keys = list(first)
     minutes = {k: round((first[b] - first[k]).total_seconds() / 60, 1) for k, b in itertools.pairwise(keys)}
-    encoder = [r for r in _jsonl(work / "encoder" / "log.jsonl") if r.get("event", "train") == "train"]
-    policy = _jsonl(work / "policy" / "log.jsonl")
+    encoder = [r for r in log("encoder") if r.get("event", "train") == "train"]
+    policy = log("policy")
     evaluation = json.loads((work / "policy_eval.json").read_text()) if (work / "policy_eval.json").is_file() else {}
     return {
         "stage_minutes": minutes,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from instant_fold.pipeline import STAGES, Pipeline, load_recipe, main, policy_config, recipe_path
+from instant_fold_core.compute_threads import THREAD_VARIABLES
 from instant_fold_core.errors import ConfigError
 from instant_fold_ros.bringup_share import config_dir
 
@@ -105,6 +107,8 @@ def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) 
 def test_only_and_skip_choose_stages_and_install_needs_all(tmp_path: Path, monkeypatch) -> None:
     """Stage selection without running anything: every stage recorded, install only after all five."""
     ran: list[str] = []
+    for name in THREAD_VARIABLES:  # execute() pins them for its stages: this process gets them back after the test
+        monkeypatch.setenv(name, os.environ.get(name, "1"))
     recipe = load_recipe(recipe_path("cpu-small", config_dir()))
     pipeline = Pipeline(recipe, tmp_path / "work", tmp_path / "models")
     for name in (*STAGES, "install"):
@@ -115,3 +119,4 @@ def test_only_and_skip_choose_stages_and_install_needs_all(tmp_path: Path, monke
     ran.clear()
     pipeline.execute(list(STAGES))
     assert ran == [*STAGES, "install"]
+    assert {os.environ[name] for name in THREAD_VARIABLES} == {str(recipe.threads)}
