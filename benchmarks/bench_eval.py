@@ -22,14 +22,14 @@ from instant_fold_evaluation.evaluate import build_parser, evaluate
 from instant_fold_ros.bringup_share import models_dir
 
 
-def run(spec_name: str, workers: int, checkpoint: str, tokenizer: str, max_steps: int) -> dict:
+def run(spec_name: str, workers: int, checkpoint: str, encoder: str, max_steps: int) -> dict:
     spec = BenchmarkSpec.load(spec_name)
     with tempfile.TemporaryDirectory() as tmp:
         args = build_parser().parse_args(
             [
                 "--benchmark", spec_name,
                 "--checkpoint", checkpoint,
-                "--tokenizer", tokenizer,
+                "--encoder", encoder,
                 "--out", f"{tmp}/out",
                 "--bank", f"{tmp}/bank",
                 "--demo-dir", f"{tmp}/demos",
@@ -61,11 +61,11 @@ def main() -> int:
     p.add_argument("--benchmark", default="tiny")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--checkpoint", default=str(models_dir() / "policy"))
-    p.add_argument("--tokenizer", default=str(models_dir() / "encoder"))
+    p.add_argument("--encoder", default=str(models_dir() / "encoder"))
     p.add_argument("--max-steps", type=int, default=0, help="policy queries per rollout (default: the spec's)")
     p.add_argument("--out", default="outputs/bench_eval/bench_eval.json")
     a = p.parse_args()
-    results = [run(a.benchmark, w, a.checkpoint, a.tokenizer, a.max_steps) for w in a.workers]
+    results = [run(a.benchmark, w, a.checkpoint, a.encoder, a.max_steps) for w in a.workers]
     print(f"{'workers':>8} {'oracle/h':>9} {'bank s':>8} {'rollouts/h':>11} {'rollout s':>10}")
     for r in results:
         print(

@@ -123,7 +123,7 @@ def in_process(policy: Path, encoder: Path, demo_path: str, repeats: int) -> dic
 
 def in_graph(policy: Path, encoder: Path, demo: str, queries: int, run_dir: Path) -> dict[str, Any]:
     """The main job's graph for `queries` queries, as its latency probe saw it."""
-    options = {"--demo": demo, "--checkpoint": policy, "--tokenizer": encoder, "--max-steps": queries, "--out": run_dir}
+    options = {"--demo": demo, "--checkpoint": policy, "--encoder": encoder, "--max-steps": queries, "--out": run_dir}
     code = sim_fold([*(str(x) for kv in options.items() for x in kv), "--no-evaluate"])
     if code != 0:
         raise SystemExit(code)

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import torch
 
-from instant_fold_learning.encoder import ClothTokenizer, preset
+from instant_fold_learning.encoder import ClothEncoder, preset
 from instant_fold_learning.encoder.probe import correspondence_probe, format_probe_table, pca_figure
 from instant_fold_learning.encoder.synthetic import synthetic_dataset
-from instant_fold_learning.encoder.training import PretrainConfig, PretrainModel, pretrain
+from instant_fold_learning.encoder.training import ENCODER_DIR, PretrainConfig, PretrainModel, pretrain
 
 
 def main() -> None:
@@ -46,19 +46,19 @@ def main() -> None:
     train = synthetic_dataset(args.cloths, args.trajectories, args.frames, size)
     heldout = synthetic_dataset(args.heldout_cloths, 2, args.frames, size, first_cloth=1000)
     torch.manual_seed(config.train.seed)
-    untrained = PretrainModel(config.encoder, config.train).tokenizer.eval()  # the run's initial weights
+    untrained = PretrainModel(config.encoder, config.train).encoder.eval()  # the run's initial weights
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="encoder_pretrain_"))
     t0 = time.perf_counter()
     summary = pretrain(train, config, run_dir)
     wall = time.perf_counter() - t0
     hist = summary["history"]
-    trained = ClothTokenizer.from_pretrained(run_dir / "tokenizer")
+    trained = ClothEncoder.from_pretrained(run_dir / ENCODER_DIR)
 
     models = {"cpu-small untrained": untrained, f"cpu-small pretrained ({args.steps} steps)": trained}
     probes = {name: correspondence_probe(m, heldout, max_pairs=args.max_pairs) for name, m in models.items()}
     if args.paper_baseline:
         probes["ViT-S/16+ random init (frozen)"] = correspondence_probe(
-            ClothTokenizer(preset("paper")).eval(), heldout, max_pairs=args.max_pairs
+            ClothEncoder(preset("paper")).eval(), heldout, max_pairs=args.max_pairs
         )
     fixed_tau = eval_loss_at_fixed_tau(config, train, run_dir)
     result = {
@@ -83,7 +83,7 @@ def main() -> None:
 @torch.no_grad()
 def eval_loss_at_fixed_tau(config: PretrainConfig, episodes, run_dir: Path) -> list[float]:
     """Same-cloth loss (no augmentation, tau = 0.1) on one fixed batch for the initial and the
-    trained tokenizer + head, so the comparison is not confounded by temperature annealing."""
+    trained encoder + head, so the comparison is not confounded by temperature annealing."""
     from instant_fold_core.checkpoint import load_strict
     from instant_fold_learning.encoder.data import PKSampler, PretrainDataset
     from instant_fold_learning.encoder.training import PretrainModel

@@ -2,7 +2,7 @@
 
 The policy's SE(2) augmentation (`train.se2_prob`) rotates token positions about the camera's optical
 axis but keeps the token features, which stands for a garment that lay rotated on the table only if
-the tokenizer would have given the same features for the rotated image. This measures it: a frame's
+the encoder would have given the same features for the rotated image. This measures it: a frame's
 RGB-D image and mask are rotated by theta about the principal point (exactly a rotation of the
 camera-frame points about the optical axis when fx = fy), both are tokenised, every token of the
 rotated frame is matched to the nearest rotated token of the original (within --match-m), and the
@@ -10,7 +10,7 @@ cosine similarity of matched features is reported against references: the same t
 later (t vs t + 1, unrotated) and random token pairs of one frame (chance level).
 
     python benchmarks/bench_se2_features.py --store runs/default_models/store.zarr \\
-        --tokenizer models/encoder --out bench_se2_features.json [--angles 0 5 10 20 40]
+        --encoder models/encoder --out bench_se2_features.json [--angles 0 5 10 20 40]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from scipy import ndimage
 from instant_fold_core.dataset.zarr_store import EpisodeStore
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import TokenArrays
-from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.modeling import ClothEncoder
 from instant_fold_learning.encoder.tokenize import tokenize_frame
 
 
@@ -66,7 +66,7 @@ def matched_similarity(a: TokenArrays, b: TokenArrays, rotation: np.ndarray, max
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", required=True)
-    parser.add_argument("--tokenizer", default="models/encoder")
+    parser.add_argument("--encoder", default="models/encoder")
     parser.add_argument("--episodes", type=int, default=6)
     parser.add_argument("--frames", type=int, default=4, help="frames per episode (evenly spaced)")
     parser.add_argument("--angles", type=float, nargs="+", default=[0, 5, 10, 20, 40])
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=Path("bench_se2_features.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    tokenizer = ClothTokenizer.from_pretrained(args.tokenizer).eval()
+    encoder = ClothEncoder.from_pretrained(args.encoder).eval()
     store = EpisodeStore(args.store)
     names = store.names()[:: max(1, len(store) // args.episodes)][: args.episodes]
     sims: dict[str, list[float]] = {str(a): [] for a in args.angles}
@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> dict:
         ep = store.read(name)
         for t in np.linspace(0, ep.num_frames - 2, args.frames).astype(int):
             k = ep.intrinsics
-            base = tokenize_frame(tokenizer, RGBDFrame(ep.rgb[t], ep.depth[t], k), ep.mask[t])
-            later = tokenize_frame(tokenizer, RGBDFrame(ep.rgb[t + 1], ep.depth[t + 1], k), ep.mask[t + 1])
+            base = tokenize_frame(encoder, RGBDFrame(ep.rgb[t], ep.depth[t], k), ep.mask[t])
+            later = tokenize_frame(encoder, RGBDFrame(ep.rgb[t + 1], ep.depth[t + 1], k), ep.mask[t + 1])
             next_frame += matched_similarity(base, later, np.eye(3), args.match_m)[0]
             f = base.features[base.valid] / np.linalg.norm(base.features[base.valid], axis=1, keepdims=True)
             i, j = rng.integers(len(f), size=(2, 64))
@@ -99,12 +99,12 @@ def main(argv: list[str] | None = None) -> dict:
                     k,
                 )
                 mask = rotate_about_principal_point(ep.mask[t].astype(np.uint8), k, a, 0).astype(bool)
-                s, d = matched_similarity(base, tokenize_frame(tokenizer, frame, mask), rotation_z(a), args.match_m)
+                s, d = matched_similarity(base, tokenize_frame(encoder, frame, mask), rotation_z(a), args.match_m)
                 sims[str(a)] += s
                 dists[str(a)] += d
     report = {
         "store": args.store,
-        "tokenizer": args.tokenizer,
+        "encoder": args.encoder,
         "episodes": names,
         "frames_per_episode": args.frames,
         "match_m": args.match_m,

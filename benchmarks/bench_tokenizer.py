@@ -1,4 +1,4 @@
-"""Cloth tokenizer latency: ms per 640x480 frame, without and with the backbone.
+"""Cloth encoder latency: ms per 640x480 frame, without and with the backbone.
 
 "geometry" = centre crop/resize, back-projection, FPS (N=64) and bilinear sampling of a feature
 map of the backbone's shape (so everything but the network); "full" = the whole tokenizer
@@ -16,7 +16,7 @@ import time
 import torch
 
 from instant_fold_core.geometry import center_crop_resize, sample_features
-from instant_fold_learning.encoder import ClothTokenizer, preset, token_geometry
+from instant_fold_learning.encoder import ClothEncoder, preset, token_geometry
 
 
 def observation(batch: int, device: str):
@@ -44,7 +44,7 @@ def timed(fn, device: str, repeats: int) -> float:
 
 @torch.no_grad()
 def bench(name: str, device: str, batch: int, repeats: int) -> dict:
-    tok = ClothTokenizer(preset(name)).to(device).eval()
+    tok = ClothEncoder(preset(name)).to(device).eval()
     cfg = tok.config
     rgb, depth, mask, k = observation(batch, device)
     grid = cfg.image_size // tok.backbone.patch_size

@@ -4,8 +4,8 @@ the default models' augmentation (SE(2) about the optical axis) and shared demon
 
 The data is built here from a clean clone: 2 start states x modes 2 (`sleeves_down__bottom_up`) and
 16 (`body_bottom_up__sleeves_down`) of one procedural garment on the cpu-small simulator preset,
-tokenised by a randomly initialised cpu-small cloth tokenizer (weights cannot be downloaded; the
-policy must work from whatever features the frozen tokenizer gives).
+tokenised by a randomly initialised cpu-small cloth encoder (weights cannot be downloaded; the
+policy must work from whatever features the frozen encoder gives).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES
 from instant_fold_evaluation.offline import first_moving_frame, nearest_keypoints, rollout_first_grasp
 from instant_fold_learning.encoder.configuration import preset as encoder_preset
-from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.modeling import ClothEncoder
 from instant_fold_learning.policy.configuration import preset as policy_preset
 from instant_fold_learning.policy.inference import PolicyRunner
 from instant_fold_learning.policy.tokenize_episodes import tokenize_episode
@@ -48,12 +48,12 @@ def episodes():
     config = preset("cpu-small")
     garment = resolve_garment(GARMENT, spacing=config.garment_spacing, max_particles=config.max_particles)
     torch.manual_seed(0)
-    tokenizer = ClothTokenizer(encoder_preset("cpu-small")).eval()
+    encoder = ClothEncoder(encoder_preset("cpu-small")).eval()
     out = {}
     for start in STARTS:
         for mode in MODES:
             episode = run_episode_checked(garment, resolve_mode(mode), episode_seed(0, "proc_00000", start), config)
-            out[start, mode] = (episode, tokenize_episode(tokenizer, episode))
+            out[start, mode] = (episode, tokenize_episode(encoder, episode))
     return out
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from instant_fold_learning.encoder.configuration import preset as encoder_preset
-from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.modeling import ClothEncoder
 from instant_fold_learning.encoder.training import PRESETS as PRETRAIN_PRESETS
 from instant_fold_learning.policy.configuration import LEGACY_MODES, InstantFoldPolicyConfig, PolicyConfig
 from instant_fold_learning.policy.configuration import preset as policy_preset
@@ -46,7 +46,7 @@ def test_shipped_model_configs_load_unchanged() -> None:
     """A config saved with weights reads back field for field: the loader may not drop, convert
     or default anything a shipped checkpoint relies on."""
     encoder = json.loads((MODELS / "encoder" / "config.json").read_text())["encoder"]
-    assert _text(ClothTokenizer.from_pretrained(MODELS / "encoder").config.to_dict()) == _text(encoder)
+    assert _text(ClothEncoder.from_pretrained(MODELS / "encoder").config.to_dict()) == _text(encoder)
     policy = json.loads((MODELS / "policy" / "config.json").read_text())
     # Since v5: the mode-id table size, which a demonstration-conditioned policy never used, is
     # dropped; the language variant's instruction fields are added at their defaults.

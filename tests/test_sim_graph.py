@@ -55,12 +55,10 @@ def test_sim_graph_folds_holds_when_the_policy_dies_and_resumes(tmp_path: Path, 
     from instant_fold_interfaces.action import ExecuteFold
     from instant_fold_interfaces.srv import SimStep
 
-    policy_dir, tokenizer_dir = untrained_checkpoints(tmp_path / "models")
+    policy_dir, encoder_dir = untrained_checkpoints(tmp_path / "models")
     demo = demonstration(tmp_path / "demo.safetensors")
     graph, params = build_fold_graph(
-        FoldOptions(
-            robot="sim", checkpoint=str(policy_dir), tokenizer=str(tokenizer_dir), garment=GARMENT, seed=str(SEED)
-        )
+        FoldOptions(robot="sim", checkpoint=str(policy_dir), encoder=str(encoder_dir), garment=GARMENT, seed=str(SEED))
     )
     params["policy_server"]["file_roots"] = [str(tmp_path)]
     params_file = tmp_path / "params.yaml"

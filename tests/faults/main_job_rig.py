@@ -13,9 +13,9 @@ def start_untrained_main_job(tmp_path: Path, env: dict[str, str]) -> tuple[subpr
     no evaluation, so it is still folding when the test acts."""
     from instant_fold_learning.testing import untrained_checkpoints
 
-    policy, tokenizer = untrained_checkpoints(tmp_path / "models")
+    policy, encoder = untrained_checkpoints(tmp_path / "models")
     out = tmp_path / "run"
-    args = ["--checkpoint", str(policy), "--tokenizer", str(tokenizer), "--no-evaluate", "--out", str(out)]
+    args = ["--checkpoint", str(policy), "--encoder", str(encoder), "--no-evaluate", "--out", str(out)]
     job = subprocess.Popen(
         [sys.executable, "-u", "-m", "instant_fold.sim_fold", *args, "--max-steps", "1000"],
         env=env,

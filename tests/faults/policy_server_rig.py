@@ -16,17 +16,17 @@ from instant_fold_ros.graph_spec import GraphSpec, NodeSpec
 class PolicyServerRig:
     graph: GraphSpec
     policy_dir: Path
-    tokenizer_dir: Path
+    encoder_dir: Path
 
 
 def policy_server_rig(tmp_path: Path, file_roots: list[Path], **parameters: Any) -> PolicyServerRig:
     """Untrained cpu-small checkpoints under `tmp_path`/models and the graph of one policy server
     on the CPU serving them, allowed to open files under `file_roots`, with `parameters` added
     (a parameter group as a dict, e.g. `fold={"observation_timeout_s": 1.0}`)."""
-    policy_dir, tokenizer_dir = untrained_checkpoints(tmp_path / "models")
+    policy_dir, encoder_dir = untrained_checkpoints(tmp_path / "models")
     params = {
         "policy_checkpoint": str(policy_dir),
-        "tokenizer_checkpoint": str(tokenizer_dir),
+        "encoder_checkpoint": str(encoder_dir),
         "device": "cpu",
         "file_roots": [str(root) for root in file_roots],
         **parameters,
@@ -34,4 +34,4 @@ def policy_server_rig(tmp_path: Path, file_roots: list[Path], **parameters: Any)
     path = tmp_path / "server.yaml"
     path.write_text(yaml.safe_dump({"policy_server": {"ros__parameters": params}}))
     node = NodeSpec("policy_server", "instant_fold_policy", "policy_server_node", parameters=(path,))
-    return PolicyServerRig(GraphSpec("policy", (node,)), policy_dir, tokenizer_dir)
+    return PolicyServerRig(GraphSpec("policy", (node,)), policy_dir, encoder_dir)

@@ -18,7 +18,7 @@ import pytest
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_evaluation import evaluate_policy
 from instant_fold_learning import train_policy
-from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.modeling import ClothEncoder
 from instant_fold_learning.policy import training as policy_training
 from instant_fold_learning.policy.configuration import preset
 from instant_fold_learning.policy.data import PolicyDataError, TokenizedEpisode
@@ -58,13 +58,13 @@ def test_a_truncated_episode_is_named_not_a_traceback(episodes_dir: Path, tmp_pa
     [("layers", 3), ("near", "0.1"), ("image_size", "96"), ("freeze_backbone", "no"), ("num_tokens", 64.5)],
 )
 def test_tokenizer_config_of_the_wrong_type_is_refused(tmp_path: Path, field: str, value) -> None:
-    _, tokenizer_dir = untrained_checkpoints(tmp_path)
-    config_path = tokenizer_dir / "config.json"
+    _, encoder_dir = untrained_checkpoints(tmp_path)
+    config_path = encoder_dir / "config.json"
     config = json.loads(config_path.read_text())
     config["encoder"][field] = value
     config_path.write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=rf"invalid config\.json \(encoder\.{field}: expected"):
-        ClothTokenizer.from_pretrained(tokenizer_dir)
+        ClothEncoder.from_pretrained(encoder_dir)
 
 
 def test_evaluate_policy_with_no_frame_to_sample_says_so(episodes_dir: Path, tmp_path: Path, capsys) -> None:

@@ -88,7 +88,7 @@ def test_a_fold_is_its_own_under_predict_calls_and_slow_machines(tmp_path: Path,
     from instant_fold_interfaces.action import ExecuteFold
     from instant_fold_interfaces.msg import ActionChunk
     from instant_fold_interfaces.srv import PredictActionChunk
-    from instant_fold_learning.encoder.modeling import ClothTokenizer
+    from instant_fold_learning.encoder.modeling import ClothEncoder
     from instant_fold_learning.encoder.tokenize import tokenize_frame
     from instant_fold_ros.conversions import action_chunk_from_msg, dual_arm_state_to_msg, make_header, tokens_to_msg
     from instant_fold_ros.standins.process_runner import ProcessRunner
@@ -97,10 +97,10 @@ def test_a_fold_is_its_own_under_predict_calls_and_slow_machines(tmp_path: Path,
     rig = policy_server_rig(
         tmp_path, [DEMO.parent], step_duration=0.02, use_sim_time=True, fold={"observation_timeout_s": 1.0}
     )
-    graph, tokenizer_dir = rig.graph, rig.tokenizer_dir
+    graph, encoder_dir = rig.graph, rig.encoder_dir
     demo = load_demonstration(DEMO)
-    tokens = tokenize_frame(ClothTokenizer.from_pretrained(tokenizer_dir), demo.frame(0), demo.mask[0])
-    encoder_id = checkpoint_id(tokenizer_dir)
+    tokens = tokenize_frame(ClothEncoder.from_pretrained(encoder_dir), demo.frame(0), demo.mask[0])
+    encoder_id = checkpoint_id(encoder_dir)
     results: dict = {}
     log = io.StringIO()
     with TopicProbe(ros_env) as probe:

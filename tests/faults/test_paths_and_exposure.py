@@ -82,16 +82,16 @@ def test_an_encoder_config_cannot_hand_timm_a_file(tmp_path: Path) -> None:
 
 
 def test_a_checkpoint_config_cannot_hand_timm_a_file(tmp_path: Path) -> None:
-    """A downloaded tokenizer checkpoint whose config.json names a file for timm is refused unread."""
-    from instant_fold_learning.encoder.modeling import ClothTokenizer
+    """A downloaded encoder checkpoint whose config.json names a file for timm is refused unread."""
+    from instant_fold_learning.encoder.modeling import ClothEncoder
 
-    directory = ClothTokenizer(preset("cpu-small")).save_pretrained(tmp_path / "tokenizer")
+    directory = ClothEncoder(preset("cpu-small")).save_pretrained(tmp_path / "tokenizer")
     config_path = Path(directory) / "config.json"
     config = json.loads(config_path.read_text())
     config["encoder"]["backbone_kwargs"]["checkpoint_path"] = str(tmp_path / "planted.pth")
     config_path.write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match="checkpoint_path"):
-        ClothTokenizer.from_pretrained(directory)
+        ClothEncoder.from_pretrained(directory)
 
 
 def test_a_local_ray_cluster_is_bound_to_loopback(monkeypatch: pytest.MonkeyPatch) -> None:

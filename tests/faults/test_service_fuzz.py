@@ -70,7 +70,7 @@ class FoldGraph:
 @pytest.fixture(scope="module")
 def fold_graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FoldGraph]:
     folder = tmp_path_factory.mktemp("fuzz")
-    policy_dir, tokenizer_dir = untrained_checkpoints(folder / "models")
+    policy_dir, encoder_dir = untrained_checkpoints(folder / "models")
     outputs = folder / "outputs"
     outputs.mkdir()
     shutil.copy(DEMO, folder / "demo.safetensors")
@@ -83,7 +83,7 @@ def fold_graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FoldGraph]:
             }
         )
     )
-    arguments = [f"checkpoint:={policy_dir}", f"tokenizer:={tokenizer_dir}", f"garment:={GARMENT}", f"seed:={SEED}"]
+    arguments = [f"checkpoint:={policy_dir}", f"encoder:={encoder_dir}", f"garment:={GARMENT}", f"seed:={SEED}"]
     with isolated_ros_env() as env, open(folder / "graph.log", "wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "instant_fold.runner", "fold", *arguments, "--params-file", str(extra)],

@@ -10,7 +10,7 @@ the same nodes with the same parameter files. Choices:
   `instant_fold_demo` publishes); `sim` is the sim node, which is camera and robot at once, so
   `camera:=sim` and `robot:=sim` go together.
 - `segmentation:=sam2|plane|sim` (default `sim` with the simulator, `plane` otherwise).
-- `demo:=` demonstration file, `checkpoint:=` policy directory, `tokenizer:=` encoder directory
+- `demo:=` demonstration file, `checkpoint:=` policy directory, `encoder:=` cloth encoder directory
   (defaults: the models in `models/`, found as `instant_fold_ros.bringup_share.models_dir()`).
 - with the simulator: `garment:=`, `seed:=`, `mode:=`, `variant:=` (the start state and the mode
   the evaluation compares with); observations are stamped with simulated time and the policy
@@ -57,7 +57,7 @@ class FoldOptions:
     segmentation: str = ""
     demo: str = ""
     checkpoint: str = ""
-    tokenizer: str = ""
+    encoder: str = ""
     playback_file: str = ""
     garment: str = ""
     seed: str = ""
@@ -108,7 +108,7 @@ class FoldOptions:
             segmentation=segmentation,
             demo=self.demo,
             checkpoint=self.checkpoint or str(models / "policy"),
-            tokenizer=self.tokenizer or str(models / "encoder"),
+            encoder=self.encoder or str(models / "encoder"),
             playback_file=self.playback_file,
             garment=self.garment,
             seed=self.seed,
@@ -164,9 +164,9 @@ def build_fold_graph(options: FoldOptions) -> tuple[GraphSpec, dict[str, dict[st
         nodes.append(_node("segmentation", "instant_fold_perception", "segmentation_node", "perception.yaml"))
         params["segmentation"] = {"backend": o.segmentation}
     nodes.append(_node("tokenizer", "instant_fold_perception", "tokenizer_node", "perception.yaml"))
-    params["tokenizer"] = {"tokenizer_checkpoint": o.tokenizer}
+    params["tokenizer"] = {"encoder_checkpoint": o.encoder}
     nodes.append(_node("policy_server", "instant_fold_policy", "policy_server_node", "policy.yaml"))
-    params["policy_server"] = {"policy_checkpoint": o.checkpoint, "tokenizer_checkpoint": o.tokenizer}
+    params["policy_server"] = {"policy_checkpoint": o.checkpoint, "encoder_checkpoint": o.encoder}
     if o.demo:
         params["policy_server"]["demonstration"] = o.demo
     if o.max_steps:

@@ -7,8 +7,8 @@
 `Recipe` dataclass below, read by the one config loader) has one section per stage:
 
 1. `generate`  simulated folds of the training garments (`instant_fold_sim.generate`, Ray);
-2. `pretrain`  temporal contrastive pretraining of the cloth tokenizer on that store;
-3. `tokenize`  every frame through the tokenizer; the start states the CPU benchmark and the main
+2. `pretrain`  temporal contrastive pretraining of the cloth encoder on that store;
+3. `tokenize`  every frame through the encoder; the start states the CPU benchmark and the main
                job roll out from (`heldout_starts`) go to a held-out directory, not to training;
 4. `train`     the demonstration-conditioned policy on the training tokens (torchrun when
                `processes` > 1);
@@ -20,7 +20,7 @@ then the encoder and the policy are copied to `models/` (`install`; the model ca
 model cards quote). Every stage runs its project CLI in a subprocess, resumes where it stopped
 (generation per episode, training from its run state, tokenising per file), and can be left out
 with `--skip` or replaced by existing data: `generate.store` (an episode store made elsewhere) or
-`pretrain.tokenizer` (e.g. `models/encoder`: the policy is trained on that tokenizer's tokens).
+`pretrain.encoder` (e.g. `models/encoder`: the policy is trained on that encoder's tokens).
 `--set` overrides any recipe key (a YAML value: `--set generate.episodes_per=3`,
 `--set train.processes=1`). Compute threads per process are the recipe's `threads`, set here for
 every stage, so a run's numbers do not depend on the caller's `OMP_NUM_THREADS`.
@@ -46,6 +46,8 @@ import yaml
 from instant_fold_core.compute_threads import pin_compute_threads
 from instant_fold_core.config import check_numbers, override, read_yaml
 from instant_fold_core.errors import ConfigError, InstantFoldError
+from instant_fold_learning.encoder.training import ENCODER_DIR
+from instant_fold_learning.policy.training import CHECKPOINT_DIR
 
 STAGES = ("generate", "pretrain", "tokenize", "train", "evaluate")
 #: `WORK/timings.jsonl`: one record per stage start (and the end); a resumed run appends again.
@@ -77,8 +79,8 @@ class PretrainStage:
 
     config: str = "cpu-small"
     steps: int = 600
-    #: An existing tokenizer directory (e.g. models/encoder): not pretrained, its tokens are used.
-    tokenizer: str | None = None
+    #: An existing encoder directory (e.g. models/encoder): not pretrained, its tokens are used.
+    encoder: str | None = None
 
     def __post_init__(self) -> None:
         check_numbers("pretrain", self, positive=("steps",))
@@ -187,9 +189,10 @@ class Pipeline:
     def __init__(self, recipe: Recipe, work: Path, models: Path, python: str = sys.executable) -> None:
         self.recipe, self.work, self.models, self.python = recipe, work, models, python
         self.store = Path(recipe.generate.store) if recipe.generate.store else work / "store.zarr"
-        self.tokenizer = (
-            Path(recipe.pretrain.tokenizer) if recipe.pretrain.tokenizer else work / "encoder" / "tokenizer"
-        )
+        #: The two training runs' directories (`summarize` reads their logs) and their deployable outputs.
+        self.pretrain_run, self.policy_run = work / "pretrain", work / "policy"
+        self.encoder = Path(recipe.pretrain.encoder) if recipe.pretrain.encoder else self.pretrain_run / ENCODER_DIR
+        self.policy = self.policy_run / CHECKPOINT_DIR
 
     # ------------------------------------------------------------------ running
 
@@ -232,15 +235,15 @@ class Pipeline:
 
     def pretrain(self) -> None:
         p = self.recipe.pretrain
-        if p.tokenizer:
-            self.stage(f"2/5 encoder: using {self.tokenizer} (pretrain.tokenizer), not pretrained here")
+        if p.encoder:
+            self.stage(f"2/5 encoder: using {self.encoder} (pretrain.encoder), not pretrained here")
             return
         self.stage(f"2/5 encoder pretraining ({p.steps} steps)")
         self.run(
             self.module(
                 "instant_fold_learning.pretrain_encoder", "--config", p.config, "--data", self.store,
                 "--split", self.recipe.generate.split, "--steps", p.steps, "--device", self.recipe.device,
-                "--out", self.work / "encoder", "--resume",
+                "--out", self.pretrain_run, "--resume",
             )
         )  # fmt: skip
 
@@ -248,11 +251,11 @@ class Pipeline:
         t = self.recipe.tokenize
         self.stage("3/5 tokenising")
         common = (
-            "--store", self.store, "--tokenizer", self.tokenizer, "--max-oracle-error", t.max_oracle_error,
+            "--store", self.store, "--encoder", self.encoder, "--max-oracle-error", t.max_oracle_error,
             "--policy-config", self.recipe.train.config, "--device", self.recipe.device, "--no-progress",
         )  # fmt: skip
         tokenize = "instant_fold_learning.tokenize_episodes"
-        # One shard per worker (the tokenizer runs on one thread): the training episodes on every core.
+        # One shard per worker (the encoder runs on one thread): the training episodes on every core.
         self.run(
             *(
                 self.module(tokenize, *common, "--out", self.work / "tokens_train", "--exclude", t.heldout_starts,
@@ -270,7 +273,7 @@ class Pipeline:
         launcher = [self.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(s.processes)]
         command = self.module(
             "instant_fold_learning.train_policy", "--config", config, "--data", self.work / "tokens_train",
-            "--out", self.work / "policy", "--device", self.recipe.device, "--resume",
+            "--out", self.policy_run, "--device", self.recipe.device, "--resume",
             "--plot", self.work / "policy_training_curves.png",
         )  # fmt: skip
         self.run([*launcher, *command[1:]] if s.processes > 1 else command)
@@ -279,7 +282,7 @@ class Pipeline:
         self.stage("5/5 offline evaluation")
         self.run(
             self.module(
-                "instant_fold_evaluation.evaluate_policy", "--checkpoint", self.work / "policy" / "checkpoint",
+                "instant_fold_evaluation.evaluate_policy", "--checkpoint", self.policy,
                 "--data", self.work / "tokens_train", "--heldout", self.work / "tokens_heldout",
                 "--samples", self.recipe.evaluate.samples, "--out", self.work / "policy_eval.json",
             )
@@ -287,10 +290,10 @@ class Pipeline:
 
     def install(self) -> None:
         """Replace the checkpoint files in models/, keep the model cards (README.md)."""
-        for source, name in ((self.tokenizer, "encoder"), (self.work / "policy" / "checkpoint", "policy")):
+        for source, name in ((self.encoder, "encoder"), (self.policy, "policy")):
             target = self.models / name
             if target.exists() and source.resolve() == target.resolve():
-                continue  # pretrain.tokenizer: models/encoder
+                continue  # pretrain.encoder: models/encoder
             target.mkdir(parents=True, exist_ok=True)
             for old in target.iterdir():
                 if old.is_file() and old.name != "README.md":
@@ -332,7 +335,7 @@ def summarize(work: Path, store: Path) -> dict[str, Any]:
     first = _stage_starts(work)
     keys = list(first)
     minutes = {k: round((first[b] - first[k]).total_seconds() / 60, 1) for k, b in itertools.pairwise(keys)}
-    encoder = [r for r in log("encoder") if r.get("event", "train") == "train"]
+    encoder = [r for r in log("pretrain") if r.get("event", "train") == "train"]
     policy = log("policy")
     evaluation = json.loads((work / "policy_eval.json").read_text()) if (work / "policy_eval.json").is_file() else {}
     return {

@@ -316,7 +316,7 @@ def run_fold(args: argparse.Namespace) -> dict:
         robot="sim",
         demo="",  # sent with the goal instead (the server encodes it once per goal)
         checkpoint=args.checkpoint,
-        tokenizer=args.tokenizer,
+        encoder=args.encoder,
         garment=args.garment,
         seed=str(args.seed),
         mode=args.mode,
@@ -330,7 +330,7 @@ def run_fold(args: argparse.Namespace) -> dict:
     if not demo.is_file():
         raise SimFoldError(f"demonstration {demo} not found")
     resolved = options.resolved()
-    for what, directory in (("policy", resolved.checkpoint), ("tokenizer", resolved.tokenizer)):
+    for what, directory in (("policy", resolved.checkpoint), ("encoder", resolved.encoder)):
         if not (Path(directory) / "config.json").is_file():
             raise SimFoldError(f"{what} checkpoint {directory} not found (no config.json)")
     graph, params = build_fold_graph(options)
@@ -450,7 +450,7 @@ def run_fold(args: argparse.Namespace) -> dict:
         "ros_domain_id": domain,
         "demonstration": str(demo),
         "policy": options.checkpoint or str(models_dir() / "policy"),
-        "tokenizer": options.tokenizer or str(models_dir() / "encoder"),
+        "encoder": options.encoder or str(models_dir() / "encoder"),
         "outputs": outputs,
     }
     if recording is not None and tap is not None:
@@ -534,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", default="", help="mode the evaluation compares with (default: the demonstration's)")
     parser.add_argument("--variant", default="", help="its execution variant (default: the demonstration's)")
     parser.add_argument("--checkpoint", default="", help="policy directory (default models/policy)")
-    parser.add_argument("--tokenizer", default="", help="encoder directory (default models/encoder)")
+    parser.add_argument("--encoder", default="", help="cloth encoder directory (default models/encoder)")
     parser.add_argument("--max-steps", type=_positive(int, MAX_GOAL_STEPS), default=150, help="policy queries at most")
     parser.add_argument(
         "--bank", default=str(models_dir() / "oracle_banks" / "cpu"), help="oracle bank with this start state"

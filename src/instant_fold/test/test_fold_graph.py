@@ -53,7 +53,7 @@ def test_models_default_to_the_models_folder_and_demo_is_passed() -> None:
     _, params = build_fold_graph(FoldOptions(robot="sim", demo="/d.safetensors", max_steps="9"))
     policy = params["policy_server"]
     assert Path(policy["policy_checkpoint"]).parts[-2:] == ("models", "policy")
-    assert policy["tokenizer_checkpoint"] == params["tokenizer"]["tokenizer_checkpoint"]
+    assert policy["encoder_checkpoint"] == params["tokenizer"]["encoder_checkpoint"]
     assert policy["demonstration"] == "/d.safetensors" and policy["fold"] == {"max_steps": 9}
 
 

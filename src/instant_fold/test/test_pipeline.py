@@ -32,11 +32,11 @@ def test_settings_override_keys_by_path_and_bad_ones_are_refused() -> None:
         [
             "generate.episodes_per=3",
             "train.processes=1",
-            "pretrain.tokenizer=models/encoder",
+            "pretrain.encoder=models/encoder",
             "tokenize.heldout_starts=*__e002",
         ],
     )
-    assert (recipe.generate.episodes_per, recipe.train.processes, recipe.pretrain.tokenizer) == (3, 1, "models/encoder")
+    assert (recipe.generate.episodes_per, recipe.train.processes, recipe.pretrain.encoder) == (3, 1, "models/encoder")
     assert recipe.tokenize.heldout_starts == "*__e002"  # not YAML (an alias): the text itself
     assert recipe.generate.modes == load_recipe(path).generate.modes  # the rest of the section is kept
     policy = policy_config(load_recipe(path, ["train.steps=7"]))
@@ -88,7 +88,7 @@ def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) 
     assert summary["policy_start"]["world_size"] == 2 and summary["policy_end"]["event"] == "end"
     assert summary["offline"]["train"]["episodes"] == 4 and summary["offline"]["heldout"]["episodes"] == 2
     assert list(summary["stage_minutes"]) == ["1/5", "2/5", "3/5", "4/5", "5/5"]
-    for name, source in (("encoder", work / "encoder" / "tokenizer"), ("policy", work / "policy" / "checkpoint")):
+    for name, source in (("encoder", work / "pretrain" / "encoder"), ("policy", work / "policy" / "checkpoint")):
         assert sorted(p.name for p in (models / name).iterdir()) == sorted(
             ["README.md", *(p.name for p in source.iterdir())]
         )

@@ -56,9 +56,9 @@ def test_fold_strip_puts_the_demonstration_above_the_rollout(tmp_path: Path) -> 
 def test_sim_fold_writes_video_strip_and_metrics(tmp_path: Path, ros_env: dict[str, str], monkeypatch) -> None:
     for key, value in ros_env.items():
         monkeypatch.setenv(key, value)
-    policy, tokenizer = untrained_checkpoints(tmp_path / "models")
+    policy, encoder = untrained_checkpoints(tmp_path / "models")
     out = tmp_path / "run"
-    args = ["--demo", str(DEMO), "--checkpoint", str(policy), "--tokenizer", str(tokenizer)]
+    args = ["--demo", str(DEMO), "--checkpoint", str(policy), "--encoder", str(encoder)]
     assert main([*args, "--max-steps", "3", "--seed", "3", "--out", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["fold"]["policy_queries"] == 3 and metrics["fold"]["outcome"] == "step_limit"

@@ -95,7 +95,7 @@ class Demonstration:
         return digest.hexdigest()
 
     def frame(self, i: int) -> RGBDFrame:
-        """Keyframe i as an RGB-D frame (for the cloth tokenizer)."""
+        """Keyframe i as an RGB-D frame (for the cloth encoder)."""
         return RGBDFrame(self.color[i], self.depth[i], self.intrinsics, frame_number=int(self.frame_index[i]))
 
     def save(self, path: str | Path) -> Path:

@@ -1,5 +1,5 @@
 """One RGB-D observation as arrays: what cameras (RealSense, playback, simulator) produce and what
-segmentation and the cloth tokenizer consume."""
+segmentation and the cloth encoder consume."""
 
 from __future__ import annotations
 

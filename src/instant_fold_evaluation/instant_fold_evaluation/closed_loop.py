@@ -1,7 +1,7 @@
 """In-process closed-loop rollouts: the fold graph's code, without DDS, on a simulated garment.
 
 One process holds what the fold graph spreads over five: the simulator (`SimWorld`, camera and
-arms), the cloth tokenizer, the policy (`PolicyServer`), the dual-arm controller with its safety
+arms), the cloth encoder, the policy (`PolicyServer`), the dual-arm controller with its safety
 layer (`ControlLoop` over the `sim` arm drivers, linked to the world in-process) and the
 execute-fold state machine (`FoldLoop`). Each of these is the very object the corresponding node
 wraps, so a rollout here is what the graph (and a robot) runs, with the graph's lockstep: a query

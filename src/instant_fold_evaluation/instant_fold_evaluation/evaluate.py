@@ -1,7 +1,7 @@
 """`evaluate`: closed-loop same-init evaluation with the paper's metrics, and Table 1.
 
     python -m instant_fold_evaluation.evaluate --benchmark cpu --checkpoint models/policy \\
-        --tokenizer models/encoder --out outputs/eval/default --workers 2
+        --encoder models/encoder --out outputs/eval/default --workers 2
     python -m instant_fold_evaluation.evaluate --benchmark cpu --out outputs/eval/reference   # oracle, do-nothing
     python -m instant_fold_evaluation.evaluate table outputs/eval/default outputs/eval/lang --out table.md
     python -m instant_fold_evaluation.evaluate rescore outputs/eval/default --out outputs/eval/rescored/default
@@ -95,7 +95,7 @@ class RunConfig:
     """What a rollout worker needs besides its job (shipped once to every Ray worker)."""
 
     checkpoint: str
-    tokenizer: str
+    encoder: str
     device: str
     preset: str
     max_steps: int
@@ -139,10 +139,10 @@ def build_demo(job: RolloutJob, demo_dir: str, preset_name: str) -> str:
 
 
 @functools.lru_cache(maxsize=2)
-def _server(checkpoint: str, tokenizer: str, device: str, seed: int, event_targets: str):
+def _server(checkpoint: str, encoder: str, device: str, seed: int, event_targets: str):
     from instant_fold_policy.server import PolicyServer
 
-    return PolicyServer.from_checkpoints(checkpoint, tokenizer, device, seed, event_targets=event_targets)
+    return PolicyServer.from_checkpoints(checkpoint, encoder, device, seed, event_targets=event_targets)
 
 
 def _check_simulator(backend: str, device: str) -> None:
@@ -178,7 +178,7 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
 
     from .closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
-    server = _server(cfg.checkpoint, cfg.tokenizer, cfg.device, cfg.seed, cfg.event_targets)
+    server = _server(cfg.checkpoint, cfg.encoder, cfg.device, cfg.seed, cfg.event_targets)
     demo = load_demonstration(demo_path(cfg.demo_dir, job)) if server.conditioning == "demo" else None
     recording = FoldRecording(Path(cfg.rrd_dir) / f"{job.id}.rrd") if cfg.rrd_dir else None
     if recording is not None and demo is not None:
@@ -253,10 +253,12 @@ def _phase(desc: str, fn, items: list, workers: int, address: str | None, args: 
 
 def _check_run(out: Path, fingerprint: dict[str, Any]) -> None:
     """Bind `out` to one configuration (`run.json`), so that resuming never mixes in rollouts of
-    another checkpoint, tokenizer, seed, step limit or benchmark."""
+    another checkpoint, encoder, seed, step limit or benchmark."""
     path = out / "run.json"
     if path.is_file():
         old = json.loads(path.read_text())
+        if "tokenizer_id" in old:  # written before the encoder had one name: the same field
+            old["encoder_id"] = old.pop("tokenizer_id")
         differ = sorted(k for k in set(old) | set(fingerprint) if old.get(k) != fingerprint.get(k))
         if differ:
             raise EvaluationError(
@@ -297,20 +299,20 @@ def _rollouts(
 
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     spec = BenchmarkSpec.load(args.benchmark)
-    tokenizer = str(Path(args.tokenizer or models_dir() / "encoder").resolve())
+    encoder = str(Path(args.encoder or models_dir() / "encoder").resolve())
     checkpoint = str(Path(args.checkpoint).resolve()) if args.checkpoint else ""
     max_steps = args.max_steps or spec.max_steps
     policy_conditioning, event_targets = "", args.event_targets
     fingerprint: dict[str, Any] = {"benchmark": spec.to_dict()}
     if checkpoint:  # load it now: a bad checkpoint is refused before anything is simulated
         try:
-            server = _server(checkpoint, tokenizer, args.device, args.seed, args.event_targets)
+            server = _server(checkpoint, encoder, args.device, args.seed, args.event_targets)
             policy_conditioning, event_targets = server.conditioning, server.event_targets  # "auto" resolved
         except PolicyServerError as exc:
             raise EvaluationError(str(exc)) from None
         fingerprint |= {
             "checkpoint_id": policy_checkpoint_id(checkpoint),
-            "tokenizer_id": checkpoint_id(tokenizer),
+            "encoder_id": checkpoint_id(encoder),
             "seed": args.seed,
             "max_steps": max_steps,
         }
@@ -366,7 +368,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         timing["demos_s"] = time.perf_counter() - t0
         cfg = RunConfig(
             checkpoint,
-            tokenizer,
+            encoder,
             args.device,
             spec.preset,
             max_steps,
@@ -393,7 +395,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": spec.to_dict(),
         "bank": str(bank_root),
         "checkpoint": args.checkpoint or None,
-        "tokenizer": (args.tokenizer or "models/encoder") if args.checkpoint else None,
+        "encoder": (args.encoder or "models/encoder") if args.checkpoint else None,
         "conditioning": policy_conditioning or None,
         "label": args.label,
         "max_steps": max_steps,
@@ -572,7 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--benchmark", default="cpu", help="benchmark spec: a YAML file or a name in config/benchmarks")
     p.add_argument("--checkpoint", default="", help="policy directory (none: the reference rows only)")
-    p.add_argument("--tokenizer", default="", help="encoder directory (default: the installed models/encoder)")
+    p.add_argument("--encoder", default="", help="cloth encoder directory (default: the installed models/encoder)")
     p.add_argument("--out", required=True, help="results directory (resumed when it exists)")
     p.add_argument("--label", default="", help="row label in the table (default: the checkpoint's folder name)")
     p.add_argument(
@@ -586,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=0, help="policy queries per rollout (default: the spec's)")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (Ray when > 1)")
     p.add_argument("--address", default=None, help="Ray cluster address to join (default: local)")
-    p.add_argument("--device", default="cpu", help="policy and tokenizer device (auto, cpu, cuda)")
+    p.add_argument("--device", default="cpu", help="policy and encoder device (auto, cpu, cuda)")
     p.add_argument("--seed", type=int, default=0, help="flow-sampler seed (reseeded per rollout)")
     p.add_argument("--video", action="store_true", help="write an MP4 and a keyframe strip per rollout")
     p.add_argument(

@@ -20,7 +20,7 @@ def tiny_run(tmp_path_factory) -> Path:
     args = [
         "--benchmark", "tiny",
         "--checkpoint", str(models_dir() / "policy"),
-        "--tokenizer", str(models_dir() / "encoder"),
+        "--encoder", str(models_dir() / "encoder"),
         "--bank", str(root / "bank"),
         "--demo-dir", str(root / "demos"),
         "--out", str(root / "out"),

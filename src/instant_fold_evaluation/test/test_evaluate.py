@@ -107,7 +107,14 @@ def test_a_results_directory_of_another_configuration_is_refused(tiny_run: Path,
     assert main(args) == 2  # its rollouts were sampled with seed 0: never mixed with seed 1's
     err = capsys.readouterr().err
     assert "another configuration" in err and "'seed'" in err
-    assert json.loads((tiny_run / "out" / "run.json").read_text())["seed"] == 0
+    run = tiny_run / "out" / "run.json"
+    fingerprint = json.loads(run.read_text())
+    assert fingerprint["seed"] == 0
+    # Written before the encoder had one name, the encoder's id was `tokenizer_id`: the same run.
+    fingerprint["tokenizer_id"] = fingerprint.pop("encoder_id")
+    run.write_text(json.dumps(fingerprint))
+    assert main([arg if arg != "1" else "0" for arg in args]) == 0  # seed 0 again
+    assert _summary(tiny_run)["timing"]["rollouts_run"] == 0
 
 
 def test_a_bank_resumes_run_by_run_and_reruns_identically(tiny_run: Path, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """`pretrain_encoder` (`python -m instant_fold_learning.pretrain_encoder`, also under torchrun): temporal
-contrastive pretraining of the cloth tokenizer from an episode store (`instant_fold_learning.encoder.training`)."""
+contrastive pretraining of the cloth encoder from an episode store (`instant_fold_learning.encoder.training`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from instant_fold_learning.encoder.data import (
     EpisodeSource,
     StoreEpisodes,
 )
-from instant_fold_learning.encoder.training import TOKENIZER_DIR, PretrainConfig, pretrain
+from instant_fold_learning.encoder.training import ENCODER_DIR, PretrainConfig, pretrain
 from instant_fold_learning.trainer import (
     TrainingDiverged,
     add_run_arguments,
@@ -27,7 +27,7 @@ from instant_fold_learning.trainer import (
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pretrain_encoder", description=library.__doc__.split("\n")[0])
-    add_run_arguments(p, "paper, cpu-small", f"{TOKENIZER_DIR}/")
+    add_run_arguments(p, "paper, cpu-small", f"{ENCODER_DIR}/")
     data = p.add_mutually_exclusive_group()
     data.add_argument("--data", help="episode store written by `python -m instant_fold_sim.generate`")
     data.add_argument(
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         first, last = summary["history"][0], summary["history"][-1]
         print(
             f"steps {summary['start_step']}->{last['step']}: loss {first['loss']:.4f} -> {last['loss']:.4f}, "
-            f"{last['tokens_per_s']:.0f} tokens/s; tokenizer saved to {Path(args.out) / TOKENIZER_DIR}"
+            f"{last['tokens_per_s']:.0f} tokens/s; encoder saved to {Path(args.out) / ENCODER_DIR}"
         )
     return 0
 

@@ -18,7 +18,7 @@ import torch
 
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_learning.encoder.configuration import preset as encoder_preset
-from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.modeling import ClothEncoder
 from instant_fold_learning.policy.configuration import preset as policy_preset
 from instant_fold_learning.policy.dataset import PolicyDataset
 from instant_fold_learning.policy.modeling import InstantFoldPolicy
@@ -28,11 +28,11 @@ from instant_fold_learning.policy.synthetic import MODES, synthetic_episodes
 def untrained_checkpoints(
     root: str | Path, seed: int = 0, preset: str = "cpu-small", **model: Any
 ) -> tuple[Path, Path]:
-    """(policy_dir, tokenizer_dir): a tokenizer and policy of configuration `preset` under `root`;
+    """(policy_dir, encoder_dir): a cloth encoder and a policy of configuration `preset` under `root`;
     `model` overrides fields of the policy's model configuration (e.g. `keypose_head="anchored"`)."""
     root = Path(root)
     torch.manual_seed(seed)
-    tokenizer_dir = ClothTokenizer(encoder_preset(preset)).save_pretrained(root / "tokenizer")
+    encoder_dir = ClothEncoder(encoder_preset(preset)).save_pretrained(root / "encoder")
     config = policy_preset(preset)
     config.model = dataclasses.replace(config.model, **model).validate()
     policy = InstantFoldPolicy(config.model)
@@ -43,7 +43,7 @@ def untrained_checkpoints(
     dataset.calibrate(policy.normalizers)
     policy.mode_ids, policy.vocabulary = dataset.mode_ids, dataset.vocabulary
     policy_dir = policy.save_pretrained(root / "policy", config)
-    return Path(policy_dir), Path(tokenizer_dir)
+    return Path(policy_dir), Path(encoder_dir)
 
 
 def random_episode(frames: int, res: int, intrinsics: np.ndarray, seed: int = 0, meta: dict | None = None) -> Episode:

@@ -1,5 +1,5 @@
 """`tokenize_episodes` (`python -m instant_fold_learning.tokenize_episodes`): an episode store through a frozen
-cloth tokenizer into the token directory the policy trains on (`instant_fold_learning.policy.tokenize_episodes`)."""
+cloth encoder into the token directory the policy trains on (`instant_fold_learning.policy.tokenize_episodes`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="tokenize_episodes", description=library.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--store", required=True, help="episode store (zarr) written by instant_fold_sim.generate")
-    parser.add_argument("--tokenizer", required=True, help="ClothTokenizer.save_pretrained directory")
+    parser.add_argument("--encoder", required=True, help="cloth encoder directory (ClothEncoder.save_pretrained)")
     parser.add_argument("--out", required=True, help="output directory of <episode>.npz files")
     parser.add_argument("--split", default="train", help="garment split to tokenise (train, heldout, all)")
     parser.add_argument("--modes", nargs="+", help="only these mode names")
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exclude", nargs="+", help="leave out episode names matching one of these patterns")
     parser.add_argument("--max-oracle-error", type=float, help="skip episodes whose oracle max_error exceeds this")
     parser.add_argument("--policy-config", help="check N and D against this policy preset or YAML (e.g. cpu-small)")
-    parser.add_argument("--batch-size", type=int, default=32, help="frames per tokenizer batch")
+    parser.add_argument("--batch-size", type=int, default=32, help="frames per encoder batch")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1")
     parser.add_argument(
         "--shard", type=_shard, default=(0, 1), help="K/N: every N-th selected episode from the K-th (N processes)"
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summary = tokenize_store(
             args.store,
-            args.tokenizer,
+            args.encoder,
             args.out,
             args.split,
             args.modes,

@@ -1,6 +1,7 @@
-"""Cloth tokenizer: interface, geometry of tokens, LoRA, DINOv3 checkpoint layout, save/load."""
+"""Cloth encoder: interface, geometry of tokens, LoRA, DINOv3 checkpoint layout, save/load."""
 
 import dataclasses
+import json
 
 import pytest
 import timm
@@ -9,7 +10,7 @@ import torch
 from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.geometry import GeometryError, backproject_depth
-from instant_fold_learning.encoder import ClothTokenizer, EncoderConfig, TokenBatch, preset
+from instant_fold_learning.encoder import ClothEncoder, EncoderConfig, TokenBatch, preset
 from instant_fold_learning.encoder.backbone import MultiLayerBackbone
 from instant_fold_learning.encoder.lora import LoRALinear
 from instant_fold_learning.encoder.training import PretrainConfig
@@ -28,7 +29,7 @@ def observation(b=2, h=120, w=160, f=140.0):
 @pytest.fixture(scope="module")
 def small():
     torch.manual_seed(0)
-    return ClothTokenizer(preset("cpu-small")).eval()
+    return ClothEncoder(preset("cpu-small")).eval()
 
 
 def test_tokens_lie_on_the_masked_cloth_and_have_the_configured_shape(small):
@@ -92,7 +93,7 @@ def test_zero_depth_cloth_is_an_empty_cloth(small):
 
 def test_paper_config_freezes_backbone_and_adapts_q_v_of_last_four_blocks():
     cfg = dataclasses.replace(preset("paper"), image_size=128)  # paper architecture, smaller input for speed
-    tok = ClothTokenizer(cfg)
+    tok = ClothEncoder(cfg)
     vit = tok.backbone.vit
     assert isinstance(vit, timm.models.eva.Eva) and vit.embed_dim == 384 and len(vit.blocks) == 12
     for i, block in enumerate(vit.blocks):
@@ -186,26 +187,35 @@ def test_loads_official_dinov3_checkpoint_layout(tmp_path):
 def test_save_and_load_round_trip_and_clear_errors(small, tmp_path):
     rgb, depth, mask, k = observation(b=1)
     small.save_pretrained(tmp_path / "tok")
-    loaded = ClothTokenizer.from_pretrained(tmp_path / "tok")
+    loaded = ClothEncoder.from_pretrained(tmp_path / "tok")
     with torch.no_grad():
         a = small(rgb, depth, mask, k, deterministic=True)
         b = loaded(rgb, depth, mask, k, deterministic=True)
     assert torch.allclose(a.features, b.features) and loaded.config == small.config
+    config = json.loads((tmp_path / "tok" / "config.json").read_text())
+    assert config["kind"] == "cloth_encoder"
+    # Encoders saved before the rename say `cloth_tokenizer`: the same format, still read.
+    (tmp_path / "tok" / "config.json").write_text(json.dumps({**config, "kind": "cloth_tokenizer"}))
+    assert ClothEncoder.from_pretrained(tmp_path / "tok").config == small.config
+    (tmp_path / "tok" / "config.json").write_text(json.dumps({**config, "kind": "policy"}))
+    with pytest.raises(CheckpointError, match="does not describe a cloth encoder"):
+        ClothEncoder.from_pretrained(tmp_path / "tok")
+    (tmp_path / "tok" / "config.json").write_text(json.dumps(config))
 
     with pytest.raises(CheckpointError, match="no such directory"):
-        ClothTokenizer.from_pretrained(tmp_path / "missing")
+        ClothEncoder.from_pretrained(tmp_path / "missing")
     weights = tmp_path / "tok" / "model.safetensors"
     data = weights.read_bytes()
     weights.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match="corrupt"):
-        ClothTokenizer.from_pretrained(tmp_path / "tok")
-    ClothTokenizer(dataclasses.replace(small.config, feature_dim=32)).save_pretrained(tmp_path / "other")
+        ClothEncoder.from_pretrained(tmp_path / "tok")
+    ClothEncoder(dataclasses.replace(small.config, feature_dim=32)).save_pretrained(tmp_path / "other")
     (tmp_path / "other" / "config.json").write_text((tmp_path / "tok" / "config.json").read_text())
     with pytest.raises(CheckpointError, match="wrong shape"):
-        ClothTokenizer.from_pretrained(tmp_path / "other")
+        ClothEncoder.from_pretrained(tmp_path / "other")
     (tmp_path / "other" / "config.json").write_text("{broken")
     with pytest.raises(CheckpointError, match="not valid JSON"):
-        ClothTokenizer.from_pretrained(tmp_path / "other")
+        ClothEncoder.from_pretrained(tmp_path / "other")
 
 
 def test_config_yaml_round_trip_and_validation(tmp_path):

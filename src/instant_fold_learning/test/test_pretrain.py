@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from instant_fold_learning.encoder import ClothTokenizer
+from instant_fold_learning.encoder import ClothEncoder
 from instant_fold_learning.encoder.synthetic import synthetic_dataset
 from instant_fold_learning.encoder.training import PretrainConfig, PretrainModel, pretrain, restore
 from instant_fold_learning.pretrain_encoder import main
@@ -47,11 +47,10 @@ def test_run_logs_checkpoints_and_resumes_exactly(episodes, tmp_path):
     logged = read_log(tmp_path / "full" / LOG_FILE)
     assert [r["event"] for r in logged] == ["start", "train", "train", "train", "end"]
     assert [r["step"] for r in logged[1:4]] == [1, 2, 3] and {"same", "cross", "tau", "lr"} <= set(logged[1])
-    tok = ClothTokenizer.from_pretrained(tmp_path / "full" / "tokenizer")
+    tok = ClothEncoder.from_pretrained(tmp_path / "full" / "encoder")
     assert not any("head" in k for k in tok.state_dict())
     assert (
-        ClothTokenizer.from_pretrained(tmp_path / "full" / TRAIN_STATE_DIR).state_dict().keys()
-        == tok.state_dict().keys()
+        ClothEncoder.from_pretrained(tmp_path / "full" / TRAIN_STATE_DIR).state_dict().keys() == tok.state_dict().keys()
     )
 
     # an interrupted run (stopped after step 2, where its train state was saved) resumes exactly
@@ -106,7 +105,7 @@ def test_corrupt_or_mismatched_training_checkpoints_fail_clearly(episodes, tmp_p
     pretrain(episodes, PretrainConfig(other, cfg.train), tmp_path / "other", echo=False)
     with pytest.raises(CheckpointError, match="do not match"):
         restore(tmp_path / "other", model, opt)
-    (tmp_path / "other" / TRAIN_STATE_DIR / "config.json").write_text('{"kind": "cloth_tokenizer"}')
+    (tmp_path / "other" / TRAIN_STATE_DIR / "config.json").write_text('{"kind": "cloth_encoder"}')
     with pytest.raises(CheckpointError, match="not an encoder pretraining"):
         restore(tmp_path / "other", model, opt)
 
@@ -144,8 +143,8 @@ def test_cli_requires_data_and_runs_on_synthetic_episodes(tmp_path, capsys):
         )
         == 0
     )
-    assert "tokenizer saved" in capsys.readouterr().out
-    assert (tmp_path / "run" / "tokenizer" / "model.safetensors").is_file()
+    assert "encoder saved" in capsys.readouterr().out
+    assert (tmp_path / "run" / "encoder" / "model.safetensors").is_file()
 
 
 @pytest.mark.slow
@@ -176,8 +175,8 @@ def test_cpu_small_pretraining_lowers_the_loss_and_improves_pck5_on_heldout_clot
         after = trained(batch, 0.1, torch.Generator().manual_seed(0))["same"]
     assert after < before - 0.3, (before, after)
 
-    probe_before = correspondence_probe(initial.tokenizer, heldout, max_pairs=150)
-    probe_after = correspondence_probe(trained.tokenizer, heldout, max_pairs=150)
+    probe_before = correspondence_probe(initial.encoder, heldout, max_pairs=150)
+    probe_after = correspondence_probe(trained.encoder, heldout, max_pairs=150)
     for key in ("intra_trajectory", "cross_trajectory", "cross_cloth"):
         assert probe_after[key]["pck5"] > probe_before[key]["pck5"], (key, probe_before[key], probe_after[key])
 
@@ -205,7 +204,7 @@ def test_cli_reads_an_episode_store_by_split(tmp_path, capsys):
     )
     args = ["--config", str(cfg_path), "--data", str(tmp_path / "store"), "--steps", "1"]
     assert main([*args, "--out", str(tmp_path / "run")]) == 0
-    assert "tokenizer saved" in capsys.readouterr().out
+    assert "encoder saved" in capsys.readouterr().out
     assert main([*args, "--out", str(tmp_path / "run2"), "--split", "validation"]) == 2
     assert "no episode of split 'validation'" in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "run3"), "--data", str(tmp_path / "missing")]) == 2

@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from instant_fold_learning.encoder import ClothTokenizer, preset
+from instant_fold_learning.encoder import ClothEncoder, preset
 from instant_fold_learning.encoder.probe import (
     EncodedTrajectory,
     correspondence_probe,
@@ -64,7 +64,7 @@ def test_oracle_features_track_particles_and_random_features_do_not():
 def test_probe_and_pca_figure_on_synthetic_episodes(tmp_path):
     eps = [synthetic_episode(make_cloth(c), seed=s, frames=4, image_size=64) for c in range(2) for s in range(2)]
     torch.manual_seed(0)
-    tok = ClothTokenizer(preset("cpu-small")).eval()
+    tok = ClothEncoder(preset("cpu-small")).eval()
     res = correspondence_probe(tok, eps, max_pairs=10)
     assert set(res) == {"intra_trajectory", "cross_trajectory", "cross_cloth"}
     for r in res.values():

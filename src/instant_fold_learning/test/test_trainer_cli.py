@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from instant_fold_learning.encoder import ClothTokenizer
+from instant_fold_learning.encoder import ClothEncoder
 from instant_fold_learning.policy.modeling import InstantFoldPolicy
 from instant_fold_learning.policy.training import CHECKPOINT_DIR
 from instant_fold_learning.trainer import LOG_FILE, read_log
@@ -50,7 +50,7 @@ def test_pretrain_encoder_ddp(tmp_path: Path) -> None:
     records = read_log(out / LOG_FILE)
     assert records[0]["event"] == "start" and records[0]["world_size"] == 2
     assert [r["step"] for r in records if r["event"] == "train"] == [1, 2]
-    ClothTokenizer.from_pretrained(out / "tokenizer")
+    ClothEncoder.from_pretrained(out / "encoder")
 
 
 def test_train_policy_ddp(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Subscribes `camera/color`, `camera/depth`, `camera/camera_info` and `cloth/mask` (matched by
 header stamp) and publishes `cloth/tokens` (ClothTokens, camera optical frame) computed by the
-cloth tokenizer checkpoint: centre crop to square with adjusted intrinsics, near/far depth
+cloth encoder checkpoint: centre crop to square with adjusted intrinsics, near/far depth
 filter, farthest point sampling (deterministic start), bilinear feature sampling. Empty or tiny
 masks and masks without valid depth are logged and counted as rejections, never published.
 """
@@ -30,12 +30,12 @@ from instant_fold_ros.standins.image_bridge import image_from_msg
 class TokenizerNode(Node):
     def __init__(self) -> None:
         super().__init__("tokenizer")
-        from instant_fold_learning.encoder.modeling import ClothTokenizer
+        from instant_fold_learning.encoder.modeling import ClothEncoder
 
-        checkpoint = str(self.declare_parameter("tokenizer_checkpoint", "").value)
+        checkpoint = str(self.declare_parameter("encoder_checkpoint", "").value)
         device = resolve_device(str(self.declare_parameter("device", "auto").value))
         self.min_mask_pixels = int(self.declare_parameter("min_mask_pixels", 50).value)
-        self.tokenizer = ClothTokenizer.from_pretrained(checkpoint, device=device)
+        self.encoder = ClothEncoder.from_pretrained(checkpoint, device=device)
         self.encoder_id = checkpoint_id(checkpoint)
         self.published = 0
         self.rejected = 0
@@ -64,7 +64,7 @@ class TokenizerNode(Node):
                 raise MessageConversionError(f"cloth/mask: {mask.shape} does not match the images {frame.depth.shape}")
             if int(np.count_nonzero(mask & (frame.depth > 0))) < self.min_mask_pixels:
                 raise ValidationError(f"mask has fewer than {self.min_mask_pixels} cloth pixels with valid depth")
-            tokens = tokenize_frame(self.tokenizer, frame, mask)
+            tokens = tokenize_frame(self.encoder, frame, mask)
             msg = tokens_to_msg(*tokens, header=msgs["color"].header, encoder_id=self.encoder_id)  # checks the tokens
         except (MessageConversionError, ValidationError) as exc:
             return self._reject(str(exc))

@@ -83,7 +83,7 @@ class PolicyServerNode(Node):
         self.step_duration = float(p("step_duration", DEFAULT_STEP_DURATION).value)
         self.server = PolicyServer.from_checkpoints(
             str(p("policy_checkpoint", "").value),
-            str(p("tokenizer_checkpoint", "").value),
+            str(p("encoder_checkpoint", "").value),
             str(p("device", "auto").value),
             int(p("seed", 0).value),
             self.step_duration,

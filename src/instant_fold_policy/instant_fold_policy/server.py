@@ -1,6 +1,6 @@
 """The policy server's logic: checkpoints -> cached demonstration -> action-chunk predictions.
 
-The demonstration is tokenized (cloth tokenizer, deterministic FPS) and encoded by the policy
+The demonstration is tokenized (cloth encoder, deterministic FPS) and encoded by the policy
 once when it is loaded; each prediction then only fuses the current observation with that cached
 context (the policy's fast path). Predictions are absolute dual-arm targets in the camera frame.
 """
@@ -57,7 +57,8 @@ def policy_checkpoint_id(policy_dir: str | Path) -> str:
 
 
 class PolicyServer:
-    """Holds the policy runner, the tokenizer for demonstration keyframes, and the loaded demo."""
+    """Holds the policy runner, the tokenize function (the cloth encoder) for demonstration keyframes,
+    and the loaded demo."""
 
     def __init__(
         self,
@@ -103,7 +104,7 @@ class PolicyServer:
     def from_checkpoints(
         cls,
         policy_dir: str | Path,
-        tokenizer_dir: str | Path,
+        encoder_dir: str | Path,
         device: str = "auto",
         seed: int = 0,
         step_duration: float | None = None,
@@ -115,7 +116,7 @@ class PolicyServer:
 
         `policy_dir` is a learned policy's checkpoint, or a directory whose `config.json` names the
         `registration_replay` variant (`instant_fold_learning.policy.replay`: no weights, no training)."""
-        from instant_fold_learning.encoder.modeling import ClothTokenizer
+        from instant_fold_learning.encoder.modeling import ClothEncoder
         from instant_fold_learning.policy.inference import DEFAULT_STEP_DURATION, PolicyRunner
         from instant_fold_learning.policy.replay import RegistrationReplay, is_replay_checkpoint
 
@@ -127,16 +128,16 @@ class PolicyServer:
             runner = PolicyRunner.from_checkpoint(
                 policy_dir, device=dev, step_duration=DEFAULT_STEP_DURATION if step_duration is None else step_duration
             )
-        tokenizer = ClothTokenizer.from_pretrained(tokenizer_dir, device=dev)
-        if tokenizer.feature_dim != runner.cfg.cloth_feature_dim or tokenizer.num_tokens != runner.cfg.num_cloth_tokens:
+        encoder = ClothEncoder.from_pretrained(encoder_dir, device=dev)
+        if encoder.feature_dim != runner.cfg.cloth_feature_dim or encoder.num_tokens != runner.cfg.num_cloth_tokens:
             raise PolicyServerError(
-                f"tokenizer {tokenizer_dir} gives {tokenizer.num_tokens} x {tokenizer.feature_dim} tokens, the policy "
+                f"encoder {encoder_dir} gives {encoder.num_tokens} x {encoder.feature_dim} tokens, the policy "
                 f"expects {runner.cfg.num_cloth_tokens} x {runner.cfg.cloth_feature_dim}"
             )
         return cls(
             runner,
-            lambda frame, mask: tokenize_frame(tokenizer, frame, mask),
-            checkpoint_id(tokenizer_dir),
+            lambda frame, mask: tokenize_frame(encoder, frame, mask),
+            checkpoint_id(encoder_dir),
             seed,
             max_keyframes,
             event_targets,

@@ -12,7 +12,7 @@ from policy_fixtures import HOME, cloth_frame, make_demonstration
 from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_learning.encoder.configuration import preset as encoder_preset
-from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.modeling import ClothEncoder
 from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_policy.server import PolicyServer, PolicyServerError
 
@@ -77,7 +77,7 @@ def test_tokenizer_and_policy_must_agree(checkpoints, tmp_path: Path) -> None:
     config = encoder_preset("cpu-small")
     config.feature_dim = 32
     torch.manual_seed(0)
-    other = ClothTokenizer(config).save_pretrained(tmp_path / "tokenizer32")
+    other = ClothEncoder(config).save_pretrained(tmp_path / "tokenizer32")
     with pytest.raises(PolicyServerError, match="the policy expects 64 x 64"):
         PolicyServer.from_checkpoints(policy_dir, other, device="cpu")
 

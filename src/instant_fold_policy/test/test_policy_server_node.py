@@ -14,7 +14,7 @@ from instant_fold_core.checkpoint import checkpoint_id
 from instant_fold_interfaces.action import ExecuteFold
 from instant_fold_interfaces.msg import ActionChunk, ClothTokens, DualArmState
 from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
-from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.modeling import ClothEncoder
 from instant_fold_learning.encoder.tokenize import tokenize_frame
 from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_ros.conversions import (
@@ -35,21 +35,21 @@ pytestmark = pytest.mark.ros
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("server")
-    policy_dir, tokenizer_dir = untrained_checkpoints(root)
+    policy_dir, encoder_dir = untrained_checkpoints(root)
     demo_path = make_demonstration().save(root / "demo.safetensors")
     params = root / "server.yaml"
     params.write_text(
         "policy_server:\n  ros__parameters:\n"
-        f"    policy_checkpoint: '{policy_dir}'\n    tokenizer_checkpoint: '{tokenizer_dir}'\n"
+        f"    policy_checkpoint: '{policy_dir}'\n    encoder_checkpoint: '{encoder_dir}'\n"
         f"    demonstration: '{demo_path}'\n    device: cpu\n    step_duration: 0.02\n    file_roots: ['{root}']\n"
         "    fold:\n      observation_timeout_s: 30.0\n"
     )
-    tokenizer = ClothTokenizer.from_pretrained(tokenizer_dir)
-    tokens = tokenize_frame(tokenizer, *cloth_frame())
+    encoder = ClothEncoder.from_pretrained(encoder_dir)
+    tokens = tokenize_frame(encoder, *cloth_frame())
     return {
         "params": params,
         "tokens": tokens,
-        "encoder_id": checkpoint_id(tokenizer_dir),
+        "encoder_id": checkpoint_id(encoder_dir),
         "demo": demo_path,
         "missing": root / "missing.safetensors",
     }

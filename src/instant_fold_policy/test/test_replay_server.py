@@ -34,9 +34,9 @@ def replay_dir(root: Path, **config) -> Path:
 
 
 def test_replay_directory_loads_as_the_runner(checkpoints, tmp_path: Path) -> None:
-    policy_dir, tokenizer_dir = checkpoints
+    policy_dir, encoder_dir = checkpoints
     directory = replay_dir(tmp_path / "replay", horizon=6, execute_steps=3)
-    server = PolicyServer.from_checkpoints(directory, tokenizer_dir, device="cpu")
+    server = PolicyServer.from_checkpoints(directory, encoder_dir, device="cpu")
     assert isinstance(server.runner, RegistrationReplay) and server.conditioning == "demo" and server.horizon == 6
     tokens = server.tokenize(*cloth_frame())
     server.load_demonstration(make_demonstration())
@@ -46,15 +46,15 @@ def test_replay_directory_loads_as_the_runner(checkpoints, tmp_path: Path) -> No
     assert chunk.steps_to_execute == 3 and chunk.step_duration == 0.05  # the config's cadence
     assert chunk.keypose is not None and chunk.keypose[0, 3] == 0.0  # the left arm's grasp comes first
     # The learned policy stays the default, and a deployment's cadence overrides the config's.
-    assert isinstance(PolicyServer.from_checkpoints(policy_dir, tokenizer_dir, device="cpu").runner, PolicyRunner)
-    paced = PolicyServer.from_checkpoints(directory, tokenizer_dir, device="cpu", step_duration=0.1)
+    assert isinstance(PolicyServer.from_checkpoints(policy_dir, encoder_dir, device="cpu").runner, PolicyRunner)
+    paced = PolicyServer.from_checkpoints(directory, encoder_dir, device="cpu", step_duration=0.1)
     paced.load_demonstration(make_demonstration())
     assert paced.predict(tokens, HOME).step_duration == 0.1
     with pytest.raises(InvalidInputError, match="reads no instruction"):
         server.load_instruction("fold both sleeves down")
     # Loading restarts the walker, so even the same demonstration is loaded again: a second fold
     # starts from the first stage (the learned policy's server skips that encoding).
-    restarted = PolicyServer.from_checkpoints(directory, tokenizer_dir, device="cpu")
+    restarted = PolicyServer.from_checkpoints(directory, encoder_dir, device="cpu")
     restarted.load_demonstration(make_demonstration())
     start = restarted.predict(tokens, HOME).keypose
     restarted.runner._stage = 1  # a fold went on to the next stage
@@ -75,11 +75,11 @@ def test_identified_by_its_configuration(checkpoints, tmp_path: Path) -> None:
 
 
 def test_bad_replay_configuration_is_refused(checkpoints, tmp_path: Path) -> None:
-    _, tokenizer_dir = checkpoints
+    _, encoder_dir = checkpoints
     with pytest.raises(ConfigError, match="unknown keys"):
-        PolicyServer.from_checkpoints(replay_dir(tmp_path / "typo", horizn=6), tokenizer_dir, device="cpu")
+        PolicyServer.from_checkpoints(replay_dir(tmp_path / "typo", horizn=6), encoder_dir, device="cpu")
     with pytest.raises(PolicyServerError, match="gives 64 x 64 tokens, the policy expects 64 x 32"):
-        PolicyServer.from_checkpoints(replay_dir(tmp_path / "dims", cloth_feature_dim=32), tokenizer_dir, device="cpu")
+        PolicyServer.from_checkpoints(replay_dir(tmp_path / "dims", cloth_feature_dim=32), encoder_dir, device="cpu")
 
 
 def test_shipped_replay_matches_the_shipped_encoder() -> None:

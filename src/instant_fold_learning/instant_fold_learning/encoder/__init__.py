@@ -1,8 +1,8 @@
-"""Deformation-aware cloth encoder: tokenizer (DINOv3 + LoRA + projection) and its pretraining."""
+"""Deformation-aware cloth encoder (DINOv3 + LoRA + projection: frame + mask -> cloth tokens) and its pretraining."""
 
 from .configuration import EncoderConfig, preset
 from .modeling import (
-    ClothTokenizer,
+    ClothEncoder,
     ContrastiveHead,
     ProjectionModule,
     TokenBatch,
@@ -11,7 +11,7 @@ from .modeling import (
 )
 
 __all__ = [
-    "ClothTokenizer",
+    "ClothEncoder",
     "ContrastiveHead",
     "EncoderConfig",
     "ProjectionModule",

@@ -1,6 +1,6 @@
 """Image-space augmentations of encoder pretraining: colour jitter and gripper occlusion.
 
-Both work on batched torch tensors in the tokenizer's input convention (rgb float [B,3,H,W] in
+Both work on batched torch tensors in the encoder's input convention (rgb float [B,3,H,W] in
 [0,1], depth [B,H,W] m, mask bool [B,H,W], intrinsics [B,3,3]) and take an explicit
 `torch.Generator` so a training step is reproducible (and resumable) from its seed. The policy
 trainer does not use them: it augments token observations (`policy/dataset.py`), not images.

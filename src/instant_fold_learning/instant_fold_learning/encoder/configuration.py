@@ -24,7 +24,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 @dataclass
 class EncoderConfig:
-    """Everything that defines the cloth tokenizer (backbone, adapters, projection, geometry).
+    """Everything that defines the cloth encoder (backbone, adapters, projection, geometry).
 
     Attributes:
         backbone: timm model name (DINOv3 family, built with separate q/k/v projections); a

@@ -1,4 +1,4 @@
-"""Cloth tokenizer: masked RGB-D + intrinsics -> N cloth tokens (3D position, D-dim feature).
+"""Cloth encoder: masked RGB-D + intrinsics -> N cloth tokens (3D position, D-dim feature).
 
 Pipeline (paper, "Deformable Representation"): centre-crop/resize, back-project masked depth to
 camera-frame points, FPS to N points, project them back to pixels, bilinearly sample the
@@ -29,7 +29,10 @@ from instant_fold_core.geometry import (
 from .backbone import MultiLayerBackbone
 from .configuration import EncoderConfig
 
-TOKENIZER_KIND = "cloth_tokenizer"
+#: `kind` of a saved encoder's config.json. Encoders saved before the encoder had one name (the
+#: same model was then the "cloth tokenizer") say `cloth_tokenizer`: read as the same format.
+ENCODER_KIND = "cloth_encoder"
+READABLE_KINDS = (ENCODER_KIND, "cloth_tokenizer", "encoder_pretraining")
 
 
 @dataclass
@@ -116,7 +119,7 @@ class ContrastiveHead(nn.Module):
         return self.net(x)
 
 
-class ClothTokenizer(nn.Module):
+class ClothEncoder(nn.Module):
     """Masked RGB-D observation -> `TokenBatch` (what the policy consumes)."""
 
     def __init__(self, config: EncoderConfig) -> None:
@@ -163,25 +166,24 @@ class ClothTokenizer(nn.Module):
         return TokenBatch(geo.positions, features, geo.valid)
 
     def save_pretrained(self, directory: str | Path) -> Path:
-        """Write weights + config (no contrastive head) as a tokenizer checkpoint."""
-        config = {"kind": TOKENIZER_KIND, "encoder": {**self.config.to_dict(), "backbone_checkpoint": None}}
+        """Write weights + config (no contrastive head) as an encoder checkpoint."""
+        config = {"kind": ENCODER_KIND, "encoder": {**self.config.to_dict(), "backbone_checkpoint": None}}
         return save_checkpoint(directory, self.state_dict(), config)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, device: str | torch.device = "cpu") -> ClothTokenizer:
-        """Rebuild a tokenizer from `save_pretrained` output (or a pretraining checkpoint)."""
+    def from_pretrained(cls, directory: str | Path, device: str | torch.device = "cpu") -> ClothEncoder:
+        """Rebuild an encoder from `save_pretrained` output (or a pretraining checkpoint)."""
         tensors, config = load_checkpoint(directory, device)
-        if config.get("kind") not in (TOKENIZER_KIND, "encoder_pretraining") or not isinstance(
-            config.get("encoder"), dict
-        ):
-            raise CheckpointError(f"checkpoint {directory}: config.json does not describe a cloth tokenizer")
+        if config.get("kind") not in READABLE_KINDS or not isinstance(config.get("encoder"), dict):
+            raise CheckpointError(f"checkpoint {directory}: config.json does not describe a cloth encoder")
         try:
             model = cls(EncoderConfig.from_dict({**config["encoder"], "backbone_checkpoint": None}))
         except ConfigError as exc:
             raise CheckpointError(f"checkpoint {directory}: invalid config.json ({exc})") from exc
-        # A pretraining train state holds the tokenizer as `model.tokenizer.*` (runs before the
-        # shared training scaffold: `tokenizer.*`) next to the head and the optimizer.
-        for prefix in ("model.tokenizer.", "tokenizer."):
+        # A pretraining train state holds the encoder as `model.encoder.*` next to the head and the
+        # optimizer (`model.tokenizer.*` before the encoder had one name, `tokenizer.*` before the
+        # shared training scaffold).
+        for prefix in ("model.encoder.", "model.tokenizer.", "tokenizer."):
             if any(k.startswith(prefix) for k in tensors):
                 tensors = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
                 break

@@ -1,4 +1,4 @@
-"""The one conversion of uint8 RGB-D observations into the cloth tokenizer's input tensors.
+"""The one conversion of uint8 RGB-D observations into the cloth encoder's input tensors.
 
 Deployment (`encoder.tokenize.tokenize_frame`, behind the tokenizer node and the policy server), policy-data
 tokenisation (`policy/tokenize_episodes`) and encoder pretraining (`encoder/data`) all call
@@ -18,7 +18,7 @@ from instant_fold_core.validation import ValidationError
 
 
 class RGBDTensors(NamedTuple):
-    """A batch of B observations as the tokenizer takes them."""
+    """A batch of B observations as the encoder takes them."""
 
     rgb: torch.Tensor  # [B, 3, H, W] float32 in [0, 1]
     depth: torch.Tensor  # [B, H, W] metres, as given

@@ -26,7 +26,7 @@ from instant_fold_core.plotting import save_figure
 
 from .data import load_frames
 from .losses import assign_tokens_to_particles, keypoint_features
-from .modeling import ClothTokenizer
+from .modeling import ClothEncoder
 
 
 @dataclass
@@ -46,16 +46,16 @@ class EncodedTrajectory:
 
 @torch.no_grad()
 def encode_trajectory(
-    tokenizer: ClothTokenizer, episode: Episode, max_frames: int = 15, batch: int = 16
+    encoder: ClothEncoder, episode: Episode, max_frames: int = 15, batch: int = 16
 ) -> EncodedTrajectory:
     """Tokenize the motion-filtered frames of an episode (FPS from index 0: deterministic)."""
     frames = motion_filter(episode.particles, max_frames=max_frames)
-    data = load_frames(episode, frames, tokenizer.config.image_size)
-    device = next(tokenizer.parameters()).device
+    data = load_frames(episode, frames, encoder.config.image_size)
+    device = next(encoder.parameters()).device
     pos, feat, valid = [], [], []
     for i in range(0, len(frames), batch):
         sl = slice(i, i + batch)
-        tokens = tokenizer(
+        tokens = encoder(
             data["rgb"][sl].to(device),
             data["depth"][sl].to(device),
             data["mask"][sl].to(device),
@@ -139,7 +139,7 @@ def _summary(errors: list[torch.Tensor]) -> dict[str, float]:
 
 
 def correspondence_probe(
-    tokenizer: ClothTokenizer,
+    encoder: ClothEncoder,
     episodes: Sequence[Episode],
     k: int = 5,
     max_pairs: int = 200,
@@ -151,7 +151,7 @@ def correspondence_probe(
     Frame pairs: every ordered pair within a trajectory; for trajectory pairs (same cloth, or
     different cloths) frames are paired by index. At most `max_pairs` random pairs per category.
     """
-    encoded = [encode_trajectory(tokenizer, ep) for ep in episodes]
+    encoded = [encode_trajectory(encoder, ep) for ep in episodes]
     rng = np.random.default_rng(seed)
     pairs: dict[str, list] = defaultdict(list)
     for i, tr in enumerate(encoded):
@@ -201,7 +201,7 @@ def pca_colours(features: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def pca_figure(models: dict[str, ClothTokenizer], episode: Episode, path: str | Path, max_frames: int = 6) -> Path:
+def pca_figure(models: dict[str, ClothEncoder], episode: Episode, path: str | Path, max_frames: int = 6) -> Path:
     """PNG: the trajectory's RGB frames, then per model the token features coloured by a PCA basis
     shared across the frames, painted back onto the cloth (each cloth pixel takes the colour of
     its nearest token in the image)."""

@@ -1,4 +1,4 @@
-"""Temporal contrastive pretraining of the cloth tokenizer (paper section 3.1 + appendix B).
+"""Temporal contrastive pretraining of the cloth encoder (paper section 3.1 + appendix B).
 
 One step: strict PK batch -> augment (colour, gripper occlusion) -> tokens -> contrastive head ->
 same-cloth loss per cloth pool (or batch-global) and cross-cloth keypoint loss ->
@@ -45,11 +45,11 @@ from . import losses
 from .augment import ColorJitter, occlude_with_grippers, random_gripper_centers
 from .configuration import EncoderConfig, preset
 from .data import EpisodeSource, PKSampler, PretrainDataset, TrajectoryBatch
-from .modeling import ClothTokenizer, ContrastiveHead
+from .modeling import ClothEncoder, ContrastiveHead
 
 PRETRAIN_KIND = "encoder_pretraining"
-#: The deployable output of a run: the tokenizer the policy side loads.
-TOKENIZER_DIR = "tokenizer"
+#: The deployable output of a run: the encoder the policy side loads.
+ENCODER_DIR = "encoder"
 
 
 @dataclass
@@ -162,11 +162,11 @@ PRESETS.register("cpu-small", _cpu_small)
 
 
 class PretrainModel(nn.Module):
-    """Tokenizer + contrastive head; forward computes the pretraining losses of a batch."""
+    """Encoder + contrastive head; forward computes the pretraining losses of a batch."""
 
     def __init__(self, encoder: EncoderConfig, training: TrainingConfig) -> None:
         super().__init__()
-        self.tokenizer = ClothTokenizer(encoder)
+        self.encoder = ClothEncoder(encoder)
         self.head = ContrastiveHead(encoder.feature_dim, encoder.head_dim)
         self.training_config = training
         self.jitter = ColorJitter()
@@ -199,7 +199,7 @@ class PretrainModel(nn.Module):
         batch, covered = self.augment(batch, generator)
         use_amp = cfg.amp and batch.rgb.is_cuda
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-            tokens = self.tokenizer(batch.rgb, batch.depth, batch.mask, batch.intrinsics, generator=generator)
+            tokens = self.encoder(batch.rgb, batch.depth, batch.mask, batch.intrinsics, generator=generator)
             z = self.head(tokens.features)
         z = z.float()
         same = self._same_cloth(batch, covered, tokens.positions, z, tokens.valid, tau)
@@ -315,13 +315,13 @@ def pretrain(
     echo: bool = True,
     stop_at: int | None = None,
 ) -> dict[str, Any]:
-    """Train the encoder on `episodes`; writes `train_state/`, `log.jsonl` and `tokenizer/` (the
-    deployable tokenizer) to `out`. `resume`: continue the run in `out`. `stop_at` ends this run
+    """Train the encoder on `episodes`; writes `train_state/`, `log.jsonl` and `encoder/` (the
+    deployable encoder) to `out`. `resume`: continue the run in `out`. `stop_at` ends this run
     early at that step (after saving the train state), as a preempted job would; the schedules
     still follow `train.steps`. Returns a summary."""
     out = Path(out)
     tcfg = config.validate().train
-    check_new_run(out, resume, (TOKENIZER_DIR, "checkpoints"))
+    check_new_run(out, resume, (ENCODER_DIR, "checkpoints"))
     where, device = init_distributed(device)
     torch.manual_seed(tcfg.seed)
     data = PretrainDataset(episodes, config.encoder.image_size, tcfg.motion_dist, tcfg.motion_frac, tcfg.max_frames)
@@ -373,7 +373,7 @@ def pretrain(
         if where.is_main and (done % tcfg.checkpoint_every == 0 or done in (tcfg.steps, end)):
             save_train_state(out, done, model, optimizer, {"kind": PRETRAIN_KIND, **config.to_dict()})
     if where.is_main:
-        model.tokenizer.save_pretrained(out / TOKENIZER_DIR)
+        model.encoder.save_pretrained(out / ENCODER_DIR)
         log.write({"event": "end", "step": max(start, end), **({"loss": history[-1]["loss"]} if history else {})})
     if where.world_size > 1:
         dist.barrier()

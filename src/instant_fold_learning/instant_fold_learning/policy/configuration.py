@@ -28,7 +28,7 @@ KEYPOSE_HEADS: tuple[str, ...] = ("flow", "anchored")
 class PolicyConfig:
     """Architecture of the policy (appendix C). Ablation switches mirror the paper's ablation table."""
 
-    #: Feature dimension of the frozen cloth tokenizer's tokens (projected to `width` here); equals
+    #: Feature dimension of the frozen cloth encoder's tokens (projected to `width` here); equals
     #: the encoder preset's `feature_dim` (encoder/configuration.py) so the two plug together.
     cloth_feature_dim: int = 256
     #: Cloth tokens per frame (FPS samples); every observation must carry exactly this many.

@@ -1,6 +1,6 @@
 """Samples and batches of the policy, and how they are cut from tokenised episodes.
 
-The policy never sees images: a frozen cloth tokenizer (outside the policy) turns every frame
+The policy never sees images: a frozen cloth encoder (outside the policy) turns every frame
 into N cloth tokens (camera-frame positions, features, validity). A `TokenizedEpisode` is an
 `Episode` whose frames have been tokenised; a `PolicySample` is one training example cut from it:
 the keyframes of a context demonstration (another episode of the same garment and mode), the
@@ -151,7 +151,7 @@ class PolicyBatch:
 
 @dataclass
 class TokenizedEpisode:
-    """An episode whose frames were tokenised by the frozen cloth tokenizer.
+    """An episode whose frames were tokenised by the frozen cloth encoder.
 
     cloth_positions float32 [T, N, 3], cloth_features float32 [T, N, D], cloth_valid bool [T, N],
     arm_state / action float32 [T, 2, 4] (as in `Episode`), keyframes int32 [K], and meta

@@ -1,14 +1,14 @@
-"""Tokenise an episode store with a frozen cloth tokenizer into the `.npz` directory the policy trains on.
+"""Tokenise an episode store with the frozen cloth encoder into the `.npz` directory the policy trains on.
 
-    python -m instant_fold_learning.tokenize_episodes --store data/sim.zarr --tokenizer models/encoder \
+    python -m instant_fold_learning.tokenize_episodes --store data/sim.zarr --encoder models/encoder \
         --out data/tokens --max-oracle-error 0.15 --policy-config cpu-small
 
-Every frame of every selected episode goes through the tokenizer in batches (deterministic FPS, as
+Every frame of every selected episode goes through the encoder in batches (deterministic FPS, as
 at deployment, so training and deployment see the same tokens for the same observation). One
 `<episode name>.npz` (`TokenizedEpisode.save`) per episode; it is written under a temporary name
 and renamed when complete, so an interrupted run is resumed by running the same command again
-(existing files are skipped). `tokenizer.json` in the output directory records which tokenizer
-produced the tokens: resuming with another tokenizer is an error rather than a silently mixed set.
+(existing files are skipped). `encoder.json` in the output directory records which encoder
+produced the tokens: resuming with another encoder is an error rather than a silently mixed set.
 """
 
 from __future__ import annotations
@@ -29,26 +29,28 @@ from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.device import resolve_device
 from instant_fold_core.errors import ArtifactError
 from instant_fold_core.geometry import GeometryError
-from instant_fold_learning.encoder.modeling import ClothTokenizer
+from instant_fold_learning.encoder.modeling import ClothEncoder
 from instant_fold_learning.encoder.tokenize import tokenize_batch
 from instant_fold_learning.policy.configuration import load_config
 from instant_fold_learning.policy.data import PolicyDataError, TokenizedEpisode
 
-MANIFEST = "tokenizer.json"
+MANIFEST = "encoder.json"
+#: What token directories written before the encoder had one name call the manifest.
+LEGACY_MANIFEST = "tokenizer.json"
 
 
 class TokenizeError(ArtifactError):
-    """The store, the tokenizer or the output directory cannot be used; the message says which."""
+    """The store, the encoder or the output directory cannot be used; the message says which."""
 
 
-def tokenize_episode(tokenizer: ClothTokenizer, episode: Episode, batch_size: int = 32) -> TokenizedEpisode:
+def tokenize_episode(encoder: ClothEncoder, episode: Episode, batch_size: int = 32) -> TokenizedEpisode:
     """Cloth tokens of every frame of `episode` (batches of `batch_size` frames, deterministic FPS),
     through the same `tokenize_batch` as deployment."""
     if batch_size < 1:
         raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
     episode.validate()
     parts = [
-        tokenize_batch(tokenizer, episode.rgb[sl], episode.depth[sl], episode.mask[sl], episode.intrinsics)
+        tokenize_batch(encoder, episode.rgb[sl], episode.depth[sl], episode.mask[sl], episode.intrinsics)
         for sl in (slice(start, start + batch_size) for start in range(0, episode.num_frames, batch_size))
     ]
     positions, features, valid = (np.concatenate(p) for p in zip(*parts, strict=True))
@@ -92,25 +94,29 @@ def select_episodes(
     return keep, skipped
 
 
-def tokenizer_identity(directory: str | Path) -> dict[str, str]:
-    """Path and weight hash of a tokenizer checkpoint: what tokens in an output directory came from."""
+def encoder_identity(directory: str | Path) -> dict[str, str]:
+    """Path and weight hash of an encoder checkpoint: what tokens in an output directory came from."""
     weights = Path(directory) / WEIGHTS_FILE
     if not weights.is_file():
-        raise TokenizeError(f"--tokenizer {directory}: no {WEIGHTS_FILE} (not a ClothTokenizer.save_pretrained dir)")
+        raise TokenizeError(f"--encoder {directory}: no {WEIGHTS_FILE} (not a ClothEncoder.save_pretrained dir)")
     return {
-        "tokenizer": str(Path(directory).resolve()),
+        "encoder": str(Path(directory).resolve()),
         "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
     }
 
 
 def check_manifest(out: Path, identity: dict[str, str]) -> None:
-    """Create `tokenizer.json`, or make sure an existing one names the same tokenizer weights."""
+    """Create `encoder.json`, or make sure an existing one (or a legacy `tokenizer.json`) names the
+    same encoder weights."""
     path = out / MANIFEST
+    legacy = out / LEGACY_MANIFEST
+    if not path.is_file() and legacy.is_file():
+        path = legacy
     if path.is_file():
         old = json.loads(path.read_text())
         if old.get("weights_sha256") != identity["weights_sha256"]:
             raise TokenizeError(
-                f"--out {out}: holds tokens of another tokenizer ({old.get('tokenizer')}); "
+                f"--out {out}: holds tokens of another encoder ({old.get('encoder', old.get('tokenizer'))}); "
                 "use a new output directory or delete it"
             )
         return
@@ -120,12 +126,12 @@ def check_manifest(out: Path, identity: dict[str, str]) -> None:
     os.replace(tmp, path)
 
 
-def check_dims(tokenizer: ClothTokenizer, policy_config: str) -> None:
+def check_dims(encoder: ClothEncoder, policy_config: str) -> None:
     """The tokens must plug into the policy: same N and D as `policy_config`'s model."""
     model = load_config(policy_config).model
-    if (tokenizer.num_tokens, tokenizer.feature_dim) != (model.num_cloth_tokens, model.cloth_feature_dim):
+    if (encoder.num_tokens, encoder.feature_dim) != (model.num_cloth_tokens, model.cloth_feature_dim):
         raise TokenizeError(
-            f"tokenizer gives N={tokenizer.num_tokens} tokens of D={tokenizer.feature_dim}, but policy config "
+            f"encoder gives N={encoder.num_tokens} tokens of D={encoder.feature_dim}, but policy config "
             f"{policy_config!r} expects model.num_cloth_tokens={model.num_cloth_tokens}, "
             f"model.cloth_feature_dim={model.cloth_feature_dim}"
         )
@@ -141,7 +147,7 @@ def save_atomic(episode: TokenizedEpisode, path: Path) -> None:
 
 def tokenize_store(
     store_path: str | Path,
-    tokenizer_dir: str | Path,
+    encoder_dir: str | Path,
     out: str | Path,
     split: str = "train",
     modes: Iterable[str] | None = None,
@@ -156,7 +162,7 @@ def tokenize_store(
 ) -> dict[str, Any]:
     """Tokenise the selected episodes of a store into `out/<name>.npz`; returns what was done/skipped.
     `shard` (k, n): only every n-th selected episode from the k-th, so that n processes into the
-    same `out` tokenise a store together (one per core: the tokenizer runs on one thread)."""
+    same `out` tokenise a store together (one per core: the encoder runs on one thread)."""
     k, n = shard
     if not 0 <= k < n:
         raise TokenizeError(f"--shard: expected K/N with 0 <= K < N, got {k}/{n}")
@@ -168,13 +174,13 @@ def tokenize_store(
         store = EpisodeStore(store_path)
     except StoreError as exc:
         raise TokenizeError(f"--store: {exc}") from exc
-    identity = tokenizer_identity(tokenizer_dir)
+    identity = encoder_identity(encoder_dir)
     try:
-        tokenizer = ClothTokenizer.from_pretrained(tokenizer_dir, resolve_device(device))
+        encoder = ClothEncoder.from_pretrained(encoder_dir, resolve_device(device))
     except CheckpointError as exc:
-        raise TokenizeError(f"--tokenizer: {exc}") from exc
+        raise TokenizeError(f"--encoder: {exc}") from exc
     if policy_config:
-        check_dims(tokenizer, policy_config)
+        check_dims(encoder, policy_config)
     names, skipped = select_episodes(store, split, modes, max_oracle_error, match, exclude)
     if not names:
         raise TokenizeError(f"--store {store_path}: no episode left to tokenise (skipped: {skipped})")
@@ -191,7 +197,7 @@ def tokenize_store(
         try:
             episode = store.read(name)
             episode.meta.setdefault("episode_name", name)
-            save_atomic(tokenize_episode(tokenizer, episode, batch_size), path)
+            save_atomic(tokenize_episode(encoder, episode, batch_size), path)
         except (StoreError, GeometryError, PolicyDataError) as exc:
             raise TokenizeError(f"episode {name}: {exc}") from exc
         done.append(name)
