@@ -120,6 +120,7 @@ def test_the_default_policy_card_quotes_the_training_run() -> None:
     training starts has no held-out offline split) and the measured from-nothing time of the script."""
     run = json.loads((RESULTS / "default_models.json").read_text())
     from_nothing = json.loads((RESULTS / "default_models_from_nothing.json").read_text())
+    v4_from_nothing = json.loads((RESULTS / "default_models_from_nothing_v4.json").read_text())
     previous = json.loads((RESULTS / "default_models_previous.json").read_text())
     card = (REPO / "models" / "policy" / "README.md").read_text()
     offline = run["offline"]
@@ -134,7 +135,7 @@ def test_the_default_policy_card_quotes_the_training_run() -> None:
         f"{from_nothing['store_episodes']} episodes generated in {from_nothing['stage_minutes']['1/5']} min",
         f"encoder {from_nothing['stage_minutes']['2/5']} min, tokenising\n  {from_nothing['stage_minutes']['3/5']} min, "
         f"policy {from_nothing['stage_minutes']['4/5']} min",
-        f"peak memory {from_nothing['peak_rss_gb']} GB",
+        f"memory in use peaked at {from_nothing['peak_system_memory_gb_all_jobs']} GB",
     ]
     for split in ("train", "heldout"):
         g = from_nothing["offline"][split]["first_grasp"]
@@ -151,9 +152,23 @@ def test_the_default_policy_card_quotes_the_training_run() -> None:
         )
     missing = [q for q in quoted if q not in card]
     assert not missing, missing
+    v4 = v4_from_nothing["stage_minutes"]
+    flat = " ".join(card.split())
+    for q in (
+        f"{v4_from_nothing['total_minutes']:.0f} min wall: {v4_from_nothing['store_episodes']} episodes generated "
+        f"in {v4['1/5']} min, encoder {v4['2/5']} min, tokenising {v4['3/5']} min, policy {v4['4/5']} min",
+        f"peak memory {v4_from_nothing['peak_rss_gb']} GB",
+    ):
+        assert q in flat, q
+    assert from_nothing["commit"] in card and from_nothing["episodes"] == v4_from_nothing["episodes"]
     minutes = f"in {from_nothing['total_minutes']:.0f} min on"
     for doc in ("models/README.md", "docs/policy.md"):  # the same measured wall time
         assert minutes in " ".join((REPO / doc).read_text().split()), doc
+    docs = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    for run in (from_nothing, v4_from_nothing):
+        stages = run["stage_minutes"]
+        assert f"{run['total_minutes']:.0f} min" in docs
+        assert f"generation {stages['1/5']} min, policy {stages['4/5']} min" in docs, run["total_minutes"]
 
 
 def test_the_experiment_rows_of_the_policy_card_are_the_measured_ones() -> None:
@@ -293,6 +308,11 @@ ISSUE_28_ROWS = (
         "v5 with demonstration event targets (same checkpoint, `--event-targets demonstration`)",
         "quick_demo_targets.json",
         "offline_full_rejoin.json",
+    ),
+    (
+        "v5's recipe rebuilt from nothing by the script (its own encoder; `--event-targets demonstration`)",
+        "quick_from_nothing_v5.json",
+        "offline_from_nothing_v5.json",
     ),
     (
         "v5, home after the events (same checkpoint, `--home-after-events`)",
