@@ -132,9 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 done = cancel_folds() if args.graph == "fold" else ""
             except Exception as exc:  # the graph is stopped all the same; the line says what failed
                 done = f"no fold canceled ({type(exc).__name__}: {exc})"
-            print(
-                f"[runner] {signal.Signals(signum).name}: {done + '; ' if done else ''}stopping the graph", flush=True
-            )
+            # One write, newline included: print() writes the text and the newline separately, and a
+            # node's line forwarded by another thread at that moment landed between them.
+            line = f"[runner] {signal.Signals(signum).name}: {done + '; ' if done else ''}stopping the graph\n"
+            sys.stdout.write(line)
+            sys.stdout.flush()
             runner.request_stop()
 
         def on_signal(signum: int, _frame: object) -> None:
