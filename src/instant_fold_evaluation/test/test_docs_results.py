@@ -29,6 +29,7 @@ def test_the_evaluation_tables_in_the_docs_are_the_measured_ones() -> None:
         "eval_cpu_garments_experiment_E.json",
         "eval_cpu_default_demo_targets.json",
         "eval_cpu_garments_default_demo_targets.json",
+        "eval_cpu_from_nothing_v5.json",
     ):
         summary = json.loads((RESULTS / name).read_text())
         assert table(row_labels(summary)) in (REPO / "docs" / "evaluation.md").read_text(), name
@@ -922,3 +923,29 @@ def test_the_more_steps_look_is_the_measured_one() -> None:
     )
     assert quoted in " ".join((REPO / "docs" / "policy.md").read_text().split())
     assert f"{run['minutes']} min;" in (REPO / "docs" / "policy.md").read_text()
+
+
+def test_the_rebuilt_recipe_prose_is_the_measured_one() -> None:
+    """docs/evaluation.md's comparison of the recipe rebuilt from nothing with the shipped v5 (both with
+    the demonstration's event targets, on the CPU benchmark)."""
+
+    def seen(name: str) -> tuple[dict, dict]:
+        rows = json.loads((RESULTS / name).read_text())["rows"]
+        return rows["policy"]["seen"], rows["oracle-out-of-sample"]["seen"]
+
+    new, oos = seen("eval_cpu_from_nothing_v5.json")
+    v5, _ = seen("eval_cpu_default_demo_targets.json")
+    g_new, g_v5 = new["first_grasp"], v5["first_grasp"]
+    docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+    quoted = [
+        f"Ctx. Acc. {new['ctx_acc']['mean']:.1f} vs {v5['ctx_acc']['mean']:.1f} %",
+        f"C-SR@95 {new['csr95']['mean']:.1f} vs {v5['csr95']['mean']:.1f} % ({successes(new)} vs {successes(v5)} of "
+        f"{new['rollouts']} successes; {100 * new['csr95']['mean'] / oos['csr95']['mean']:.0f} % of the out-of-sample "
+        f"oracle's {oos['csr95']['mean']:.1f})",
+        f"Geom. {new['geom']['mean']:.2f} vs {v5['geom']['mean']:.2f}",
+        f"{100 * g_new['xy_m']['mean']:.1f} cm mean for both ({100 * g_new['within_5cm']:.1f} vs "
+        f"{100 * g_v5['within_5cm']:.1f} % within 5 cm)",
+    ]
+    assert round(100 * g_new["xy_m"]["mean"], 1) == round(100 * g_v5["xy_m"]["mean"], 1)
+    missing = [q for q in quoted if q not in docs]
+    assert not missing, missing
