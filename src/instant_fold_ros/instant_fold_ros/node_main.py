@@ -113,6 +113,7 @@ def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, thr
     use_project_dds_profile()
     rclpy.init(args=list(args) if args is not None else None)
     node: Node | None = None
+    executor: SingleThreadedExecutor | MultiThreadedExecutor | None = None
     interrupted = False
     try:
         node = factory()
@@ -131,6 +132,11 @@ def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, thr
                 close()
             node.destroy_node()
         interrupted = interrupted or not rclpy.ok()
+        if executor is not None:
+            # Now, while the context lives: left to the garbage collector after shutdown, the
+            # executor's __del__ destroyed its guard condition on a dead context and printed a
+            # traceback (InvalidHandle) into the node's log.
+            executor.shutdown(timeout_sec=0)
         rclpy.try_shutdown()
     if node is None:
         return 1
