@@ -191,6 +191,9 @@ class Pipeline:
         self.store = Path(recipe.generate.store) if recipe.generate.store else work / "store.zarr"
         #: The two training runs' directories (`summarize` reads their logs) and their deployable outputs.
         self.pretrain_run, self.policy_run = work / "pretrain", work / "policy"
+        #: The token directories of the training and held-out starts, and the offline evaluation.
+        self.tokens_train, self.tokens_heldout = work / "tokens_train", work / "tokens_heldout"
+        self.offline = work / "policy_eval.json"
         self.encoder = Path(recipe.pretrain.encoder) if recipe.pretrain.encoder else self.pretrain_run / ENCODER_DIR
         self.policy = self.policy_run / CHECKPOINT_DIR
 
@@ -258,12 +261,12 @@ class Pipeline:
         # One shard per worker (the encoder runs on one thread): the training episodes on every core.
         self.run(
             *(
-                self.module(tokenize, *common, "--out", self.work / "tokens_train", "--exclude", t.heldout_starts,
+                self.module(tokenize, *common, "--out", self.tokens_train, "--exclude", t.heldout_starts,
                             "--shard", f"{k}/{t.workers}")
                 for k in range(t.workers)
             )
         )  # fmt: skip
-        self.run(self.module(tokenize, *common, "--out", self.work / "tokens_heldout", "--match", t.heldout_starts))
+        self.run(self.module(tokenize, *common, "--out", self.tokens_heldout, "--match", t.heldout_starts))
 
     def train(self) -> None:
         s = self.recipe.train
@@ -272,7 +275,7 @@ class Pipeline:
         config.write_text(yaml.safe_dump(policy_config(self.recipe), sort_keys=False))
         launcher = [self.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(s.processes)]
         command = self.module(
-            "instant_fold_learning.train_policy", "--config", config, "--data", self.work / "tokens_train",
+            "instant_fold_learning.train_policy", "--config", config, "--data", self.tokens_train,
             "--out", self.policy_run, "--device", self.recipe.device, "--resume",
             "--plot", self.work / "policy_training_curves.png",
         )  # fmt: skip
@@ -283,8 +286,8 @@ class Pipeline:
         self.run(
             self.module(
                 "instant_fold_evaluation.evaluate_policy", "--checkpoint", self.policy,
-                "--data", self.work / "tokens_train", "--heldout", self.work / "tokens_heldout",
-                "--samples", self.recipe.evaluate.samples, "--out", self.work / "policy_eval.json",
+                "--data", self.tokens_train, "--heldout", self.tokens_heldout,
+                "--samples", self.recipe.evaluate.samples, "--out", self.offline,
             )
         )  # fmt: skip
 
@@ -310,9 +313,38 @@ class Pipeline:
         if set(STAGES) <= set(stages) and self.recipe.install:
             self.install()
         self.stage("done")
-        summary = summarize(self.work, self.store)
+        summary = self.summarize()
         (self.work / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         return summary
+
+    def summarize(self) -> dict[str, Any]:
+        """What the model cards quote: stage wall times, data, encoder and policy training ends, offline results."""
+        from instant_fold_learning.trainer import LOG_FILE, read_log
+        from instant_fold_sim.generate import cost_by_context  # the simulator only when a summary is made
+
+        def log(run: Path) -> list[dict[str, Any]]:
+            return read_log(run / LOG_FILE) if (run / LOG_FILE).is_file() else []
+
+        first = _stage_starts(self.work)
+        keys = list(first)
+        minutes = {k: round((first[b] - first[k]).total_seconds() / 60, 1) for k, b in itertools.pairwise(keys)}
+        encoder = [r for r in log(self.pretrain_run) if r.get("event", "train") == "train"]
+        policy = log(self.policy_run)
+        evaluation = json.loads(self.offline.read_text()) if self.offline.is_file() else {}
+        return {
+            "stage_minutes": minutes,
+            "total_minutes": round((first[keys[-1]] - first[keys[0]]).total_seconds() / 60, 1),
+            "episodes": {d.name: len(list(d.glob("*.npz"))) for d in (self.tokens_train, self.tokens_heldout)},
+            "generation_by_context": cost_by_context(self.store) if self.store.is_dir() else None,
+            "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]} if encoder else "not pretrained here",
+            "policy_start": next((r for r in policy if r["event"] == "start"), None),
+            "policy_end": next((r for r in reversed(policy) if r["event"] == "end"), None),
+            "offline": {
+                split: {k: v for k, v in evaluation[split].items() if k != "first_grasp_episodes"}
+                for split in ("train", "heldout")
+                if split in evaluation
+            },
+        }
 
 
 def _stage_starts(work: Path) -> dict[str, datetime]:
@@ -322,36 +354,6 @@ def _stage_starts(work: Path) -> dict[str, datetime]:
         record = json.loads(line)
         first.setdefault(record["stage"].split(" ")[0], datetime.fromisoformat(record["utc"].replace("Z", "+00:00")))
     return first
-
-
-def summarize(work: Path, store: Path) -> dict[str, Any]:
-    """What the model cards quote: stage wall times, data, encoder and policy training ends, offline results."""
-    from instant_fold_learning.trainer import LOG_FILE, read_log
-    from instant_fold_sim.generate import cost_by_context  # the simulator only when a summary is made
-
-    def log(run: str) -> list[dict[str, Any]]:
-        return read_log(work / run / LOG_FILE) if (work / run / LOG_FILE).is_file() else []
-
-    first = _stage_starts(work)
-    keys = list(first)
-    minutes = {k: round((first[b] - first[k]).total_seconds() / 60, 1) for k, b in itertools.pairwise(keys)}
-    encoder = [r for r in log("pretrain") if r.get("event", "train") == "train"]
-    policy = log("policy")
-    evaluation = json.loads((work / "policy_eval.json").read_text()) if (work / "policy_eval.json").is_file() else {}
-    return {
-        "stage_minutes": minutes,
-        "total_minutes": round((first[keys[-1]] - first[keys[0]]).total_seconds() / 60, 1),
-        "episodes": {d: len(list((work / d).glob("*.npz"))) for d in ("tokens_train", "tokens_heldout")},
-        "generation_by_context": cost_by_context(store) if store.is_dir() else None,
-        "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]} if encoder else "not pretrained here",
-        "policy_start": next((r for r in policy if r["event"] == "start"), None),
-        "policy_end": next((r for r in reversed(policy) if r["event"] == "end"), None),
-        "offline": {
-            split: {k: v for k, v in evaluation[split].items() if k != "first_grasp_episodes"}
-            for split in ("train", "heldout")
-            if split in evaluation
-        },
-    }
 
 
 def build_parser() -> argparse.ArgumentParser:
