@@ -163,7 +163,7 @@ def run_rollout(
         world.record(),
         time.perf_counter() - started,
         policy_s,
-        {k: v for k, v in controller.safety.counts.items() if v},
+        {k: v for k, v in {**controller.safety.counts, "regrasp_guarded": loop.regrasps_guarded}.items() if v},
     )
 
 

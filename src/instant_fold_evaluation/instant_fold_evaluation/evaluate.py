@@ -107,6 +107,7 @@ class RunConfig:
     rrd_dir: str = ""  # a Rerun recording per rollout goes here (none when empty)
     sim_grasp: str = DEFAULT_GRASP  # isaac_lab: what held cloth follows (instant_fold_sim.isaac_lab.grasp)
     home_after_events: bool = False  # the fold loop's (instant_fold_policy.fold_loop.FoldLoopConfig)
+    regrasp_guard_m: float = 0.0  # the fold loop's
     event_targets: str = "policy"  # the policy server's (instant_fold_learning.policy.event_targets)
 
 
@@ -188,7 +189,7 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
     except POLICY_ERRORS as exc:
         result = not_run(world, f"cannot condition the policy on {job.context.label}: {exc}")
     else:
-        fold = FoldLoopConfig(home_after_events=cfg.home_after_events)
+        fold = FoldLoopConfig(home_after_events=cfg.home_after_events, regrasp_guard_m=cfg.regrasp_guard_m)
         result = run_rollout(world, server, cfg.max_steps, fold=fold, recording=recording)
     line: dict[str, Any] = {
         "id": job.id,
@@ -318,6 +319,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         }
         if args.home_after_events:  # only when set, as below
             fingerprint["home_after_events"] = True
+        if args.regrasp_guard_m:  # only when set, as above
+            fingerprint["regrasp_guard_m"] = args.regrasp_guard_m
         if event_targets != "policy":  # only when set: the results directories of earlier runs stay resumable
             fingerprint["event_targets"] = event_targets
         if args.sim_backend != "newton":  # rollouts of one simulator are never mixed with another's
@@ -381,6 +384,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             sim_grasp=args.sim_grasp,
             event_targets=event_targets,
             home_after_events=args.home_after_events,
+            regrasp_guard_m=args.regrasp_guard_m,
         )
         t0 = time.perf_counter()
         lines, timing["rollouts_run"] = _rollouts(spec, cfg, out, args.workers, args.address)
@@ -403,6 +407,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "sim_grasp": args.sim_grasp if args.sim_backend == "isaac_lab" else None,
         "event_targets": event_targets,
         "home_after_events": args.home_after_events,
+        "regrasp_guard_m": args.regrasp_guard_m,
         "rows": summaries,
         "contexts": contexts,
         "notes": run_notes,
@@ -626,6 +631,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="once the demonstration's gripper events are done, grippers open, the arms go home whatever the "
         "policy does next (the fold loop's home_after_events; docs/policy.md)",
+    )
+    p.add_argument(
+        "--regrasp-guard-m",
+        type=float,
+        default=0.0,
+        help="an arm that let go stays open until it has moved this far (x, y, metres) from where it let go "
+        "(the fold loop's regrasp_guard_m; 0, the default: off; docs/policy.md)",
     )
     return p
 

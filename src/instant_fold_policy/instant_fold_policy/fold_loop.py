@@ -33,6 +33,7 @@ abort a lock-stepped fold whenever the machine is slow).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -59,6 +60,9 @@ class FoldLoopConfig:
     #: After the demonstration's events with open grippers, the host moves home whatever the
     #: policy's next keypose (registration replay's end; docs/policy.md, "Home after the events").
     home_after_events: bool = False
+    #: An arm that let go stays open until it has moved this far (x, y) from where it let go: a
+    #: close there picks the cloth it just placed up again (docs/policy.md, "Re-grasp guard"). 0: off.
+    regrasp_guard_m: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,8 @@ class FoldLoop(Generic[Tokens]):
         self.events_executed = 0
         self.finished: Finish | None = None
         self._last_open: np.ndarray | None = None
+        self._released_at = np.full((2, 2), np.nan)  # per arm: x, y of its last release while guarded
+        self.regrasps_guarded = 0  # queries in which the guard held an arm's close open
         self._next_observation_ns = 0
         self._queried_ns = -1  # stamp of the observation the last `Query` answers
         self._waiting_since = now_s
@@ -140,7 +146,12 @@ class FoldLoop(Generic[Tokens]):
         is_open = state[:, 3] > self.config.open_threshold
         if self._last_open is not None:
             self.events_executed += int(np.count_nonzero(is_open != self._last_open))
+            if self.config.regrasp_guard_m > 0:
+                released = is_open & ~self._last_open
+                self._released_at[released] = state[released, :2]
         self._last_open = is_open
+        moved = np.linalg.norm(state[:, :2] - self._released_at, axis=1) > self.config.regrasp_guard_m
+        self._released_at[moved | ~is_open] = np.nan  # unguarded (a nan distance is never "moved")
         self._state, self._state_ns = state, stamp_ns
 
     def on_home(self, home: np.ndarray) -> None:
@@ -248,7 +259,7 @@ class FoldLoop(Generic[Tokens]):
         from a fresh measurement."""
         phase = self.phase_after(chunk.keypose)
         if phase is not FoldPhase.RETURNING_HOME:
-            return Steer(chunk, phase)
+            return Steer(self._guard_regrasps(chunk), phase)
         assert self._state is not None
         start = self._state[:, :3].astype(np.float64)
         distance = float(np.linalg.norm(self.home - start, axis=1).max())
@@ -264,6 +275,17 @@ class FoldLoop(Generic[Tokens]):
             keypose=chunk.keypose,
         )
         return Steer(move, phase)
+
+    def _guard_regrasps(self, chunk: ActionChunk) -> ActionChunk:
+        """`chunk` with the grippers of guarded arms (`regrasp_guard_m`) held open where it closes them."""
+        guarded = np.isfinite(self._released_at[:, 0])
+        closes = (chunk.openness <= self.config.open_threshold).any(axis=0) & guarded
+        if not closes.any():
+            return chunk
+        self.regrasps_guarded += 1
+        openness = chunk.openness.copy()
+        openness[:, closes] = 1.0
+        return dataclasses.replace(chunk, openness=openness)
 
     def _finish(self, outcome: FoldOutcome, message: str, hold: bool) -> Finish:
         self.finished = Finish(outcome, message, hold)

@@ -417,6 +417,46 @@ def test_steer_passes_the_policy_chunk_through_while_folding() -> None:
     assert steer.chunk is chunk and steer.phase is FoldPhase.EXECUTING
 
 
+def guarded_loop(guard_m: float) -> FoldLoop[str]:
+    """A loop (guard `guard_m`) whose left arm grasped at AWAY and let go there; the right never closed."""
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(regrasp_guard_m=guard_m), HOME, expected_events=4)
+    loop.on_state(state(left=AWAY), 0)
+    loop.on_state(state(left=AWAY, open_left=0.0), 1)
+    loop.on_state(state(left=AWAY), 2)
+    return loop
+
+
+def closing_chunk() -> ActionChunk:
+    """Both grippers commanded closed from the second step on."""
+    openness = np.ones((4, 2), np.float32)
+    openness[1:] = 0.0
+    return ActionChunk(np.zeros((4, 2, 3), np.float32), openness, 2, 0.05, keypose=NEAR_HOME)
+
+
+def test_the_regrasp_guard_holds_open_an_arm_that_just_let_go_until_it_moves_away() -> None:
+    """Only the arm that let go is held open, only where it would close, and only until it is
+    farther than the guard (x, y) from where it let go; lifting straight up does not count."""
+    loop = guarded_loop(0.05)
+    steered = loop.steer(closing_chunk()).chunk
+    assert steered.openness[:, 0].tolist() == [1.0, 1.0, 1.0, 1.0]  # the left arm stays open
+    assert steered.openness[:, 1].tolist() == [1.0, 0.0, 0.0, 0.0]  # the right arm is not guarded
+    assert loop.regrasps_guarded == 1
+    lifted = (AWAY[0] + 0.03, AWAY[1], AWAY[2] - 0.2)  # 3 cm sideways, 20 cm up
+    loop.on_state(state(left=lifted), 3)
+    assert loop.steer(closing_chunk()).chunk.openness[1:, 0].tolist() == [1.0, 1.0, 1.0]
+    loop.on_state(state(left=(AWAY[0] + 0.06, AWAY[1], AWAY[2])), 4)  # 6 cm away: free
+    chunk = closing_chunk()
+    assert loop.steer(chunk).chunk is chunk
+    loop.on_state(state(left=AWAY), 5)  # back at the release point: a release is guarded once
+    assert loop.steer(chunk).chunk is chunk
+    assert loop.regrasps_guarded == 2
+
+
+def test_without_the_regrasp_guard_a_close_after_a_release_passes() -> None:
+    chunk = closing_chunk()
+    assert guarded_loop(0.0).steer(chunk).chunk is chunk
+
+
 def test_steer_moves_home_in_a_straight_line_at_the_configured_speed() -> None:
     start = np.array([(-0.3, 0.1, 1.3), (0.3, -0.1, 0.9)])  # 40 and 20 cm from home: 16 steps
     loop = after_events(4, expected=4, at=start)
