@@ -316,6 +316,17 @@ ISSUE_28_ROWS = (
         "offline_from_nothing_v5.json",
     ),
     (
+        "v5's recipe rebuilt from nothing, 12,000 steps (same encoder and data; `--event-targets demonstration`)",
+        "quick_12k.json",
+        "offline_12k.json",
+    ),
+    (
+        "v5's recipe rebuilt from nothing, 5 more layouts per garment and fold (266 episodes: start states k = 11-15 "
+        "added; `--event-targets demonstration`)",
+        "quick_layouts.json",
+        "offline_layouts.json",
+    ),
+    (
         "v5, home after the events (same checkpoint, `--home-after-events`)",
         "quick_home_after_events.json",
         "offline_full_rejoin.json",
@@ -947,5 +958,33 @@ def test_the_rebuilt_recipe_prose_is_the_measured_one() -> None:
         f"{100 * g_v5['within_5cm']:.1f} % within 5 cm)",
     ]
     assert round(100 * g_new["xy_m"]["mean"], 1) == round(100 * g_v5["xy_m"]["mean"], 1)
+    missing = [q for q in quoted if q not in docs]
+    assert not missing, missing
+
+
+def test_the_more_steps_and_more_layouts_prose_is_the_measured_one() -> None:
+    """docs/policy.md's comparison of 12,000 steps and 5 more layouts with the rebuilt recipe (offline
+    first grasps and the stage times of the two runs)."""
+
+    def offline(name: str, split: str) -> dict:
+        return json.loads((RESULTS / name).read_text())[split]["first_grasp"]
+
+    base, steps, layouts = "offline_from_nothing_v5.json", "offline_12k.json", "offline_layouts.json"
+    run12 = json.loads((RESULTS / "policy_12k_training.json").read_text())
+    more = json.loads((RESULTS / "layouts_k11_15_training.json").read_text())
+    kept = more["policy_start"]["episodes"] - json.loads((RESULTS / base).read_text())["train"]["episodes"]
+    docs = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    quoted = [
+        f"Twice the steps ({run12['policy_minutes']:.1f} min on both cores)",
+        f"(offline first grasps {offline(steps, 'train')['mean_error_cm']:.1f} cm instead of "
+        f"{offline(base, 'train')['mean_error_cm']:.1f})",
+        f"({offline(steps, 'heldout')['mean_error_cm']:.1f} cm instead of {offline(base, 'heldout')['mean_error_cm']:.1f})",
+        f"{more['generation']['episodes']} episodes generated in {more['generation']['minutes']:.1f} min on both cores, "
+        f"{kept} pass the oracle filter, so {more['policy_start']['episodes']} training episodes",
+        f"{more['policy_minutes']:.1f} min) carry the held-out starts' offline first grasps from "
+        f"{offline(base, 'heldout')['mean_error_cm']:.1f} to {offline(layouts, 'heldout')['mean_error_cm']:.1f} cm "
+        f"({100 * offline(base, 'heldout')['within_5cm']:.1f} -> {100 * offline(layouts, 'heldout')['within_5cm']:.1f} % "
+        "within 5 cm)",
+    ]
     missing = [q for q in quoted if q not in docs]
     assert not missing, missing
