@@ -30,6 +30,8 @@ def test_the_evaluation_tables_in_the_docs_are_the_measured_ones() -> None:
         "eval_cpu_default_demo_targets.json",
         "eval_cpu_garments_default_demo_targets.json",
         "eval_cpu_from_nothing_v5.json",
+        "eval_cpu_layouts.json",
+        "eval_cpu_from_nothing_v5_guard.json",
     ):
         summary = json.loads((RESULTS / name).read_text())
         assert table(row_labels(summary)) in (REPO / "docs" / "evaluation.md").read_text(), name
@@ -986,5 +988,41 @@ def test_the_more_steps_and_more_layouts_prose_is_the_measured_one() -> None:
         f"({100 * offline(base, 'heldout')['within_5cm']:.1f} -> {100 * offline(layouts, 'heldout')['within_5cm']:.1f} % "
         "within 5 cm)",
     ]
+    missing = [q for q in quoted if q not in docs]
+    assert not missing, missing
+
+
+def test_the_more_layouts_and_regrasp_guard_prose_is_the_measured_one() -> None:
+    """docs/evaluation.md's comparisons of the layouts run and of the re-grasp guard with the rebuilt
+    recipe on the CPU benchmark (seen folds, first grasps, completed folds)."""
+
+    def run(name: str) -> tuple[dict, dict, dict]:
+        summary = json.loads((RESULTS / name).read_text())
+        rows = summary["rows"]
+        return rows["policy"]["seen"], rows["oracle-out-of-sample"]["seen"], summary["outcomes"]
+
+    base, oos, base_out = run("eval_cpu_from_nothing_v5.json")
+    lay, _, lay_out = run("eval_cpu_layouts.json")
+    guard, _, guard_out = run("eval_cpu_from_nothing_v5_guard.json")
+    docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+
+    def grasp(row: dict) -> str:
+        return f"{100 * row['first_grasp']['xy_m']['mean']:.1f}"
+
+    quoted = [
+        f"first grasps {grasp(lay)} cm mean instead of {grasp(base)} ({100 * lay['first_grasp']['within_5cm']:.1f} vs "
+        f"{100 * base['first_grasp']['within_5cm']:.1f} % within 5 cm)",
+        f"{lay_out['completed']} of 84 folds completed instead of {base_out['completed']}",
+        f"Ctx. Acc. {lay['ctx_acc']['mean']:.1f} vs {base['ctx_acc']['mean']:.1f} %, C-SR@95 {lay['csr95']['mean']:.1f} vs "
+        f"{base['csr95']['mean']:.1f} % ({successes(lay)} vs {successes(base)} of 63; "
+        f"{100 * lay['csr95']['mean'] / oos['csr95']['mean']:.0f} % of the out-of-sample oracle's)",
+        f"Geom. {lay['geom']['mean']:.2f} vs {base['geom']['mean']:.2f}",
+        f"Geom. {guard['geom']['mean']:.2f} instead of {base['geom']['mean']:.2f}",
+        f"{guard_out['completed']} of 84 folds completed instead of {base_out['completed']}",
+        f"C-SR@95 {guard['csr95']['mean']:.1f} instead of {base['csr95']['mean']:.1f} % ({successes(guard)} vs "
+        f"{successes(base)} of 63",
+        f"Ctx. Acc. {guard['ctx_acc']['mean']:.1f} vs {base['ctx_acc']['mean']:.1f} %",
+    ]
+    assert lay["first_grasp"]["xy_m"]["mean"] < 0.04 <= base["first_grasp"]["xy_m"]["mean"]  # "under ... 4 cm bar"
     missing = [q for q in quoted if q not in docs]
     assert not missing, missing
