@@ -94,6 +94,14 @@ def test_evaluate_table_of_a_folder_without_a_summary_says_so(tmp_path, capsys):
     assert "no summary.json" in _one_line(capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("guard", ["nan", "-0.05"])
+def test_evaluate_refuses_a_regrasp_guard_that_is_not_a_distance_before_anything_runs(tmp_path, capsys, guard):
+    out = tmp_path / "eval"
+    assert evaluate.main(["--benchmark", "tiny", "--out", str(out), "--regrasp-guard-m", guard]) == 2
+    assert "--regrasp-guard-m: regrasp_guard_m: expected a finite distance >= 0" in _one_line(capsys.readouterr().err)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("kind", ["missing", "empty"])
 def test_viewer_names_a_store_it_cannot_read(tmp_path, capsys, kind):
     store = tmp_path / "store.zarr"

@@ -38,7 +38,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +106,9 @@ class RunConfig:
     sim_device: str = "cpu"
     rrd_dir: str = ""  # a Rerun recording per rollout goes here (none when empty)
     sim_grasp: str = DEFAULT_GRASP  # isaac_lab: what held cloth follows (instant_fold_sim.isaac_lab.grasp)
-    home_after_events: bool = False  # the fold loop's (instant_fold_policy.fold_loop.FoldLoopConfig)
-    regrasp_guard_m: float = 0.0  # the fold loop's
+    fold: FoldLoopConfig = field(
+        default_factory=FoldLoopConfig
+    )  # the fold loop's options (home after the events, re-grasp guard)
     event_targets: str = "policy"  # the policy server's (instant_fold_learning.policy.event_targets)
 
 
@@ -189,8 +190,7 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
     except POLICY_ERRORS as exc:
         result = not_run(world, f"cannot condition the policy on {job.context.label}: {exc}")
     else:
-        fold = FoldLoopConfig(home_after_events=cfg.home_after_events, regrasp_guard_m=cfg.regrasp_guard_m)
-        result = run_rollout(world, server, cfg.max_steps, fold=fold, recording=recording)
+        result = run_rollout(world, server, cfg.max_steps, fold=cfg.fold, recording=recording)
     line: dict[str, Any] = {
         "id": job.id,
         "garment": job.init.garment,
@@ -304,6 +304,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     checkpoint = str(Path(args.checkpoint).resolve()) if args.checkpoint else ""
     max_steps = args.max_steps or spec.max_steps
     policy_conditioning, event_targets = "", args.event_targets
+    try:  # refused here, before anything is simulated, not in every rollout's worker
+        fold = FoldLoopConfig(home_after_events=args.home_after_events, regrasp_guard_m=args.regrasp_guard_m)
+    except ConfigError as exc:
+        raise EvaluationError(f"--regrasp-guard-m: {exc}") from None
     fingerprint: dict[str, Any] = {"benchmark": spec.to_dict()}
     if checkpoint:  # load it now: a bad checkpoint is refused before anything is simulated
         try:
@@ -383,8 +387,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             str((out / "videos").resolve()) if args.rrd else "",
             sim_grasp=args.sim_grasp,
             event_targets=event_targets,
-            home_after_events=args.home_after_events,
-            regrasp_guard_m=args.regrasp_guard_m,
+            fold=fold,
         )
         t0 = time.perf_counter()
         lines, timing["rollouts_run"] = _rollouts(spec, cfg, out, args.workers, args.address)

@@ -41,6 +41,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
+from instant_fold_core.errors import ConfigError
 
 NANOSECONDS = 1_000_000_000
 
@@ -63,6 +64,12 @@ class FoldLoopConfig:
     #: An arm that let go stays open until it has moved this far (x, y) from where it let go: a
     #: close there picks the cloth it just placed up again (docs/policy.md, "Re-grasp guard"). 0: off.
     regrasp_guard_m: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.regrasp_guard_m) and self.regrasp_guard_m >= 0):
+            raise ConfigError(
+                f"regrasp_guard_m: expected a finite distance >= 0 in metres (0: off), got {self.regrasp_guard_m}"
+            )
 
 
 @dataclass(frozen=True)

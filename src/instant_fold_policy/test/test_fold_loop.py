@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from instant_fold_core.contracts import ActionChunk, ChunkRepresentation, FoldOutcome, FoldPhase
+from instant_fold_core.errors import ConfigError
 from instant_fold_policy.fold_loop import (
     NANOSECONDS,
     Finish,
@@ -450,6 +451,12 @@ def test_the_regrasp_guard_holds_open_an_arm_that_just_let_go_until_it_moves_awa
     loop.on_state(state(left=AWAY), 5)  # back at the release point: a release is guarded once
     assert loop.steer(chunk).chunk is chunk
     assert loop.regrasps_guarded == 2
+
+
+@pytest.mark.parametrize("guard_m", [-0.01, float("nan"), float("inf")])
+def test_a_regrasp_guard_that_is_not_a_distance_is_refused(guard_m: float) -> None:
+    with pytest.raises(ConfigError, match="regrasp_guard_m"):
+        FoldLoopConfig(regrasp_guard_m=guard_m)
 
 
 def test_without_the_regrasp_guard_a_close_after_a_release_passes() -> None:
