@@ -49,6 +49,8 @@ from instant_fold_ros.recording_tap import RecordingTap
 from instant_fold_ros.standins.process_runner import ProcessRunner
 
 if TYPE_CHECKING:
+    from rclpy.subscription import Subscription
+
     from instant_fold_core.rerun_web import WebViewer
 
 DEFAULT_DEMO = "demos/proc_00001_sleeves_down__bottom_up.safetensors"
@@ -284,6 +286,17 @@ def _exited(runner: ProcessRunner, log: Path) -> str | None:
     return f"node '{exited[0]}' exited with code {exited[1]} (see {log})"
 
 
+def _unready(fold: Any, step: Any, listening: list[Subscription]) -> list[str]:
+    """What the fold still waits for: `policy/execute_fold`, `sim/step`, and the topics among
+    `listening` that no publisher is matched to yet (empty: ready)."""
+    waiting = [
+        name
+        for name, ready in (("policy/execute_fold", fold.server_is_ready()), ("sim/step", step.service_is_ready()))
+        if not ready
+    ]
+    return waiting + [s.topic_name for s in listening if s.get_publisher_count() == 0]
+
+
 def _wait(future, timeout: float, what: str, runner: ProcessRunner, log: Path):
     """The future's result, waiting at most `timeout` s while every node runs: a node that dies
     (a crash, SIGKILL) ends the wait at once, naming it, instead of leaving the whole timeout to
@@ -360,14 +373,16 @@ def run_fold(args: argparse.Namespace) -> dict:
         spinner.start()
         try:
             probe = LatencyProbe()
-            node.create_subscription(DualArmState, "arms/state", probe.on_state, OBSERVATION_QOS)
+            listening = [node.create_subscription(DualArmState, "arms/state", probe.on_state, OBSERVATION_QOS)]
             if tap is None:
-                node.create_subscription(Image, "camera/color", probe.on_frame, OBSERVATION_QOS)
-                node.create_subscription(ClothTokens, "cloth/tokens", probe.on_tokens, OBSERVATION_QOS)
-                node.create_subscription(ActionChunk, "arms/command", probe.on_command, COMMAND_QOS)
+                listening += [
+                    node.create_subscription(Image, "camera/color", probe.on_frame, OBSERVATION_QOS),
+                    node.create_subscription(ClothTokens, "cloth/tokens", probe.on_tokens, OBSERVATION_QOS),
+                    node.create_subscription(ActionChunk, "arms/command", probe.on_command, COMMAND_QOS),
+                ]
             else:  # the same subscriptions feed the recording; the arm states come with the feedback
                 also = {"camera/color": probe.on_frame, "cloth/tokens": probe.on_tokens}
-                tap.attach(node, latency=probe.command_latency, also=also, arm_state=False)
+                listening += tap.attach(node, latency=probe.command_latency, also=also, arm_state=False)
             fold: Any = ActionClient(node, ExecuteFold, "policy/execute_fold")
             step: Any = node.create_client(SimStep, "sim/step")
             evaluate: Any = node.create_client(EvaluateFold, "sim/evaluate")
@@ -376,12 +391,17 @@ def run_fold(args: argparse.Namespace) -> dict:
                 f"log: {out / 'graph.log'}"
             )
             deadline = time.monotonic() + args.startup_timeout
-            while not (fold.server_is_ready() and step.service_is_ready()):
+            # Ready: the fold's action and the simulator's step answer, and every topic this run
+            # listens to (latency probe, recording) is matched to its publisher. A fold of a few
+            # queries lasts about a second, less than discovery can take to reach the node that
+            # started last: unmatched, the recording of a fresh-clone CI run missed all its tokens.
+            while unready := _unready(fold, step, listening):
                 if (dead := _exited(runner, out / "graph.log")) is not None:
                     raise SimFoldError(dead)
                 if time.monotonic() > deadline:
                     raise SimFoldError(
-                        f"the fold graph did not come up within {args.startup_timeout:g} s (see graph.log)"
+                        f"the fold graph did not come up within {args.startup_timeout:g} s "
+                        f"(waiting for {', '.join(unready)}; see graph.log)"
                     )
                 time.sleep(0.2)
             ready_s = time.monotonic() - started

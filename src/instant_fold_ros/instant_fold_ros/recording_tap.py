@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rclpy.node import Node
+from rclpy.subscription import Subscription
 from rclpy.time import Time
 from sensor_msgs.msg import CameraInfo, Image
 
@@ -81,10 +82,12 @@ class RecordingTap:
         latency: Callable[[ActionChunkMsg], Mapping[str, float]] | None = None,
         also: Mapping[str, Callable[[Any], None]] | None = None,
         arm_state: bool = True,
-    ) -> None:
+    ) -> list[Subscription]:
         """Subscribe `node` to the fold graph's camera, mask, token and command topics (and
         `arms/state` with `arm_state`). `latency(msg)`: the latencies of a command (name -> ms);
-        `also`: topic -> a callback of the host's that runs first on each of that topic's messages."""
+        `also`: topic -> a callback of the host's that runs first on each of that topic's messages.
+        Returns the subscriptions, so a host can wait for them to be matched before the fold starts
+        (a short fold can end before discovery reaches a node that started last)."""
         extra = dict(also or {})
         unknown = set(extra) - {"camera/camera_info", "camera/color", "cloth/mask", "cloth/tokens", "arms/command"}
         if unknown or ("arms/state" in extra and not arm_state):
@@ -102,9 +105,15 @@ class RecordingTap:
         ]
         if arm_state:
             topics.append((DualArmState, "arms/state", self.on_state))
-        for kind, topic, callback in topics:
-            qos = COMMAND_QOS if topic == "arms/command" else OBSERVATION_QOS
-            node.create_subscription(kind, topic, _chain(extra.get(topic), callback), qos)
+        return [
+            node.create_subscription(
+                kind,
+                topic,
+                _chain(extra.get(topic), callback),
+                COMMAND_QOS if topic == "arms/command" else OBSERVATION_QOS,
+            )
+            for kind, topic, callback in topics
+        ]
 
     def on_camera_info(self, msg: CameraInfo) -> None:
         if not self.recording.has_camera:
