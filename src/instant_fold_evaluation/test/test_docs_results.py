@@ -3,14 +3,10 @@ job's numbers in the README are those of the measured JSON files in docs/results
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from docs_quotes import REPO, assert_quoted, doc, flat_doc, result
 
 from instant_fold_evaluation.evaluate import merged_rows, row_labels, tables
 from instant_fold_evaluation.scoring import context_table, grasp_table, primitive_table, table
-
-REPO = Path(__file__).resolve().parents[3]
-RESULTS = REPO / "docs" / "results"
 
 
 def test_the_evaluation_tables_in_the_docs_are_the_measured_ones() -> None:
@@ -33,19 +29,19 @@ def test_the_evaluation_tables_in_the_docs_are_the_measured_ones() -> None:
         "eval_cpu_layouts.json",
         "eval_cpu_from_nothing_v5_guard.json",
     ):
-        summary = json.loads((RESULTS / name).read_text())
-        assert table(row_labels(summary)) in (REPO / "docs" / "evaluation.md").read_text(), name
-    current = table(row_labels(json.loads((RESULTS / "eval_cpu_default.json").read_text())))
-    assert current.split("| oracle")[0] in (REPO / "models" / "policy" / "README.md").read_text()
+        summary = result(name)
+        assert table(row_labels(summary)) in doc("docs/evaluation.md"), name
+    current = table(row_labels(result("eval_cpu_default.json")))
+    assert current.split("| oracle")[0] in doc("models/policy/README.md")
 
 
 def test_the_oracle_yardstick_in_and_out_of_sample_is_the_measured_one() -> None:
     """The reference rows of the shipped banks (oracle in and out of sample, first grasps) and the
     numbers docs/evaluation.md quotes from them."""
-    docs = (REPO / "docs" / "evaluation.md").read_text()
+    docs = doc("docs/evaluation.md")
     for name in ("eval_cpu_reference.json", "eval_cpu_garments_reference.json"):
-        assert tables(row_labels(json.loads((RESULTS / name).read_text()))) in docs, name
-    rows = json.loads((RESULTS / "eval_cpu_reference.json").read_text())["rows"]
+        assert tables(row_labels(result(name))) in docs, name
+    rows = result("eval_cpu_reference.json")["rows"]
     oos, ins = rows["oracle-out-of-sample"]["seen"], rows["oracle"]["seen"]
     grasp = oos["first_grasp"]
     csr, geom = f"{oos['csr95']['mean']:.1f}", f"{oos['geom']['mean']:.2f}"
@@ -62,20 +58,19 @@ def test_the_oracle_yardstick_in_and_out_of_sample_is_the_measured_one() -> None
         f"about {100 * grasp['xy_m']['mean']:.1f} cm",
     ]
     flat = " ".join(docs.split())
-    missing = [q for q in quoted if q not in flat]
-    assert not missing, missing
+    assert_quoted(flat, quoted)
 
 
 def test_the_quoted_evaluation_throughput_is_the_measured_one() -> None:
-    bench = json.loads((RESULTS / "bench_eval_cpu.json").read_text())
-    docs = (REPO / "docs" / "evaluation.md").read_text()
+    bench = result("bench_eval_cpu.json")
+    docs = doc("docs/evaluation.md")
     for r in bench["results"]:
         assert f"| {r['workers']} | {r['oracle_executions_per_hour']:.0f} | {r['rollouts_per_hour']:.0f} |" in docs
 
 
 def test_the_main_job_numbers_in_the_readme_are_the_measured_ones() -> None:
-    run = json.loads((RESULTS / "main_job.json").read_text())
-    readme = (REPO / "README.md").read_text()
+    run = result("main_job.json")
+    readme = doc("README.md")
     same = run["same_init"]
     quoted = [
         f"{run['fold']['policy_queries']} policy queries in {run['fold']['duration_s']:.0f} s",
@@ -87,13 +82,12 @@ def test_the_main_job_numbers_in_the_readme_are_the_measured_ones() -> None:
         f"from {run['sim']['start_error_max']:.2f} at the start to {run['sim']['keypoint_error_max']:.2f}",
         f"{run['fold']['message']}",
     ]
-    missing = [q for q in quoted if q not in readme]
-    assert not missing, missing
+    assert_quoted(readme, quoted)
 
 
 def test_the_second_main_job_demonstration_in_the_readme_is_the_measured_one() -> None:
-    run = json.loads((RESULTS / "main_job_second_demo.json").read_text())
-    readme = " ".join((REPO / "README.md").read_text().split())
+    run = result("main_job_second_demo.json")
+    readme = flat_doc("README.md")
     same = run["same_init"]
     quoted = [
         run["command"].removeprefix("time "),
@@ -102,16 +96,15 @@ def test_the_second_main_job_demonstration_in_the_readme_is_the_measured_one() -
         f"{same['fold_rate']:.2f}, C-SR@95 {'success' if same['csr95_success'] else 'failure'}, "
         f"{run['fold']['message']} in {run['fold']['policy_queries']} policy queries",
     ]
-    missing = [q for q in quoted if q not in readme]
-    assert not missing, missing
+    assert_quoted(readme, quoted)
 
 
 def test_the_training_throughput_and_se2_feature_tables_are_the_measured_ones() -> None:
-    docs = (REPO / "docs" / "policy.md").read_text()
-    bench = json.loads((RESULTS / "bench_policy_train_cpu.json").read_text())
+    docs = doc("docs/policy.md")
+    bench = result("bench_policy_train_cpu.json")
     for v in bench["variants"].values():
         assert f"| {v['samples_per_s']:.1f} | {v['step_ms']:.0f} | {v['data_ms']:.1f} |" in docs, v
-    se2 = json.loads((RESULTS / "bench_se2_features.json").read_text())
+    se2 = result("bench_se2_features.json")
     for angle, r in se2["rotated"].items():
         assert f"| {float(angle):.0f} | {r['cosine_mean']:.3f} | {r['match_distance_median_m'] * 100:.2f} |" in docs
     assert f"(unrotated) {se2['next_frame_cosine_mean']:.3f}" in docs
@@ -121,11 +114,11 @@ def test_the_training_throughput_and_se2_feature_tables_are_the_measured_ones() 
 def test_the_default_policy_card_quotes_the_training_run() -> None:
     """The card quotes its run's summary (offline splits as measured: a run that generated only the
     training starts has no held-out offline split) and the measured from-nothing time of the script."""
-    run = json.loads((RESULTS / "default_models.json").read_text())
-    from_nothing = json.loads((RESULTS / "default_models_from_nothing.json").read_text())
-    v4_from_nothing = json.loads((RESULTS / "default_models_from_nothing_v4.json").read_text())
-    previous = json.loads((RESULTS / "default_models_previous.json").read_text())
-    card = (REPO / "models" / "policy" / "README.md").read_text()
+    run = result("default_models.json")
+    from_nothing = result("default_models_from_nothing.json")
+    v4_from_nothing = result("default_models_from_nothing_v4.json")
+    previous = result("default_models_previous.json")
+    card = doc("models/policy/README.md")
     offline = run["offline"]
     quoted = [
         f"{run['policy_end']['initial_action_error'] * 100:.2f} cm at\ninitialisation",
@@ -153,8 +146,7 @@ def test_the_default_policy_card_quotes_the_training_run() -> None:
             f"| {g['arms']} | {g['closed']:.0%} | {g['mean_error_cm']:.1f} cm | "
             f"{g['within_5cm']:.0%} / {g['within_10cm']:.0%} |".replace("%", " %")
         )
-    missing = [q for q in quoted if q not in card]
-    assert not missing, missing
+    assert_quoted(card, quoted)
     v4 = v4_from_nothing["stage_minutes"]
     flat = " ".join(card.split())
     for q in (
@@ -165,9 +157,9 @@ def test_the_default_policy_card_quotes_the_training_run() -> None:
         assert q in flat, q
     assert from_nothing["commit"] in card and from_nothing["episodes"] == v4_from_nothing["episodes"]
     minutes = f"in {from_nothing['total_minutes']:.0f} min on"
-    for doc in ("models/README.md", "docs/policy.md"):  # the same measured wall time
-        assert minutes in " ".join((REPO / doc).read_text().split()), doc
-    docs = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    for path in ("models/README.md", "docs/policy.md"):  # the same measured wall time
+        assert minutes in flat_doc(path), path
+    docs = flat_doc("docs/policy.md")
     for run in (from_nothing, v4_from_nothing):
         stages = run["stage_minutes"]
         assert f"{run['total_minutes']:.0f} min" in docs
@@ -175,8 +167,8 @@ def test_the_default_policy_card_quotes_the_training_run() -> None:
 
 
 def test_the_experiment_rows_of_the_policy_card_are_the_measured_ones() -> None:
-    runs = json.loads((RESULTS / "default_models_experiments.json").read_text())["variants"]
-    card = (REPO / "models" / "policy" / "README.md").read_text()
+    runs = result("default_models_experiments.json")["variants"]
+    card = doc("models/policy/README.md")
     for v in runs.values():
         g = v["offline_train"]["first_grasp"]
         row = f"| {v['change']} | {v['samples_per_s']:.1f} |"
@@ -195,8 +187,8 @@ def test_the_experiment_rows_of_the_policy_card_are_the_measured_ones() -> None:
 
 
 def test_the_sampling_noise_rows_of_the_policy_card_are_the_measured_ones() -> None:
-    rows = json.loads((RESULTS / "default_models_experiments.json").read_text())["sampling"]["rows"]
-    card = (REPO / "models" / "policy" / "README.md").read_text()
+    rows = result("default_models_experiments.json")["sampling"]["rows"]
+    card = doc("models/policy/README.md")
     for r in rows.values():
         g, q = r["offline_train"]["first_grasp"], r["quick"]["policy"]
         row = (
@@ -211,9 +203,9 @@ def test_the_sampling_noise_rows_of_the_policy_card_are_the_measured_ones() -> N
 def test_the_isaac_lab_fold_numbers_are_the_measured_ones() -> None:
     """docs/isaac_lab.md's table and the README quote the Isaac Lab fold (CPU) and the Newton main job
     of the same policy (v4)."""
-    isaac = json.loads((RESULTS / "isaac_lab_cpu_fold.json").read_text())
-    newton = json.loads((RESULTS / "main_job_v4.json").read_text())
-    docs = (REPO / "docs" / "isaac_lab.md").read_text()
+    isaac = result("isaac_lab_cpu_fold.json")
+    newton = result("main_job_v4.json")
+    docs = doc("docs/isaac_lab.md")
     fi, si = isaac["fold"], isaac["same_init"]
     frames = isaac["sim"]["frames"]
     quoted = [
@@ -223,8 +215,7 @@ def test_the_isaac_lab_fold_numbers_are_the_measured_ones() -> None:
         f"| {newton['same_init']['geom']:.2f} / {newton['same_init']['fold_rate']:.2f} | {si['geom']:.2f} / "
         f"{si['fold_rate']:.2f} |",
     ]
-    missing = [q for q in quoted if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quoted)
     one = isaac["evaluate_one_rollout"]
     geoms = [one["rows"][row]["geom"]["mean"] for row in ("policy", "do-nothing", "oracle")]
     flat = " ".join(docs.split())
@@ -235,18 +226,18 @@ def test_the_isaac_lab_fold_numbers_are_the_measured_ones() -> None:
         f"Geom. / W1 = {quick['ctx_acc']['mean']:.1f} / {quick['csr95']['mean']:.1f} / {quick['geom']['mean']:.2f} / "
         f"{quick['w1']:.3f}" in flat
     )
-    readme = (REPO / "README.md").read_text()
+    readme = doc("README.md")
     assert f"Geom. {si['geom']:.2f} vs Newton's {newton['same_init']['geom']:.2f}" in readme
 
 
 def test_the_rounded_benchmark_quotes_are_the_measured_ones() -> None:
     """README, models/README.md and docs/policy.md round the policy's seen-fold Ctx. Acc. and C-SR@95."""
-    seen = json.loads((RESULTS / "eval_cpu_default.json").read_text())["rows"]["policy"]["seen"]
+    seen = result("eval_cpu_default.json")["rows"]["policy"]["seen"]
     ctx, csr = f"{seen['ctx_acc']['mean']:.0f} %", f"{seen['csr95']['mean']:.0f} %"
-    for doc in ("README.md", "models/README.md", "docs/policy.md"):
-        text = " ".join((REPO / doc).read_text().split())
-        assert f"in {ctx} of the" in text, doc
-        assert f"succeed in {csr}" in text or f"succeeds in {csr}" in text, doc
+    for path in ("README.md", "models/README.md", "docs/policy.md"):
+        text = flat_doc(path)
+        assert f"in {ctx} of the" in text, path
+        assert f"succeed in {csr}" in text or f"succeeds in {csr}" in text, path
 
 
 def test_every_shipped_oracle_bank_covers_its_benchmark() -> None:
@@ -359,7 +350,7 @@ def successes(row: dict) -> int:
 
 def issue_28_row(label: str, quick: str, offline: str | None) -> str:
     """One row of the issue-28 table, formatted from the measured JSONs."""
-    summary = json.loads((RESULTS / quick).read_text())
+    summary = result(quick)
     seen = summary["rows"]["policy"]["seen"]
     grasp = seen["first_grasp"]
     cells = [
@@ -374,7 +365,7 @@ def issue_28_row(label: str, quick: str, offline: str | None) -> str:
     if offline is None:
         cells += ["–", "–"]
     else:
-        train = json.loads((RESULTS / offline).read_text())["train"]
+        train = result(offline)["train"]
         fg = train["first_grasp"]
         cells += [
             f"{fg['mean_error_cm']:.1f} cm, {fg['within_5cm'] * 100:.0f} %",
@@ -384,22 +375,21 @@ def issue_28_row(label: str, quick: str, offline: str | None) -> str:
 
 
 def test_the_issue_28_rows_of_the_policy_docs_are_the_measured_ones() -> None:
-    docs = (REPO / "docs" / "policy.md").read_text()
-    missing = [row for row in (issue_28_row(*r) for r in ISSUE_28_ROWS) if row not in docs]
-    assert not missing, missing
-    summary = json.loads((RESULTS / "quick_v4.json").read_text())
+    docs = doc("docs/policy.md")
+    assert_quoted(docs, [issue_28_row(*r) for r in ISSUE_28_ROWS])
+    summary = result("quick_v4.json")
     oracle = summary["rows"]["oracle-out-of-sample"]["seen"]
     assert f"C-SR@95 {oracle['csr95']['mean']:.1f}, Geom. {oracle['geom']['mean']:.2f}" in docs
 
 
 def test_the_policy_card_quotes_the_issue_28_measurements() -> None:
-    card = " ".join((REPO / "models" / "policy" / "README.md").read_text().split())
+    card = flat_doc("models/policy/README.md")
 
     def seen(name: str) -> dict:
-        return json.loads((RESULTS / name).read_text())["rows"]["policy"]["seen"]
+        return result(name)["rows"]["policy"]["seen"]
 
     def offline(name: str) -> dict:
-        return json.loads((RESULTS / name).read_text())["train"]
+        return result(name)["train"]
 
     v4, replay, v5 = seen("quick_v4.json"), seen("quick_registration_replay.json"), seen("quick_full_rejoin.json")
     quotes = [
@@ -414,18 +404,17 @@ def test_the_policy_card_quotes_the_issue_28_measurements() -> None:
         f"(Ctx. Acc. {v5['ctx_acc']['mean']:.1f} vs {v4['ctx_acc']['mean']:.1f}, C-SR@95 {v5['csr95']['mean']:.1f} vs "
         f"{v4['csr95']['mean']:.1f}, Geom. {v5['geom']['mean']:.2f} vs {v4['geom']['mean']:.2f} on the quick yardstick)",
     ]
-    missing = [q for q in quotes if q not in card]
-    assert not missing, missing
+    assert_quoted(card, quotes)
 
 
 def test_the_registration_replay_tables_are_the_measured_ones() -> None:
-    summary = json.loads((RESULTS / "quick_registration_replay.json").read_text())
-    assert tables(row_labels(summary)) in (REPO / "docs" / "registration.md").read_text()
+    summary = result("quick_registration_replay.json")
+    assert tables(row_labels(summary)) in doc("docs/registration.md")
 
 
 def test_the_registration_replay_main_job_numbers_in_the_readme_are_the_measured_ones() -> None:
-    run = json.loads((RESULTS / "main_job_registration_replay.json").read_text())
-    readme = " ".join((REPO / "README.md").read_text().split())
+    run = result("main_job_registration_replay.json")
+    readme = flat_doc("README.md")
     same = run["same_init"]
     quoted = [
         f"context {'right' if same['context_correct'] else 'wrong'}, Geom. {same['geom']:.2f} "
@@ -433,18 +422,17 @@ def test_the_registration_replay_main_job_numbers_in_the_readme_are_the_measured
         f"C-SR@95 {'success' if same['csr95_success'] else 'failure'}",
         f"completed in {run['fold']['policy_queries']} policy queries, {run['wall_s']:.0f} s",
     ]
-    missing = [q for q in quoted if q not in readme]
-    assert not missing, missing
+    assert_quoted(readme, quoted)
 
 
 def test_the_issue_28_comparisons_in_the_policy_docs_are_the_measured_ones() -> None:
-    docs = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    docs = flat_doc("docs/policy.md")
 
     def seen(name: str) -> dict:
-        return json.loads((RESULTS / f"quick_{name}.json").read_text())["rows"]["policy"]["seen"]
+        return result(f"quick_{name}.json")["rows"]["policy"]["seen"]
 
     def offline(name: str) -> dict:
-        return json.loads((RESULTS / f"offline_{name}.json").read_text())["train"]
+        return result(f"offline_{name}.json")["train"]
 
     a, p, v4, c = seen("anchored"), seen("paper_head"), seen("v4"), seen("anchored_centroid")
     quotes = [
@@ -486,11 +474,10 @@ def test_the_issue_28_comparisons_in_the_policy_docs_are_the_measured_ones() -> 
         f"Ctx. Acc. {change('ctx_acc', v5, v4, ' vs ', 1)}, C-SR@95 {change('csr95', v5, v4, ' vs ', 1)}, "
         f"Geom. {change('geom', v5, v4, ' vs ', 2)}",
     ]
-    readme = " ".join((REPO / "README.md").read_text().split())
+    readme = flat_doc("README.md")
     replay = seen("registration_replay")
     assert f"(Geom. {v5['geom']['mean']:.2f} against the replay's {replay['geom']['mean']:.2f})" in readme
-    missing = [q for q in quotes if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quotes)
 
 
 def paper_scale_numbers(report: dict) -> dict[str, str]:
@@ -520,10 +507,10 @@ def paper_scale_numbers(report: dict) -> dict[str, str]:
 
 
 def test_the_paper_scale_gpu_numbers_are_the_measured_ones() -> None:
-    report = json.loads((RESULTS / "bench_paper_gpu.json").read_text())
+    report = result("bench_paper_gpu.json")
     assert report["gpu"] and all(code == 0 for code in report["exit_codes"].values())
     n = paper_scale_numbers(report)
-    docs = " ".join((REPO / "docs" / "paper_scale.md").read_text().split())
+    docs = flat_doc("docs/paper_scale.md")
     quoted = [
         f"| {n['encoder_s']} s/step ({n['encoder_steps']} steps) | 20,000 steps: {n['encoder_h']} h |",
         f"| {n['policy_rate']} steps/s ({n['policy_steps']} steps) | 225,000 steps: {n['policy_h']} h |",
@@ -533,8 +520,7 @@ def test_the_paper_scale_gpu_numbers_are_the_measured_ones() -> None:
         f"| {n['qs32']} ms median |",
         f"about {n['total_h']} h of GPU time",
     ]
-    missing = [q for q in quoted if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quoted)
 
 
 def rerun_cost_sentence(report: dict) -> str:
@@ -551,17 +537,17 @@ def rerun_cost_sentence(report: dict) -> str:
 
 
 def test_the_rerun_recording_cost_is_the_measured_one() -> None:
-    report = json.loads((RESULTS / "rerun_main_job.json").read_text())
-    docs = " ".join((REPO / "docs" / "rerun.md").read_text().split())
+    report = result("rerun_main_job.json")
+    docs = flat_doc("docs/rerun.md")
     assert rerun_cost_sentence(report) in docs
 
 
 def test_the_v5_held_out_garment_prose_is_the_measured_one() -> None:
-    run = json.loads((RESULTS / "eval_cpu_garments_default.json").read_text())
-    v4 = json.loads((RESULTS / "eval_cpu_garments_default_v4.json").read_text())
+    run = result("eval_cpu_garments_default.json")
+    v4 = result("eval_cpu_garments_default_v4.json")
     seen, oos = run["rows"]["policy"]["seen"], run["rows"]["oracle-out-of-sample"]["seen"]
     grasp = seen["first_grasp"]
-    docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+    docs = flat_doc("docs/evaluation.md")
     quoted = [
         f"follows its demonstration in {seen['ctx_acc']['mean']:.1f} % of the rollouts and succeeds in "
         f"{successes(seen)} of {seen['rollouts']}",
@@ -573,15 +559,14 @@ def test_the_v5_held_out_garment_prose_is_the_measured_one() -> None:
         f"{run['outcomes']['step_limit']} of the {run['rollouts']} rollouts end at the step limit "
         f"({run['outcomes']['completed']} complete)",
     ]
-    missing = [q for q in quoted if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quoted)
 
 
 def test_the_policy_card_quotes_its_benchmarks_against_v4() -> None:
-    card = " ".join((REPO / "models" / "policy" / "README.md").read_text().split())
+    card = flat_doc("models/policy/README.md")
 
     def policy(name: str, split: str = "seen") -> dict:
-        return json.loads((RESULTS / name).read_text())["rows"]["policy"][split]
+        return result(name)["rows"]["policy"][split]
 
     def arrow(key: str, old: dict, new: dict, digits: int) -> str:
         return f"{old[key]['mean']:.{digits}f} -> {new[key]['mean']:.{digits}f}"
@@ -589,7 +574,7 @@ def test_the_policy_card_quotes_its_benchmarks_against_v4() -> None:
     v5, v4 = policy("eval_cpu_default.json"), policy("eval_cpu_default_v4.json")
     h5, h4 = policy("eval_cpu_default.json", "heldout"), policy("eval_cpu_default_v4.json", "heldout")
     g5, g4 = policy("eval_cpu_garments_default.json"), policy("eval_cpu_garments_default_v4.json")
-    runs = [json.loads((RESULTS / n).read_text()) for n in ("eval_cpu_default.json", "eval_cpu_default_v4.json")]
+    runs = [result(n) for n in ("eval_cpu_default.json", "eval_cpu_default_v4.json")]
     grasp = v5["first_grasp"]
     quotes = [
         f"seen Ctx. Acc. {arrow('ctx_acc', v4, v5, 1)} %, C-SR@95 {arrow('csr95', v4, v5, 1)} % "
@@ -606,20 +591,19 @@ def test_the_policy_card_quotes_its_benchmarks_against_v4() -> None:
         f"{100 * g5['first_grasp']['xy_m']['mean']:.1f} cm mean",
     ]
     assert h5["csr95"]["mean"] == 0.0
-    missing = [q for q in quotes if q not in card]
-    assert not missing, missing
+    assert_quoted(card, quotes)
 
 
 def test_the_v5_benchmark_prose_is_the_measured_one() -> None:
     """docs/evaluation.md's reading of the v5 CPU benchmark, against its summary and v4's."""
-    run = json.loads((RESULTS / "eval_cpu_default.json").read_text())
-    v4 = json.loads((RESULTS / "eval_cpu_default_v4.json").read_text())
+    run = result("eval_cpu_default.json")
+    v4 = result("eval_cpu_default_v4.json")
     rows = run["rows"]
     seen, held, wrong = rows["policy"]["seen"], rows["policy"]["heldout"], rows["wrong-demo"]["seen"]
     oos = rows["oracle-out-of-sample"]["seen"]
     old = v4["rows"]["policy"]["seen"]
     grasp = seen["first_grasp"]
-    docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+    docs = flat_doc("docs/evaluation.md")
     quoted = [
         f"{successes(seen)} of the {seen['rollouts']} seen-fold rollouts succeed (C-SR@95 {seen['csr95']['mean']:.1f} %; "
         f"v4: {successes(old)}, {old['csr95']['mean']:.1f} %)",
@@ -637,8 +621,7 @@ def test_the_v5_benchmark_prose_is_the_measured_one() -> None:
         f"Rollouts took {run['mean_rollout_wall_s']:.0f} s each",
     ]
     assert held["csr95"]["mean"] == 0.0
-    missing = [q for q in quoted if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quoted)
 
 
 EVENTS = ("grasp 1", "release 1", "grasp 2", "release 2")
@@ -666,9 +649,9 @@ def event_error_rows(report: dict) -> list[str]:
 
 
 def test_the_event_error_diagnosis_is_the_measured_one() -> None:
-    report = json.loads((RESULTS / "event_errors_v5.json").read_text())
-    docs = (REPO / "docs" / "evaluation.md").read_text()
-    missing = [row for row in event_error_rows(report) if row not in docs]
+    report = result("event_errors_v5.json")
+    docs = doc("docs/evaluation.md")
+    assert_quoted(docs, event_error_rows(report))
     cpu = report["runs"]["default_v5"]
     seen = cpu["rows"]["policy"]["seen"]
     outcome = cpu["policy_seen_by_outcome"]
@@ -685,8 +668,7 @@ def test_the_event_error_diagnosis_is_the_measured_one() -> None:
         f"{garments['release 2']['measured']} of {garments['release 2']['expected']} second releases",
         f"{100 * held['grasp 2']['xy_m']['mean']:.0f} cm",
     ]
-    missing += [q for q in quoted if q not in flat]
-    assert not missing, missing
+    assert_quoted(flat, quoted)
 
 
 def test_the_demonstration_event_targets_prose_is_the_measured_one() -> None:
@@ -694,7 +676,7 @@ def test_the_demonstration_event_targets_prose_is_the_measured_one() -> None:
     against its own targets (same checkpoint, jobs and seeds), and the README's main-job contrast."""
 
     def seen(name: str, split: str = "seen") -> tuple[dict, dict]:
-        rows = json.loads((RESULTS / name).read_text())["rows"]
+        rows = result(name)["rows"]
         return rows["policy"][split], rows["oracle-out-of-sample"][split]
 
     demo, oos = seen("eval_cpu_default_demo_targets.json")
@@ -702,7 +684,7 @@ def test_the_demonstration_event_targets_prose_is_the_measured_one() -> None:
     held, _ = seen("eval_cpu_default_demo_targets.json", "heldout")
     g_demo, g_oos = seen("eval_cpu_garments_default_demo_targets.json")
     g_own, _ = seen("eval_cpu_garments_default.json")
-    docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+    docs = flat_doc("docs/evaluation.md")
     quoted = [
         f"Geom. {demo['geom']['mean']:.2f} ({demo['geom']['mean'] / oos['geom']['mean']:.2f}x the out-of-sample "
         f"oracle's: issue 28's 1.5x bar is met; the policy's own targets: {own['geom']['mean']:.2f})",
@@ -717,11 +699,10 @@ def test_the_demonstration_event_targets_prose_is_the_measured_one() -> None:
     ]
     assert held["csr95"]["mean"] == 0.0
     assert demo["geom"]["mean"] / oos["geom"]["mean"] <= 1.5
-    missing = [q for q in quoted if q not in docs]
-    assert not missing, missing
-    readme = " ".join((REPO / "README.md").read_text().split())
-    before = json.loads((RESULTS / "main_job_v5_policy_targets.json").read_text())["same_init"]
-    after = json.loads((RESULTS / "main_job.json").read_text())["same_init"]
+    assert_quoted(docs, quoted)
+    readme = flat_doc("README.md")
+    before = result("main_job_v5_policy_targets.json")["same_init"]
+    after = result("main_job.json")["same_init"]
     assert f"landed outside it (Geom. {before['geom']:.2f}" in readme and not before["csr95_success"]
     assert after["csr95_success"] and "C-SR@95 success" in readme
     assert (
@@ -729,10 +710,10 @@ def test_the_demonstration_event_targets_prose_is_the_measured_one() -> None:
         f"Geom. {demo['geom']['mean']:.2f}); on held-out garments in {g_own['csr95']['mean']:.0f} % and "
         f"{g_demo['csr95']['mean']:.0f} %" in readme
     )
-    policy_docs = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    policy_docs = flat_doc("docs/policy.md")
     assert f"drops ({successes(demo)} against {successes(own)} successes of {demo['rollouts']})" in policy_docs
-    card = " ".join((REPO / "models" / "policy" / "README.md").read_text().split())
-    quick = json.loads((RESULTS / "quick_demo_targets.json").read_text())["rows"]["policy"]["seen"]
+    card = flat_doc("models/policy/README.md")
+    quick = result("quick_demo_targets.json")["rows"]["policy"]["seen"]
     card_quotes = [
         f"with its own targets it lands just outside the oracle's envelope (Geom. {before['geom']:.2f} against "
         f"{before['envelope']:.2f}), with the demonstration's event targets inside it (Geom. {after['geom']:.2f}",
@@ -742,42 +723,40 @@ def test_the_demonstration_event_targets_prose_is_the_measured_one() -> None:
         f"instead of {g_own['geom']['mean']:.2f}",
         f"even with the demonstration's event targets ({quick['geom']['mean']:.2f})",
     ]
-    missing = [q for q in card_quotes if q not in card]
-    assert not missing, missing
+    assert_quoted(card, card_quotes)
 
 
 def test_the_per_context_table_in_the_docs_is_the_measured_one() -> None:
-    summary = json.loads((RESULTS / "eval_cpu_default_demo_targets.json").read_text())
+    summary = result("eval_cpu_default_demo_targets.json")
     order = summary["benchmark"]["seen"] + summary["benchmark"]["heldout"]
-    assert context_table(summary["contexts"], order) in (REPO / "docs" / "evaluation.md").read_text()
+    assert context_table(summary["contexts"], order) in doc("docs/evaluation.md")
 
 
 def test_the_grasps_counted_prose_is_the_measured_one() -> None:
     """docs/policy.md's account of the removed grasp-count option against `demonstration`."""
-    before = json.loads((RESULTS / "quick_demo_targets.json").read_text())
-    after = json.loads((RESULTS / "quick_demo_grasp_count.json").read_text())
+    before = result("quick_demo_targets.json")
+    after = result("quick_demo_grasp_count.json")
     side = "body_side_fold_L__sleeves_down/L"
     b, a = before["contexts"][side]["policy"], after["contexts"][side]["policy"]
     later = before["rows"]["policy"]["seen"]["events"]["later"]["extra"]
     assert "later" not in after["rows"]["policy"]["seen"]["events"]
-    docs = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    docs = flat_doc("docs/policy.md")
     quoted = [
         f"the {later} grasps and releases after the demonstrated ones",
         f"(Geom. {b['geom']:.2f} -> {a['geom']:.2f} on its {a['folds']} folds, successes "
         f"{round(b['csr95'] * b['folds'] / 100)} -> {round(a['csr95'] * a['folds'] / 100)};",
         f"{after['outcomes']['step_limit']} folds run to the step limit instead of {before['outcomes']['step_limit']}",
     ]
-    missing = [q for q in quoted if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quoted)
 
 
 def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
     """docs/evaluation.md's quick-yardstick tables of the first policy trained on the fold split and
     docs/policy.md's account of its training run (issue 34)."""
     names = ("breadth_v1", "breadth_v1_untrained", "breadth_v1_language", "v5", "registration_replay")
-    runs = [json.loads((RESULTS / f"folds_quick_{n}.json").read_text()) for n in names]
+    runs = [result(f"folds_quick_{n}.json") for n in names]
     summary = runs[0]
-    evaluation = (REPO / "docs" / "evaluation.md").read_text()
+    evaluation = doc("docs/evaluation.md")
     order = summary["benchmark"]["seen"] + summary["benchmark"]["heldout"]
     rows = merged_rows(runs)
     assert table(rows) + "\n" + grasp_table(rows) in evaluation
@@ -799,7 +778,7 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
         f"{grasps['xy_m']['mean'] * 100:.1f} cm from the oracle's"
     )
     untrained, language, v5, replay = (run["rows"]["policy"] for run in runs[1:])
-    trained = json.loads((RESULTS / "breadth_v1_language_training.json").read_text())
+    trained = result("breadth_v1_language_training.json")
     quoted += [
         f"gets {count(language['seen'], 'ctx_acc')} of 16 seen contexts right (C-SR@95 "
         f"{language['seen']['csr95']['mean']:.1f}, Geom. {language['seen']['geom']['mean']:.2f}) and "
@@ -815,8 +794,8 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
         f"({count(replay['seen'], 'csr95')} of 16)",
     ]
     # The untrained row (the paper's second ordering) and what the held-out folds were taken for.
-    run = json.loads((RESULTS / "breadth_v1_training.json").read_text())
-    bare = json.loads((RESULTS / "breadth_v1_untrained_training.json").read_text())
+    run = result("breadth_v1_training.json")
+    bare = result("breadth_v1_untrained_training.json")
     held, bare_held = run["offline"]["heldout"]["first_grasp"], bare["offline"]["heldout"]["first_grasp"]
     quoted += [
         f"run again ({bare['stage_minutes']['3/5 tokenising']}, {bare['stage_minutes']['4/5 policy']} and "
@@ -836,9 +815,9 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
         "sleeves_center__shoulders_down/R": {"sleeves_asymmetric__shoulders_down/R": 1},
         "sleeves_diagonal__shoulders_down/L": {"sleeves_center__side_fold/LR": 1},
     }, "docs/evaluation.md names what each held-out fold became"
-    missing = [q for q in quoted if q not in prose]
+    assert_quoted(prose, quoted)
     first, old = run["offline"]["train"]["first_grasp"], run["offline_first_grasp_before_probed_arms"]
-    policy = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    policy = flat_doc("docs/policy.md")
     minutes, generation = run["stage_minutes"], run["generation"]
     quoted = [
         f"| generation | {minutes['1/5 generation']} | {generation['episodes']} episodes, {generation['frames']:,} frames, "
@@ -853,17 +832,16 @@ def test_the_breadth_v1_numbers_are_the_measured_ones() -> None:
         f"the action error is {run['offline']['train']['action_error_cm']:.2f} / "
         f"{run['offline']['heldout']['action_error_cm']:.2f} cm",
     ]
-    missing += [q for q in quoted if q not in policy]
-    assert not missing, missing
+    assert_quoted(policy, quoted)
 
 
 def test_the_two_starts_budget_row_is_the_measured_one() -> None:
     """docs/policy.md's "Two starts instead of three" table and prose (issue 34, fitting the budget)."""
-    three, two = (json.loads((RESULTS / f"folds_quick_breadth_{n}.json").read_text()) for n in ("v1", "two_starts"))
-    three_run = json.loads((RESULTS / "breadth_v1_training.json").read_text())
-    two_run = json.loads((RESULTS / "breadth_two_starts_training.json").read_text())
-    profile = json.loads((RESULTS / "generation_profile.json").read_text())
-    policy = (REPO / "docs" / "policy.md").read_text()
+    three, two = (result(f"folds_quick_breadth_{n}.json") for n in ("v1", "two_starts"))
+    three_run = result("breadth_v1_training.json")
+    two_run = result("breadth_two_starts_training.json")
+    profile = result("generation_profile.json")
+    policy = doc("docs/policy.md")
 
     def row(label: str, generation: str, minutes: float, quick: dict, run: dict) -> str:
         q, held = quick["rows"]["policy"], run["offline"]["heldout"]["first_grasp"]
@@ -901,12 +879,12 @@ def test_the_two_starts_budget_row_is_the_measured_one() -> None:
 
 def test_breadth_v1_against_v5_on_v5s_folds_is_the_measured_one() -> None:
     """docs/evaluation.md's "Why breadth v1 is not the default": cpu_quick and the main job."""
-    q = json.loads((RESULTS / "quick_breadth_v1.json").read_text())["rows"]["policy"]["seen"]
-    v = json.loads((RESULTS / "quick_demo_targets.json").read_text())["rows"]["policy"]["seen"]
-    breadth_job = json.loads((RESULTS / "main_job_breadth_v1.json").read_text())["same_init"]
-    v5_job = json.loads((RESULTS / "main_job.json").read_text())["same_init"]
+    q = result("quick_breadth_v1.json")["rows"]["policy"]["seen"]
+    v = result("quick_demo_targets.json")["rows"]["policy"]["seen"]
+    breadth_job = result("main_job_breadth_v1.json")["same_init"]
+    v5_job = result("main_job.json")["same_init"]
     assert breadth_job["context_correct"] and not breadth_job["csr95_success"] and v5_job["csr95_success"]
-    prose = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+    prose = flat_doc("docs/evaluation.md")
     grasp, v5_grasp = q["first_grasp"]["xy_m"], v["first_grasp"]["xy_m"]
     quoted = [
         f"Ctx. Acc. {q['ctx_acc']['mean']:.1f} against {v['ctx_acc']['mean']:.1f}, C-SR@95 {q['csr95']['mean']:.1f} against "
@@ -920,10 +898,8 @@ def test_breadth_v1_against_v5_on_v5s_folds_is_the_measured_one() -> None:
 
 def test_the_more_steps_look_is_the_measured_one() -> None:
     """docs/policy.md's "More steps, a first look" (breadth v1 resumed to 10,000 steps)."""
-    a, b = (
-        json.loads((RESULTS / f"folds_quick_breadth_{n}.json").read_text())["rows"]["policy"] for n in ("v1", "v1_10k")
-    )
-    run = json.loads((RESULTS / "breadth_v1_10k_training.json").read_text())
+    a, b = (result(f"folds_quick_breadth_{n}.json")["rows"]["policy"] for n in ("v1", "v1_10k"))
+    run = result("breadth_v1_10k_training.json")
     assert run["policy_start"]["start_step"] == 6000 and run["policy_end"]["event"] == "end"
 
     quoted = (
@@ -934,8 +910,8 @@ def test_the_more_steps_look_is_the_measured_one() -> None:
         f"held-out: {count(b['heldout'], 'ctx_acc')} of 3 folds recognised ({count(a['heldout'], 'ctx_acc')}) "
         f"but Geom. {b['heldout']['geom']['mean']:.2f} ({a['heldout']['geom']['mean']:.2f})"
     )
-    assert quoted in " ".join((REPO / "docs" / "policy.md").read_text().split())
-    assert f"{run['minutes']} min;" in (REPO / "docs" / "policy.md").read_text()
+    assert quoted in flat_doc("docs/policy.md")
+    assert f"{run['minutes']} min;" in doc("docs/policy.md")
 
 
 def test_the_rebuilt_recipe_prose_is_the_measured_one() -> None:
@@ -943,13 +919,13 @@ def test_the_rebuilt_recipe_prose_is_the_measured_one() -> None:
     the demonstration's event targets, on the CPU benchmark)."""
 
     def seen(name: str) -> tuple[dict, dict]:
-        rows = json.loads((RESULTS / name).read_text())["rows"]
+        rows = result(name)["rows"]
         return rows["policy"]["seen"], rows["oracle-out-of-sample"]["seen"]
 
     new, oos = seen("eval_cpu_from_nothing_v5.json")
     v5, _ = seen("eval_cpu_default_demo_targets.json")
     g_new, g_v5 = new["first_grasp"], v5["first_grasp"]
-    docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+    docs = flat_doc("docs/evaluation.md")
     quoted = [
         f"Ctx. Acc. {new['ctx_acc']['mean']:.1f} vs {v5['ctx_acc']['mean']:.1f} %",
         f"C-SR@95 {new['csr95']['mean']:.1f} vs {v5['csr95']['mean']:.1f} % ({successes(new)} vs {successes(v5)} of "
@@ -960,8 +936,7 @@ def test_the_rebuilt_recipe_prose_is_the_measured_one() -> None:
         f"{100 * g_v5['within_5cm']:.1f} % within 5 cm)",
     ]
     assert round(100 * g_new["xy_m"]["mean"], 1) == round(100 * g_v5["xy_m"]["mean"], 1)
-    missing = [q for q in quoted if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quoted)
 
 
 def test_the_more_steps_and_more_layouts_prose_is_the_measured_one() -> None:
@@ -969,13 +944,13 @@ def test_the_more_steps_and_more_layouts_prose_is_the_measured_one() -> None:
     first grasps and the stage times of the two runs)."""
 
     def offline(name: str, split: str) -> dict:
-        return json.loads((RESULTS / name).read_text())[split]["first_grasp"]
+        return result(name)[split]["first_grasp"]
 
     base, steps, layouts = "offline_from_nothing_v5.json", "offline_12k.json", "offline_layouts.json"
-    run12 = json.loads((RESULTS / "policy_12k_training.json").read_text())
-    more = json.loads((RESULTS / "layouts_k11_15_training.json").read_text())
-    kept = more["policy_start"]["episodes"] - json.loads((RESULTS / base).read_text())["train"]["episodes"]
-    docs = " ".join((REPO / "docs" / "policy.md").read_text().split())
+    run12 = result("policy_12k_training.json")
+    more = result("layouts_k11_15_training.json")
+    kept = more["policy_start"]["episodes"] - result(base)["train"]["episodes"]
+    docs = flat_doc("docs/policy.md")
     quoted = [
         f"Twice the steps ({run12['policy_minutes']:.1f} min on both cores)",
         f"(offline first grasps {offline(steps, 'train')['mean_error_cm']:.1f} cm instead of "
@@ -988,8 +963,7 @@ def test_the_more_steps_and_more_layouts_prose_is_the_measured_one() -> None:
         f"({100 * offline(base, 'heldout')['within_5cm']:.1f} -> {100 * offline(layouts, 'heldout')['within_5cm']:.1f} % "
         "within 5 cm)",
     ]
-    missing = [q for q in quoted if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quoted)
 
 
 def test_the_more_layouts_and_regrasp_guard_prose_is_the_measured_one() -> None:
@@ -997,14 +971,14 @@ def test_the_more_layouts_and_regrasp_guard_prose_is_the_measured_one() -> None:
     recipe on the CPU benchmark (seen folds, first grasps, completed folds)."""
 
     def run(name: str) -> tuple[dict, dict, dict]:
-        summary = json.loads((RESULTS / name).read_text())
+        summary = result(name)
         rows = summary["rows"]
         return rows["policy"]["seen"], rows["oracle-out-of-sample"]["seen"], summary["outcomes"]
 
     base, oos, base_out = run("eval_cpu_from_nothing_v5.json")
     lay, _, lay_out = run("eval_cpu_layouts.json")
     guard, _, guard_out = run("eval_cpu_from_nothing_v5_guard.json")
-    docs = " ".join((REPO / "docs" / "evaluation.md").read_text().split())
+    docs = flat_doc("docs/evaluation.md")
 
     def grasp(row: dict) -> str:
         return f"{100 * row['first_grasp']['xy_m']['mean']:.1f}"
@@ -1024,5 +998,4 @@ def test_the_more_layouts_and_regrasp_guard_prose_is_the_measured_one() -> None:
         f"Ctx. Acc. {guard['ctx_acc']['mean']:.1f} vs {base['ctx_acc']['mean']:.1f} %",
     ]
     assert lay["first_grasp"]["xy_m"]["mean"] < 0.04 <= base["first_grasp"]["xy_m"]["mean"]  # "under ... 4 cm bar"
-    missing = [q for q in quoted if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quoted)

@@ -4,26 +4,22 @@ its numbers were measured with (grasp model included)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[3]
-RESULTS = REPO / "docs" / "results"
+from docs_quotes import REPO, assert_quoted, flat_doc, result
 
 
 def _docs() -> str:
-    return " ".join((REPO / "docs" / "isaac_lab.md").read_text().split())
+    return flat_doc("docs/isaac_lab.md")
 
 
 def test_the_documented_isaac_lab_command_names_the_grasp_model_of_its_numbers() -> None:
-    fold = json.loads((RESULTS / "isaac_lab_cpu_fold.json").read_text())
+    fold = result("isaac_lab_cpu_fold.json")
     assert fold["sim_grasp"] == "commanded" and "--sim-grasp commanded" in fold["command"]
     assert fold["command"] in _docs()
 
 
 def test_the_issue_31_numbers_are_the_measured_ones() -> None:
-    issue = json.loads((RESULTS / "isaac_lab_issue31.json").read_text())
-    fold = json.loads((RESULTS / "isaac_lab_cpu_fold.json").read_text())
+    issue = result("isaac_lab_issue31.json")
+    fold = result("isaac_lab_cpu_fold.json")
     first, new_omp4, new_unset = issue["reproduce"][:3]
     # the documented fold, to every digit, without OMP_NUM_THREADS; the newer policy's, alike with 4 and unset
     assert first["caller_OMP_NUM_THREADS"] == "unset" and first["compute_threads"] == "1"
@@ -68,8 +64,7 @@ def test_the_issue_31_numbers_are_the_measured_ones() -> None:
         f"with `fingers` they stayed {fingers['held_to_hand_max_m']:.3f} m from the hand",
         f"and {fingers['held_to_target_min_m']:.2f} m from the target",
     ]
-    missing = [q for q in quotes if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quotes)
     # as grasped: the fingers model keeps the held cloth at its grasp distance from the hand
     assert abs(fingers["held_to_hand_max_m"] - fingers["held_to_tcp_at_close_max_m"]) < 1e-3
 
@@ -78,7 +73,7 @@ def test_the_isaac_lab_camera_run_is_the_measured_one_and_its_strip_is_shown() -
     """Issue 31 items 3 and 4: the strip docs/isaac_lab.md shows (Isaac Lab's camera, both Frankas)
     is in docs/img, the run's fold and garment-colour numbers quoted are camera_fold's, and the
     documented command's fold after the change is camera_v4_commanded's."""
-    issue = json.loads((RESULTS / "isaac_lab_issue31.json").read_text())
+    issue = result("isaac_lab_issue31.json")
     run, v4, white = issue["camera_fold"], issue["camera_v4_commanded"], issue["reproduce"][0]
     assert (REPO / "docs" / "img" / "isaac_lab_strip.png").is_file()
     fold, si, colour = run["fold"], run["same_init"], run["garment_colour"]
@@ -99,8 +94,7 @@ def test_the_isaac_lab_camera_run_is_the_measured_one_and_its_strip_is_shown() -
     assert v4["sim_grasp"] == white["sim_grasp"] == "commanded" and v4["video_camera"] == "isaac_lab"
     assert v4["policy_checkpoint_id"] == white["policy_checkpoint_id"] and v4["same_init"]["context_correct"]
     docs = _docs()
-    missing = [q for q in quotes if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quotes)
 
 
 def _quick_row(summary: dict) -> str:
@@ -116,8 +110,8 @@ def _quick_row(summary: dict) -> str:
 def test_the_quick_yardstick_rows_of_both_grasp_models_are_the_measured_ones() -> None:
     """Issue 31: the shipped policy (v5) on the quick yardstick in Isaac Lab with the fingers and the
     commanded grasp models, beside the same policy, targets and bank in the embedded Newton sim."""
-    newton = json.loads((RESULTS / "quick_demo_targets.json").read_text())
-    runs = {g: json.loads((RESULTS / f"quick_isaac_{g}_v5.json").read_text()) for g in ("fingers", "commanded")}
+    newton = result("quick_demo_targets.json")
+    runs = {g: result(f"quick_isaac_{g}_v5.json") for g in ("fingers", "commanded")}
     for grasp, run in runs.items():
         assert (run["sim_backend"], run["sim_grasp"], run["event_targets"]) == ("isaac_lab", grasp, "demonstration")
         assert run["benchmark"] == newton["benchmark"] and run["benchmark"]["name"] == "cpu_quick"
@@ -128,5 +122,4 @@ def test_the_quick_yardstick_rows_of_both_grasp_models_are_the_measured_ones() -
     for grasp, run in runs.items():
         outcomes = run["outcomes"]
         quotes.append(f"`{grasp}`: {_quick_row(run)}; {outcomes.get('completed', 0)} of {run['rollouts']} completed")
-    missing = [q for q in quotes if q not in docs]
-    assert not missing, missing
+    assert_quoted(docs, quotes)

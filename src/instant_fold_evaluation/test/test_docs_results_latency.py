@@ -5,11 +5,8 @@ Typed once: the prose and tables quote docs/results/{main_job,latency_issue32,be
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from docs_quotes import assert_quoted, doc, result
 
-REPO = Path(__file__).resolve().parents[3]
-RESULTS = REPO / "docs" / "results"
 BEFORE = "before: Fast DDS defaults, multi-threaded executors"
 PROFILE_ONLY = "project DDS profile, multi-threaded executors"
 AFTER = "after: project DDS profile, single-threaded executors + side nodes"
@@ -20,12 +17,12 @@ def _ms(value: float) -> str:
 
 
 def _runs(name: str) -> list[dict]:
-    return json.loads((RESULTS / "latency_issue32.json").read_text())["runs"][name]
+    return result("latency_issue32.json")["runs"][name]
 
 
 def test_the_readme_quotes_the_main_jobs_latency_and_time() -> None:
-    run = json.loads((RESULTS / "main_job.json").read_text())
-    readme = (REPO / "README.md").read_text()
+    run = result("main_job.json")
+    readme = doc("README.md")
     lat = run["latency"]
     wall = round(run["wall_s_total"])
     before = [r["latency"]["tokens_to_command"] for r in _runs(BEFORE)]
@@ -37,13 +34,11 @@ def test_the_readme_quotes_the_main_jobs_latency_and_time() -> None:
         f"p95 {_ms(before[0]['p95_ms'])} and {_ms(before[1]['p95_ms'])} ms, max {_ms(before[0]['max_ms'])} and\n"
         f"{_ms(before[1]['max_ms'])} ms in two runs",
     ]
-    flat = readme.replace("\n", " ")
-    missing = [q for q in quoted if q.replace("\n", " ") not in flat]
-    assert not missing, missing
+    assert_quoted(readme.replace("\n", " "), [q.replace("\n", " ") for q in quoted])
 
 
 def test_the_latency_table_quotes_every_run() -> None:
-    docs = (REPO / "docs" / "architecture.md").read_text()
+    docs = doc("docs/architecture.md")
     for name in (BEFORE, PROFILE_ONLY, AFTER):
         for r in _runs(name):
             t, s, f = (r["latency"][k] for k in ("tokens_to_command", "tokens_to_state", "frame_to_command"))
@@ -55,8 +50,8 @@ def test_the_latency_table_quotes_every_run() -> None:
 
 
 def test_the_stage_tables_quote_the_benchmarks() -> None:
-    docs = (REPO / "docs" / "architecture.md").read_text()
-    graph = json.loads((RESULTS / "bench_graph.json").read_text())
+    docs = doc("docs/architecture.md")
+    graph = result("bench_graph.json")
     for case in graph["cases"]:
         p, g = case["in_process"], case["graph"]["latency"]
         cells = [
@@ -70,7 +65,7 @@ def test_the_stage_tables_quote_the_benchmarks() -> None:
             f"{_ms(c['median_ms'])} / {_ms(c['p95_ms'])} / {_ms(c['max_ms'])}" for c in cells
         )
         assert row in docs, row
-    dds = json.loads((RESULTS / "bench_dds.json").read_text())
+    dds = result("bench_dds.json")
     for case in dds["cases"]:
         cells = [case[k] for k in ("step_answer", "tokens_hop", "state_hop", "chunk_hop")]
         row = f"| {case['profile']} | {case['config']} | {case['busy_processes']} | " + " | ".join(
