@@ -102,6 +102,15 @@ def test_evaluate_refuses_a_regrasp_guard_that_is_not_a_distance_before_anything
     assert not out.exists()
 
 
+@pytest.mark.parametrize("window", ["nan", "-0.1", "inf"])
+def test_evaluate_refuses_a_grasp_refinement_that_is_not_a_distance_before_anything_runs(tmp_path, capsys, window):
+    out = tmp_path / "eval"
+    assert evaluate.main(["--benchmark", "tiny", "--out", str(out), "--grasp-refinement-m", window]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "--grasp-refinement-m: grasp_refinement_m: must be a finite distance >= 0" in line
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("kind", ["missing", "empty"])
 def test_viewer_names_a_store_it_cannot_read(tmp_path, capsys, kind):
     store = tmp_path / "store.zarr"

@@ -10,7 +10,7 @@ import torch
 
 from instant_fold_core.errors import InvalidInputError, NonFiniteError
 from instant_fold_core.geometry import farthest_point_sampling
-from instant_fold_core.registration import PlanarRigid, RegistrationError, register_planar
+from instant_fold_core.registration import PlanarRigid, RegistrationError, local_shift, register_planar
 
 N = 64
 
@@ -222,3 +222,44 @@ def test_single_valid_token_is_a_translation():
     one[0, 7] = True
     est = register_planar(src, one, tgt, one)
     torch.testing.assert_close(est.apply(src)[0, 7, :2], tgt[0, 7, :2])
+
+
+def test_local_shift_fits_a_part_that_lies_differently():
+    """The right sleeve band of the target lies 4 cm lower than the rigid motion of the rest puts
+    it (a part that settled differently): the whole-cloth fit misses the sleeve's tip by more than
+    2 cm, the local shift around it halves that at least, and a point in the body, whose window
+    holds no displaced token, stays within 1 cm of where the fit put it."""
+    gen = torch.Generator().manual_seed(3)
+    source = shirt(0.02)
+    truth = PlanarRigid.from_angle(torch.tensor([0.3]), torch.tensor([[0.05, -0.02]]))
+    sleeve = (source[:, 0] > 0.47) & (source[:, 1] >= 0.38)
+    lying = source.clone()
+    lying[sleeve, 1] -= 0.04  # in the garment's frame, then moved like the rest
+    target = truth.apply(lying[None])[0] + torch.randn(len(source), 3, generator=gen) * 0.001
+    valid = torch.ones(len(source), dtype=torch.bool)
+    fit = register_planar(source[None], valid[None], target[None], valid[None])
+    tip = source[sleeve][source[sleeve][:, 0].argmax()]  # the sleeve's far end, where a grasp would be
+    expected = truth.apply(lying[sleeve][source[sleeve][:, 0].argmax()][None, None])[0, 0, :2]
+    rigid = fit.apply(tip[None, None])[0, 0, :2]
+    shift = local_shift(fit, source, valid, target, valid, tip, radius=0.08)
+    missed = (rigid - expected).norm()
+    assert missed > 0.02  # the whole-cloth fit misses the sleeve tip
+    assert (rigid + torch.as_tensor(shift) - expected).norm() < 0.5 * missed
+    body = source[(source[:, 0] - 0.3).abs().add((source[:, 1] - 0.1).abs()).argmin()]
+    assert np.abs(local_shift(fit, source, valid, target, valid, body, radius=0.08)).max() < 0.01
+
+
+def test_local_shift_needs_tokens_in_its_window_and_valid_arguments():
+    source = shirt(0.05)
+    valid = torch.ones(len(source), dtype=torch.bool)
+    fit = register_planar(source[None], valid[None], source[None], valid[None])
+    far = torch.tensor([5.0, 5.0, 1.1])  # no token within the window: no shift, not a guess
+    assert np.array_equal(local_shift(fit, source, valid, source, valid, far, radius=0.1), np.zeros(2))
+    for radius in (0.0, -0.1, math.nan, math.inf):
+        with pytest.raises(RegistrationError, match="radius"):
+            local_shift(fit, source, valid, source, valid, source[0], radius=radius)
+    with pytest.raises(RegistrationError, match="one-element"):
+        two = PlanarRigid.from_angle(torch.zeros(2), torch.zeros(2, 2))
+        local_shift(two, source, valid, source, valid, source[0], radius=0.1)
+    with pytest.raises(NonFiniteError):
+        local_shift(fit, source, valid, source, valid, torch.tensor([math.nan, 0.0, 1.1]), radius=0.1)

@@ -18,7 +18,8 @@ Steps, each resumable (finished work is never redone):
    and the errors of every grasp and release).
    `--video` adds an MP4 and a keyframe strip per rollout, `--rrd` a Rerun recording (docs/rerun.md).
    `--event-targets` sets where an anchored-head policy's arms grasp and let go
-   (`instant_fold_learning.policy.event_targets`, docs/policy.md; by default the policy's own targets).
+   (`instant_fold_learning.policy.event_targets`, docs/policy.md; by default the policy's own targets),
+   `--grasp-refinement-m` how the demonstration's grasps are mapped for them (docs/registration.md).
 
 `rescore` scores a finished run's `rollouts.jsonl` again into another folder with the current
 metrics (new rows and columns of an older run), simulating nothing.
@@ -52,6 +53,7 @@ from instant_fold_core.fold_recording import FoldRecording
 from instant_fold_core.parallel import run_jobs
 from instant_fold_evaluation.oracle_bank import BankEntry, BankKey, OracleBank, OracleBankError
 from instant_fold_learning.policy.event_targets import AUTO, EVENT_TARGETS
+from instant_fold_learning.policy.replay import ReplayConfig
 from instant_fold_policy.fold_loop import FoldLoopConfig
 from instant_fold_policy.server import PolicyServerError, policy_checkpoint_id
 from instant_fold_ros.bringup_share import models_dir
@@ -110,6 +112,7 @@ class RunConfig:
         default_factory=FoldLoopConfig
     )  # the fold loop's options (home after the events, re-grasp guard)
     event_targets: str = "policy"  # the policy server's (instant_fold_learning.policy.event_targets)
+    grasp_refinement_m: float = 0.0  # the policy server's (docs/registration.md, "Local refinement")
 
 
 def default_bank(spec: BenchmarkSpec) -> Path:
@@ -141,10 +144,12 @@ def build_demo(job: RolloutJob, demo_dir: str, preset_name: str) -> str:
 
 
 @functools.lru_cache(maxsize=2)
-def _server(checkpoint: str, encoder: str, device: str, seed: int, event_targets: str):
+def _server(checkpoint: str, encoder: str, device: str, seed: int, event_targets: str, grasp_refinement_m: float):
     from instant_fold_policy.server import PolicyServer
 
-    return PolicyServer.from_checkpoints(checkpoint, encoder, device, seed, event_targets=event_targets)
+    return PolicyServer.from_checkpoints(
+        checkpoint, encoder, device, seed, event_targets=event_targets, grasp_refinement_m=grasp_refinement_m
+    )
 
 
 def _check_simulator(backend: str, device: str) -> None:
@@ -180,7 +185,7 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
 
     from .closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
-    server = _server(cfg.checkpoint, cfg.encoder, cfg.device, cfg.seed, cfg.event_targets)
+    server = _server(cfg.checkpoint, cfg.encoder, cfg.device, cfg.seed, cfg.event_targets, cfg.grasp_refinement_m)
     demo = load_demonstration(demo_path(cfg.demo_dir, job)) if server.conditioning == "demo" else None
     recording = FoldRecording(Path(cfg.rrd_dir) / f"{job.id}.rrd") if cfg.rrd_dir else None
     if recording is not None and demo is not None:
@@ -308,10 +313,14 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         fold = FoldLoopConfig(home_after_events=args.home_after_events, regrasp_guard_m=args.regrasp_guard_m)
     except ConfigError as exc:
         raise EvaluationError(f"--regrasp-guard-m: {exc}") from None
+    try:
+        ReplayConfig(grasp_refinement_m=args.grasp_refinement_m)
+    except ConfigError as exc:
+        raise EvaluationError(f"--grasp-refinement-m: {exc}") from None
     fingerprint: dict[str, Any] = {"benchmark": spec.to_dict()}
     if checkpoint:  # load it now: a bad checkpoint is refused before anything is simulated
         try:
-            server = _server(checkpoint, encoder, args.device, args.seed, args.event_targets)
+            server = _server(checkpoint, encoder, args.device, args.seed, args.event_targets, args.grasp_refinement_m)
             policy_conditioning, event_targets = server.conditioning, server.event_targets  # "auto" resolved
         except PolicyServerError as exc:
             raise EvaluationError(str(exc)) from None
@@ -327,6 +336,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             fingerprint["regrasp_guard_m"] = args.regrasp_guard_m
         if event_targets != "policy":  # only when set: the results directories of earlier runs stay resumable
             fingerprint["event_targets"] = event_targets
+        if args.grasp_refinement_m:  # only when set, as above
+            fingerprint["grasp_refinement_m"] = args.grasp_refinement_m
         if args.sim_backend != "newton":  # rollouts of one simulator are never mixed with another's
             fingerprint["sim_backend"] = args.sim_backend
             if args.sim_backend == "isaac_lab":  # nor one grasp model's with another's
@@ -387,6 +398,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             str((out / "videos").resolve()) if args.rrd else "",
             sim_grasp=args.sim_grasp,
             event_targets=event_targets,
+            grasp_refinement_m=args.grasp_refinement_m,
             fold=fold,
         )
         t0 = time.perf_counter()
@@ -411,6 +423,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "event_targets": event_targets,
         "home_after_events": args.home_after_events,
         "regrasp_guard_m": args.regrasp_guard_m,
+        "grasp_refinement_m": args.grasp_refinement_m,
         "rows": summaries,
         "contexts": contexts,
         "notes": run_notes,
@@ -641,6 +654,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="an arm that let go stays open until it has moved this far (x, y, metres) from where it let go "
         "(the fold loop's regrasp_guard_m; 0, the default: off; docs/policy.md)",
+    )
+    p.add_argument(
+        "--grasp-refinement-m",
+        type=float,
+        default=0.0,
+        help="demonstration event targets: a demonstrated grasp mapped onto the cloth is refined on the tokens within "
+        "this window (metres) around it (the policy server's grasp_refinement_m; 0, the default: off; "
+        "docs/registration.md)",
     )
     return p
 

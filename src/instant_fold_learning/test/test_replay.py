@@ -253,6 +253,8 @@ def test_bad_input_is_refused():
         ({"execute_steps": 9}, "execute_steps"),
         ({"reach_tolerance_m": 0.0}, "reach_tolerance_m"),
         ({"feature_weight": -1.0}, "feature_weight"),
+        ({"grasp_refinement_m": -0.1}, "grasp_refinement_m"),
+        ({"grasp_refinement_m": float("nan")}, "grasp_refinement_m"),
     ],
 )
 def test_bad_configurations(overrides, message):

@@ -21,7 +21,7 @@ from instant_fold_core.checkpoint import checkpoint_id
 from instant_fold_core.contracts import ActionChunk, KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.device import resolve_device
-from instant_fold_core.errors import InstantFoldError, InvalidInputError
+from instant_fold_core.errors import ConfigError, InstantFoldError, InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_learning.encoder.tokenize import tokenize_frame
@@ -68,17 +68,23 @@ class PolicyServer:
         seed: int = 0,
         max_keyframes: int = MAX_DEMONSTRATION_KEYFRAMES,
         event_targets: str = "policy",
+        grasp_refinement_m: float = 0.0,
     ) -> None:
         """`event_targets`: where the arms grasp and let go, one of `EVENT_TARGETS` or "auto"
         (`instant_fold_learning.policy.event_targets`; other than "policy" only for a learned policy
         with the anchored keypose head; "auto" picks for the policy). The strategy it resolves to
-        is `self.event_targets`."""
+        is `self.event_targets`. `grasp_refinement_m`: the window in which a demonstrated grasp the
+        strategy maps onto the cloth is refined locally (`ReplayConfig.grasp_refinement_m`; 0: off)."""
+        from instant_fold_learning.policy.replay import ReplayConfig
+
         cfg = getattr(runner, "cfg", None)
         try:
             event_targets = resolve(
                 event_targets, getattr(cfg, "keypose_head", None), str(getattr(cfg, "conditioning", ""))
             )
-        except ValueError as exc:
+            #: The registration the event-target strategies map the demonstration with.
+            self.registration = ReplayConfig(grasp_refinement_m=grasp_refinement_m)
+        except (ValueError, ConfigError) as exc:
             raise PolicyServerError(str(exc)) from None
         self.runner = runner
         self.max_keyframes = max_keyframes
@@ -110,9 +116,10 @@ class PolicyServer:
         step_duration: float | None = None,
         max_keyframes: int = MAX_DEMONSTRATION_KEYFRAMES,
         event_targets: str = "policy",
+        grasp_refinement_m: float = 0.0,
     ) -> PolicyServer:
         """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default);
-        `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `event_targets`: see `__init__`.
+        `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `event_targets`, `grasp_refinement_m`: see `__init__`.
 
         `policy_dir` is a learned policy's checkpoint, or a directory whose `config.json` names the
         `registration_replay` variant (`instant_fold_learning.policy.replay`: no weights, no training)."""
@@ -141,6 +148,7 @@ class PolicyServer:
             seed,
             max_keyframes,
             event_targets,
+            grasp_refinement_m,
         )
 
     @property
@@ -199,7 +207,10 @@ class PolicyServer:
                 "has none)"
             )
         return DemonstrationTargets(
-            self._demo_tokens, self.demonstration.keypose, grasps=self.event_targets == "demonstration"
+            self._demo_tokens,
+            self.demonstration.keypose,
+            registration=self.registration,
+            grasps=self.event_targets == "demonstration",
         )
 
     @property

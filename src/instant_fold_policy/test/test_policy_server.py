@@ -13,6 +13,7 @@ from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_learning.encoder.configuration import preset as encoder_preset
 from instant_fold_learning.encoder.modeling import ClothEncoder
+from instant_fold_learning.policy.event_targets import DemonstrationTargets
 from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_policy.server import PolicyServer, PolicyServerError
 
@@ -203,6 +204,23 @@ def test_demonstration_release_target_is_the_demonstrated_one_on_this_cloth(anch
         np.testing.assert_allclose(held[i].keypose[0, :3], HOME[0, :3], atol=0.03)
         assert not np.allclose(free[i].keypose[0, :3], HOME[0, :3], atol=0.03)  # the untrained head's own
         np.testing.assert_array_equal(held[i].keypose[1], free[i].keypose[1])
+
+
+def test_the_grasp_refinement_reaches_the_fold_strategy_and_must_be_a_distance(anchored) -> None:
+    """`grasp_refinement_m` (the node's parameter, evaluate's flag) is the registration every
+    fold's demonstration targets map grasps with; a window that is not a distance is refused when
+    the server is built, not in the middle of a fold."""
+    server = PolicyServer.from_checkpoints(
+        *anchored, device="cpu", event_targets="demonstration", grasp_refinement_m=0.12
+    )
+    server.load_demonstration(make_demonstration())
+    strategy = server._release_strategy()
+    assert isinstance(strategy, DemonstrationTargets) and strategy.cfg.grasp_refinement_m == 0.12
+    for bad in (float("nan"), -0.1):
+        with pytest.raises(PolicyServerError, match="grasp_refinement_m"):
+            PolicyServer.from_checkpoints(
+                *anchored, device="cpu", event_targets="demonstration", grasp_refinement_m=bad
+            )
 
 
 def _count_encodings(server: PolicyServer) -> list[int]:

@@ -58,7 +58,7 @@ from instant_fold_core.checkpoint import CONFIG_FILE, read_json
 from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.pick_place import SCRIPTED, SIM_TO_REAL
-from instant_fold_core.registration import DEFAULT_FEATURE_WEIGHT, PlanarRigid, register_planar
+from instant_fold_core.registration import DEFAULT_FEATURE_WEIGHT, PlanarRigid, local_shift, register_planar
 from instant_fold_learning.policy.inference import Array, PolicyInputError, _array, checked_cloth
 
 #: `config.json` "variant" of a registration-replay checkpoint directory.
@@ -91,6 +91,9 @@ class ReplayConfig:
     feature_weight: float = DEFAULT_FEATURE_WEIGHT  # registration: m² per squared feature distance (0: geometry only)
     rotations: int = 16  # registration start angles (one query: affordable; finds turns of round cloths)
     iterations: int = 12  # registration ICP iterations
+    grasp_refinement_m: float = (
+        0.0  # window of the local refinement of a mapped grasp (`registration.local_shift`; 0: off)
+    )
 
     def __post_init__(self) -> None:
         if self.variant != VARIANT:
@@ -105,6 +108,8 @@ class ReplayConfig:
                 raise ConfigError(f"{name}: must be positive, got {getattr(self, name)}")
         if self.feature_weight < 0 or self.iterations < 0:
             raise ConfigError("feature_weight and iterations must not be negative")
+        if not (self.grasp_refinement_m >= 0 and np.isfinite(self.grasp_refinement_m)):
+            raise ConfigError(f"grasp_refinement_m: must be a finite distance >= 0, got {self.grasp_refinement_m}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayConfig:
@@ -203,10 +208,25 @@ def map_grasp(
     cloth: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, float]:
     """`arm`'s demonstrated position at keyframe `k` carried onto the current cloth: x, y through
-    `transform`, z as the demonstrated height above the cloth; and the depth offset (current minus
-    demonstration cloth depth there) that the arm's release is carried with."""
+    `transform` and, with `cfg.grasp_refinement_m`, the local refinement of that fit around the grasp
+    (`local_shift`), z as the demonstrated height above the cloth; and the depth offset (current
+    minus demonstration cloth depth there) that the arm's release is carried with."""
     demo_point = demo[3][k, arm, :3]
     mapped = np.asarray(transform.apply(demo_point[None, None]))[0, 0]
+    if cfg.grasp_refinement_m > 0:
+        with_features = cfg.feature_weight > 0
+        mapped[:2] += local_shift(
+            transform,
+            demo[0][k],
+            demo[2][k],
+            cloth[0],
+            cloth[2],
+            demo_point,
+            cfg.grasp_refinement_m,
+            source_features=demo[1][k] if with_features else None,
+            target_features=cloth[1] if with_features else None,
+            feature_weight=cfg.feature_weight,
+        )
     n = cfg.depth_neighbours
     offset = cloth_depth(cloth[0], cloth[2], mapped, n) - cloth_depth(demo[0][k], demo[2][k], demo_point, n)
     return np.array([mapped[0], mapped[1], demo_point[2] + offset]), offset

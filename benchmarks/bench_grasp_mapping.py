@@ -1,0 +1,117 @@
+"""How far a demonstrated grasp lands when it is carried onto another start's cloth (offline).
+
+The demonstration event targets (`instant_fold_learning.policy.event_targets`) and registration
+replay map each demonstrated grasp onto the current cloth through a rigid planar registration of
+the demonstration keyframe (`replay.register_keyframe`, `replay.map_grasp`). This measures that
+mapping without a simulator: for every tokenised episode of a query folder and the k = 0 episode of
+the same garment and fold (the demonstration, from the demonstration folder), each grasp stage the
+two share is mapped from the demonstration's grasp frame onto the query's grasp frame, and the x, y
+distance to where the query's expert grasped is reported, per grasp stage (first, second) and per
+local-refinement window (`ReplayConfig.grasp_refinement_m`, 0 = the rigid fit alone). The expert's
+own grasp noise is part of every number (the scripted folds grasp a keypoint with noise).
+
+    python benchmarks/bench_grasp_mapping.py --queries WORK/tokens_heldout \\
+        --demos WORK/tokens_train --windows 0 0.08 0.12 0.16 --out grasp_mapping.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from instant_fold_learning.policy.data import TokenizedEpisode
+from instant_fold_learning.policy.replay import Event, ReplayConfig, demo_stages, map_grasp, register_keyframe
+
+#: Grasp stages reported (later ones are too few to say anything).
+STAGES = 2
+
+
+def demonstration_of(query: Path, demos: Path) -> Path | None:
+    """The k = 0 episode of the query's garment and fold, if it is another episode."""
+    demo = demos / (query.stem.rsplit("__", 1)[0] + "__e000.npz")
+    return demo if demo.is_file() and demo.resolve() != query.resolve() else None
+
+
+def episode_errors(query: TokenizedEpisode, demo: TokenizedEpisode, windows: list[float]) -> list[list[list[float]]]:
+    """[window][stage] -> x, y errors (m) of the grasps both episodes make at that stage."""
+    arrays = (
+        demo.cloth_positions.astype(np.float64),
+        demo.cloth_features.astype(np.float32),
+        demo.cloth_valid,
+        demo.arm_state.astype(np.float64),
+    )
+    configs = [ReplayConfig(grasp_refinement_m=w) for w in windows]
+    errors: list[list[list[float]]] = [[[] for _ in range(STAGES)] for _ in windows]
+    stage = 0
+    for at_query, at_demo in zip(demo_stages(query.arm_state), demo_stages(demo.arm_state), strict=False):
+        grasps = [a for a, e in at_demo.events.items() if e is Event.GRASP and at_query.events.get(a) is Event.GRASP]
+        if grasps and stage < STAGES:
+            t = at_query.keyframe
+            cloth = (
+                query.cloth_positions[t].astype(np.float64),
+                query.cloth_features[t].astype(np.float32),
+                query.cloth_valid[t],
+            )
+            fit = register_keyframe(configs[0], arrays, at_demo.keyframe, cloth)
+            for i, cfg in enumerate(configs):
+                for arm in grasps:
+                    mapped, _ = map_grasp(cfg, fit, arrays, at_demo.keyframe, arm, cloth)
+                    errors[i][stage].append(float(np.linalg.norm(mapped[:2] - query.arm_state[t, arm, :2])))
+        stage += any(e is Event.GRASP for e in at_demo.events.values())
+    return errors
+
+
+def stats(errors: list[float]) -> dict[str, float | int]:
+    e = np.asarray(errors) * 100
+    return {
+        "grasps": int(e.size),
+        "mean_cm": round(float(e.mean()), 2),
+        "median_cm": round(float(np.median(e)), 2),
+        "p90_cm": round(float(np.percentile(e, 90)), 2),
+        "within_5cm": round(float((e < 5).mean()), 4),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--queries", required=True, help="tokenised episodes (.npz) to map the demonstrations onto")
+    p.add_argument("--demos", required=True, help="the folder holding each garment and fold's __e000 episode")
+    p.add_argument("--windows", type=float, nargs="+", default=[0.0, 0.08, 0.12, 0.16])
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    windows: list[float] = args.windows
+    pooled: list[list[list[float]]] = [[[] for _ in range(STAGES)] for _ in windows]
+    pairs = 0
+    for path in sorted(Path(args.queries).glob("*.npz")):
+        demo = demonstration_of(path, Path(args.demos))
+        if demo is None:
+            continue
+        pairs += 1
+        for i, per_stage in enumerate(
+            episode_errors(TokenizedEpisode.load(path), TokenizedEpisode.load(demo), windows)
+        ):
+            for s in range(STAGES):
+                pooled[i][s] += per_stage[s]
+    if not pairs:
+        raise SystemExit(f"--queries {args.queries}: no episode with a k = 0 demonstration in --demos {args.demos}")
+    report = {
+        "what": "demonstrated grasps mapped onto other starts' grasp frames (replay.map_grasp), x, y error",
+        "queries": args.queries,
+        "demos": args.demos,
+        "pairs": pairs,
+        "windows": [
+            {"grasp_refinement_m": w, **{f"grasp {s + 1}": stats(pooled[i][s]) for s in range(STAGES)}}
+            for i, w in enumerate(windows)
+        ],
+    }
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    for row in report["windows"]:
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
