@@ -4,11 +4,13 @@ The demonstration event targets (`instant_fold_learning.policy.event_targets`) a
 replay map each demonstrated grasp onto the current cloth through a rigid planar registration of
 the demonstration keyframe (`replay.register_keyframe`, `replay.map_grasp`). This measures that
 mapping without a simulator: for every tokenised episode of a query folder and the k = 0 episode of
-the same garment and fold (the demonstration, from the demonstration folder), each grasp stage the
-two share is mapped from the demonstration's grasp frame onto the query's grasp frame, and the x, y
-distance to where the query's expert grasped is reported, per grasp stage (first, second) and per
-local-refinement window (`ReplayConfig.grasp_refinement_m`, 0 = the rigid fit alone). The expert's
-own grasp noise is part of every number (the scripted folds grasp a keypoint with noise).
+the same garment and fold (the demonstration, from the demonstration folder), each grasp is mapped
+from the demonstration's grasp frame onto the query's grasp frame (an arm's n-th grasp is paired
+with the same arm's n-th in the demonstration, as the demonstration event targets pair them), and
+the x, y distance to where the query's expert grasped is reported, per grasp of an arm (its first,
+its second) and per local-refinement window (`ReplayConfig.grasp_refinement_m`, 0 = the rigid fit
+alone). The expert's own grasp noise is part of every number (the scripted folds grasp a keypoint
+with noise).
 
     python benchmarks/bench_grasp_mapping.py --queries WORK/tokens_heldout \\
         --demos WORK/tokens_train --windows 0 0.08 0.12 0.16 --out grasp_mapping.json
@@ -25,7 +27,7 @@ import numpy as np
 from instant_fold_learning.policy.data import TokenizedEpisode
 from instant_fold_learning.policy.replay import Event, ReplayConfig, demo_stages, map_grasp, register_keyframe
 
-#: Grasp stages reported (later ones are too few to say anything).
+#: Grasps per arm reported (later ones are too few to say anything).
 STAGES = 2
 
 
@@ -35,8 +37,19 @@ def demonstration_of(query: Path, demos: Path) -> Path | None:
     return demo if demo.is_file() and demo.resolve() != query.resolve() else None
 
 
+def arm_grasps(arm_state: np.ndarray) -> list[list[int]]:
+    """Per arm, the keyframes of its grasps in order (`replay.demo_stages`' events)."""
+    grasps: list[list[int]] = [[], []]
+    for stage in demo_stages(arm_state):
+        for arm, event in stage.events.items():
+            if event is Event.GRASP:
+                grasps[arm].append(stage.keyframe)
+    return grasps
+
+
 def episode_errors(query: TokenizedEpisode, demo: TokenizedEpisode, windows: list[float]) -> list[list[list[float]]]:
-    """[window][stage] -> x, y errors (m) of the grasps both episodes make at that stage."""
+    """[window][n] -> x, y errors (m) of each arm's (n + 1)-th grasp, the query's against the
+    demonstration's same arm's (n + 1)-th (how the demonstration event targets pair them)."""
     arrays = (
         demo.cloth_positions.astype(np.float64),
         demo.cloth_features.astype(np.float32),
@@ -45,22 +58,19 @@ def episode_errors(query: TokenizedEpisode, demo: TokenizedEpisode, windows: lis
     )
     configs = [ReplayConfig(grasp_refinement_m=w) for w in windows]
     errors: list[list[list[float]]] = [[[] for _ in range(STAGES)] for _ in windows]
-    stage = 0
-    for at_query, at_demo in zip(demo_stages(query.arm_state), demo_stages(demo.arm_state), strict=False):
-        grasps = [a for a, e in at_demo.events.items() if e is Event.GRASP and at_query.events.get(a) is Event.GRASP]
-        if grasps and stage < STAGES:
-            t = at_query.keyframe
+    for arm, (at_query, at_demo) in enumerate(
+        zip(arm_grasps(query.arm_state), arm_grasps(demo.arm_state), strict=True)
+    ):
+        for n, (t, k) in enumerate(zip(at_query[:STAGES], at_demo[:STAGES], strict=False)):
             cloth = (
                 query.cloth_positions[t].astype(np.float64),
                 query.cloth_features[t].astype(np.float32),
                 query.cloth_valid[t],
             )
-            fit = register_keyframe(configs[0], arrays, at_demo.keyframe, cloth)
+            fit = register_keyframe(configs[0], arrays, k, cloth)
             for i, cfg in enumerate(configs):
-                for arm in grasps:
-                    mapped, _ = map_grasp(cfg, fit, arrays, at_demo.keyframe, arm, cloth)
-                    errors[i][stage].append(float(np.linalg.norm(mapped[:2] - query.arm_state[t, arm, :2])))
-        stage += any(e is Event.GRASP for e in at_demo.events.values())
+                mapped, _ = map_grasp(cfg, fit, arrays, k, arm, cloth)
+                errors[i][n].append(float(np.linalg.norm(mapped[:2] - query.arm_state[t, arm, :2])))
     return errors
 
 

@@ -395,6 +395,8 @@ def run_fold(args: argparse.Namespace) -> dict:
             # listens to (latency probe, recording) is matched to its publisher. A fold of a few
             # queries lasts about a second, less than discovery can take to reach the node that
             # started last: unmatched, the recording of a fresh-clone CI run missed all its tokens.
+            # (Matched on this side; the publisher's side matches a moment later, so a message
+            # sent in between can still be missed: rare, and the recording's checks allow it.)
             while unready := _unready(fold, step, listening):
                 if (dead := _exited(runner, out / "graph.log")) is not None:
                     raise SimFoldError(dead)

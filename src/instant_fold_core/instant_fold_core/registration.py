@@ -382,10 +382,9 @@ def local_shift(
 
     Why: one rigid motion fits the whole cloth, and where two lay-outs of a garment differ (a fold
     that settled differently, a sleeve lying another way) it leaves an error that is largest away
-    from the bulk of the cloth, where the grasps are: the hem corners, the sleeve tips. Mapping the
-    demonstrated grasps of held-out starts (k = 3-5) from their k = 0 episodes, a 12 cm window cut
-    the second grasps' mean error from 3.1 to 2.5 cm and raised the share within 5 cm from 79 % to
-    89 % (docs/registration.md, "Local refinement"). A few tokens fix a shift, not a turn: the
+    from the bulk of the cloth, where the grasps are: the hem corners, the sleeve tips (offline, a
+    12 cm window maps demonstrated grasps closer: docs/registration.md, "Local refinement of a
+    mapped grasp"). A few tokens fix a shift, not a turn: the
     refinement is translation only. Each iteration matches every windowed source token to its
     cheapest valid target token (xy distance² plus, with features, `feature_weight` x the squared
     distance of the L2-normalised features, as in `register_planar`) and moves by the mean offset.
@@ -400,11 +399,20 @@ def local_shift(
 
     Returns zeros with fewer than `LOCAL_MIN_TOKENS` valid source tokens in the window. Raises
     `RegistrationError` on bad shapes or arguments, `NonFiniteError` on a non-finite valid position.
+
+    Limits: every windowed token counts (no trimming, no bound on the shift), so where the current
+    cloth lacks part of the window (occluded, folded away) its tokens match the nearest edge and
+    pull the point towards it; a window at an edge with no target tokens can shift it by about
+    the window's size. This is the measured version (off by default, not adopted:
+    docs/evaluation.md, "Grasp refinement, same checkpoint").
     """
-    if not (radius > 0 and math.isfinite(radius)) or iterations < 1 or transform.rotation.shape[0] != 1:
+    if not (radius > 0 and math.isfinite(radius)):
+        raise RegistrationError(f"local_shift: radius must be a finite distance > 0, got {radius}")
+    if iterations < 1:
+        raise RegistrationError(f"local_shift: iterations must be >= 1, got {iterations}")
+    if transform.rotation.shape[0] != 1:
         raise RegistrationError(
-            f"local_shift: radius > 0, iterations >= 1 and a one-element transform, got {radius}, {iterations}, "
-            f"{transform.rotation.shape[0]} elements"
+            f"local_shift: needs a one-element transform, got {transform.rotation.shape[0]} elements"
         )
 
     def one(x: Array) -> torch.Tensor:  # one element as a batch of one
@@ -421,8 +429,8 @@ def local_shift(
     dtype = torch.float64
     moved = _move(xs.to(dtype), transform.rotation.to(dtype), transform.translation.to(dtype))[0, window]
     targets = xt[0, tv[0]].to(dtype)
-    features = [None if f is None else one(f) for f in (source_features, target_features)]
-    cost = _feature_cost(*features, 1, xs.shape[1], xt.shape[1], feature_weight, dtype)
+    fs, ft = (None if f is None else one(f) for f in (source_features, target_features))
+    cost = _feature_cost(fs, ft, 1, xs.shape[1], xt.shape[1], feature_weight, dtype)
     fixed = cost[0][window][:, tv[0]] if cost is not None else torch.zeros(len(moved), len(targets), dtype=dtype)
     shift = torch.zeros(2, dtype=dtype)
     for _ in range(iterations):

@@ -258,6 +258,8 @@ def test_local_shift_needs_tokens_in_its_window_and_valid_arguments():
     for radius in (0.0, -0.1, math.nan, math.inf):
         with pytest.raises(RegistrationError, match="radius"):
             local_shift(fit, source, valid, source, valid, source[0], radius=radius)
+    with pytest.raises(RegistrationError, match="iterations"):
+        local_shift(fit, source, valid, source, valid, source[0], radius=0.1, iterations=0)
     with pytest.raises(RegistrationError, match="one-element"):
         two = PlanarRigid.from_angle(torch.zeros(2), torch.zeros(2, 2))
         local_shift(two, source, valid, source, valid, source[0], radius=0.1)

@@ -1054,7 +1054,8 @@ def test_the_grasp_refinement_prose_is_the_measured_one() -> None:
     g2a, g2b = a["events"]["grasp 2"], b["events"]["grasp 2"]
     side = "body_side_fold_L__sleeves_down/L"
     gained = {c: count_of(on, c) - count_of(off, c) for c in on["contexts"] if on["contexts"][c]["split"] == "seen"}
-    assert sum(gained.values()) == successes(b) - successes(a) == gained[side]  # "all on the side fold"
+    assert sum(gained.values()) == successes(b) - successes(a) == gained[side] > 0  # "all on the side fold"
+    assert all(g == 0 for c, g in gained.items() if c != side)
 
     def cm(e: dict) -> str:
         return f"{100 * e['xy_m']['mean']:.1f} / {100 * e['xy_m']['median']:.1f}"
@@ -1103,3 +1104,9 @@ def test_the_grasp_mapping_table_is_the_measured_one() -> None:
     heldout, training = result("grasp_mapping.json"), result("grasp_mapping_training.json")
     assert heldout["queries"].endswith("tokens_heldout") and training["queries"].endswith("tokens_train")
     assert grasp_mapping_table(heldout, training) in doc("docs/registration.md")
+    # the prose: "At 12 and 16 cm the share within 5 cm rises for both grasps on both sets"
+    for report in (heldout, training):
+        rigid, *refined = report["windows"]
+        for row in (r for r in refined if r["grasp_refinement_m"] in (0.12, 0.16)):
+            for g in ("grasp 1", "grasp 2"):
+                assert row[g]["within_5cm"] > rigid[g]["within_5cm"], (report["queries"], row["grasp_refinement_m"], g)

@@ -12,6 +12,7 @@ import pytest
 from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.errors import ConfigError, InvalidInputError
 from instant_fold_core.pick_place import SCRIPTED, SIM_TO_REAL
+from instant_fold_core.registration import local_shift
 from instant_fold_learning.policy.replay import (
     MOTION,
     UP,
@@ -20,6 +21,8 @@ from instant_fold_learning.policy.replay import (
     ReplayConfig,
     demo_stages,
     follow,
+    map_grasp,
+    register_keyframe,
 )
 
 N, D = 64, 8
@@ -118,6 +121,36 @@ def test_grasps_land_on_the_corresponding_current_points():
     for (_, where), token in zip(grasps, (3, 40, 20), strict=True):
         np.testing.assert_allclose(where[:2], pos[token, :2], atol=0.01)  # registered x, y
         assert abs(where[2] - CURRENT_DEPTH) < 0.01  # the current cloth's depth, not the demonstration's
+
+
+def test_grasp_refinement_moves_the_mapped_grasp_by_the_local_fit():
+    """`grasp_refinement_m` > 0: the mapped grasp is the rigid fit's plus `local_shift` around the
+    demonstrated grasp (its own test: tests of `instant_fold_core.registration`); 0: the rigid
+    fit's alone. The current cloth is the demonstration's moved rigidly except a block (a sleeve)
+    lying 4 cm further along y, so the shift at the block's tip is not zero."""
+    xs, ys = np.meshgrid(np.arange(0.0, 0.62, 0.03), np.arange(0.0, 0.42, 0.03))
+    flat = np.stack((xs.ravel(), ys.ravel()), -1)
+    flat = flat[(flat[:, 0] <= 0.4) | (flat[:, 1] >= 0.24)]  # a body and a block to its right
+    block = flat[:, 0] > 0.43
+    lying = flat + np.where(block[:, None], [0.0, 0.04], [0.0, 0.0])
+    c, s_ = math.cos(0.4), math.sin(0.4)
+    now = np.concatenate(
+        (lying @ np.array([[c, s_], [-s_, c]]) + [0.1, -0.05], np.full((len(flat), 1), DEMO_DEPTH)), -1
+    )
+    demo_pos = np.concatenate((flat, np.full((len(flat), 1), DEMO_DEPTH)), -1)
+    valid, feat = np.ones(len(flat), bool), np.zeros((len(flat), 4), np.float32)
+    tip = int(np.argmax(np.where(block, flat[:, 0] + flat[:, 1], -1.0)))
+    state = HOME[None].copy()
+    state[0, 0, :3] = demo_pos[tip]
+    demo, cloth = (demo_pos[None], feat[None], valid[None], state), (now, feat, valid)
+    rigid_cfg, refined_cfg = (ReplayConfig(feature_weight=0.0, grasp_refinement_m=w) for w in (0.0, 0.1))
+    fit = register_keyframe(rigid_cfg, demo, 0, cloth)
+    rigid, _ = map_grasp(rigid_cfg, fit, demo, 0, 0, cloth)
+    refined, _ = map_grasp(refined_cfg, fit, demo, 0, 0, cloth)
+    shift = local_shift(fit, demo_pos, valid, now, valid, demo_pos[tip], 0.1)
+    assert np.linalg.norm(shift) > 0.005
+    np.testing.assert_allclose(refined[:2], rigid[:2] + shift, atol=1e-9)
+    np.testing.assert_allclose(rigid[:2], np.asarray(fit.apply(demo_pos[tip][None, None]))[0, 0, :2], atol=1e-9)
 
 
 def test_releases_go_through_the_grasp_registration():

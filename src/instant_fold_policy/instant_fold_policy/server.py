@@ -86,6 +86,12 @@ class PolicyServer:
             self.registration = ReplayConfig(grasp_refinement_m=grasp_refinement_m)
         except (ValueError, ConfigError) as exc:
             raise PolicyServerError(str(exc)) from None
+        if grasp_refinement_m and not event_targets.startswith("demonstration"):
+            # Set and silently unused, a results folder would record a refinement that never ran.
+            raise PolicyServerError(
+                f"grasp_refinement_m {grasp_refinement_m}: only the demonstration event targets map grasps "
+                f"(event targets here: {event_targets!r}; registration replay sets it in its config.json)"
+            )
         self.runner = runner
         self.max_keyframes = max_keyframes
         self.tokenize = tokenize

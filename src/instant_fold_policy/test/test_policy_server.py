@@ -208,14 +208,16 @@ def test_demonstration_release_target_is_the_demonstrated_one_on_this_cloth(anch
 
 def test_the_grasp_refinement_reaches_the_fold_strategy_and_must_be_a_distance(anchored) -> None:
     """`grasp_refinement_m` (the node's parameter, evaluate's flag) is the registration every
-    fold's demonstration targets map grasps with; a window that is not a distance is refused when
-    the server is built, not in the middle of a fold."""
+    fold's demonstration targets map grasps with; a window that is not a distance, or one that no
+    strategy would use, is refused when the server is built, not in the middle of a fold."""
     server = PolicyServer.from_checkpoints(
         *anchored, device="cpu", event_targets="demonstration", grasp_refinement_m=0.12
     )
     server.load_demonstration(make_demonstration())
     strategy = server._release_strategy()
     assert isinstance(strategy, DemonstrationTargets) and strategy.cfg.grasp_refinement_m == 0.12
+    with pytest.raises(PolicyServerError, match="only the demonstration event targets map grasps"):
+        PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="policy", grasp_refinement_m=0.12)
     for bad in (float("nan"), -0.1):
         with pytest.raises(PolicyServerError, match="grasp_refinement_m"):
             PolicyServer.from_checkpoints(

@@ -168,6 +168,17 @@ def demo_stages(arm_state: np.ndarray) -> list[Stage]:
     return stages
 
 
+def registered_features(
+    cfg: ReplayConfig,
+    demo: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    k: int,
+    cloth: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Keyframe `k`'s and the current cloth's token features where the registration weighs them
+    (`cfg.feature_weight` > 0), else (None, None): the rigid fit and its local refinement agree."""
+    return (demo[1][k], cloth[1]) if cfg.feature_weight > 0 else (None, None)
+
+
 def register_keyframe(
     cfg: ReplayConfig,
     demo: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
@@ -176,16 +187,16 @@ def register_keyframe(
 ) -> PlanarRigid:
     """The rigid planar registration of demonstration keyframe `k` (`demo`: positions, features,
     validity, arm states of all keyframes) onto the current `cloth` (positions, features, validity)."""
-    demo_pos, demo_feat, demo_val, _ = demo
-    pos, feat, val = cloth
-    with_features = cfg.feature_weight > 0
+    demo_pos, _, demo_val, _ = demo
+    pos, _, val = cloth
+    demo_feat, feat = registered_features(cfg, demo, k, cloth)
     return register_planar(
         demo_pos[k][None],
         demo_val[k][None],
         pos[None],
         val[None],
-        demo_feat[k][None] if with_features else None,
-        feat[None] if with_features else None,
+        None if demo_feat is None else demo_feat[None],
+        None if feat is None else feat[None],
         iterations=cfg.iterations,
         rotations=cfg.rotations,
         feature_weight=cfg.feature_weight,
@@ -214,7 +225,7 @@ def map_grasp(
     demo_point = demo[3][k, arm, :3]
     mapped = np.asarray(transform.apply(demo_point[None, None]))[0, 0]
     if cfg.grasp_refinement_m > 0:
-        with_features = cfg.feature_weight > 0
+        demo_feat, feat = registered_features(cfg, demo, k, cloth)
         mapped[:2] += local_shift(
             transform,
             demo[0][k],
@@ -223,8 +234,8 @@ def map_grasp(
             cloth[2],
             demo_point,
             cfg.grasp_refinement_m,
-            source_features=demo[1][k] if with_features else None,
-            target_features=cloth[1] if with_features else None,
+            source_features=demo_feat,
+            target_features=feat,
             feature_weight=cfg.feature_weight,
         )
     n = cfg.depth_neighbours
