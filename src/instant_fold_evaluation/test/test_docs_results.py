@@ -341,9 +341,14 @@ ISSUE_28_ROWS = (
 )
 
 
+def counted(percent: float, of: int) -> int:
+    """How many of `of` folds a percentage (Ctx. Acc., C-SR@95) counted."""
+    return round(percent * of / 100)
+
+
 def count(row: dict, metric: str) -> int:
-    """How many of a row's rollouts a percentage metric (Ctx. Acc., C-SR@95) counted."""
-    return round(row[metric]["mean"] * row["rollouts"] / 100)
+    """How many of a summary row's rollouts a percentage metric counted."""
+    return counted(row[metric]["mean"], row["rollouts"])
 
 
 def successes(row: dict) -> int:
@@ -747,7 +752,7 @@ def test_the_grasps_counted_prose_is_the_measured_one() -> None:
     quoted = [
         f"the {later} grasps and releases after the demonstrated ones",
         f"(Geom. {b['geom']:.2f} -> {a['geom']:.2f} on its {a['folds']} folds, successes "
-        f"{round(b['csr95'] * b['folds'] / 100)} -> {round(a['csr95'] * a['folds'] / 100)};",
+        f"{counted(b['csr95'], b['folds'])} -> {counted(a['csr95'], a['folds'])};",
         f"{after['outcomes']['step_limit']} folds run to the step limit instead of {before['outcomes']['step_limit']}",
     ]
     assert_quoted(docs, quoted)
@@ -1110,7 +1115,7 @@ def test_the_grasp_refinement_on_the_best_checkpoint_is_the_measured_one() -> No
 def count_of(summary: dict, context: str) -> int:
     """The policy's successes in one context of a summary (its C-SR@95 share of its folds)."""
     row = summary["contexts"][context]["policy"]
-    return round(row["csr95"] * row["folds"] / 100)
+    return counted(row["csr95"], row["folds"])
 
 
 def test_the_layouts_10k_held_out_garments_and_main_job_are_the_measured_ones() -> None:
