@@ -1112,6 +1112,26 @@ def test_the_grasp_refinement_on_the_best_checkpoint_is_the_measured_one() -> No
     assert_quoted(flat_doc("docs/evaluation.md"), quoted)
 
 
+def test_where_context_accuracy_is_lost_is_the_measured_one() -> None:
+    names = ("from_nothing_v5", "from_nothing_v5_refine", "layouts_10k", "layouts_10k_refine")
+    held, near = "sleeves_down__shoulders_down/S", "sleeves_down__bottom_up/S"
+    misread, as_held = [], []
+    for name in names:
+        seen = [(c, v["policy"]["classified_as"]) for c, v in result(f"eval_cpu_{name}.json")["contexts"].items()]
+        wrong = [(k, n) for c, taken in seen if c != held for k, n in taken.items() if k != c]
+        misread.append(sum(n for _, n in wrong))
+        as_held.append(sum(n for k, n in wrong if k == held))
+    oracle = result("eval_cpu_layouts_10k.json")["contexts"][near]["oracle-out-of-sample"]
+    quoted = [
+        f"misread {', '.join(map(str, misread[:-1]))} and {misread[-1]} times of 63",
+        f"{', '.join(map(str, as_held[:-1]))} and {as_held[-1]} of them as the held-out",
+        f"the out-of-sample oracle itself reads {oracle['classified_as'][held]} of its {oracle['folds']} "
+        f"`{near}` folds as that fold, and its executions are recognised in "
+        f"{result('eval_cpu_layouts_10k.json')['rows']['oracle-out-of-sample']['seen']['ctx_acc']['mean']:.1f} % of the seen folds",
+    ]
+    assert_quoted(flat_doc("docs/evaluation.md"), quoted)
+
+
 def count_of(summary: dict, context: str) -> int:
     """The policy's successes in one context of a summary (its C-SR@95 share of its folds)."""
     row = summary["contexts"][context]["policy"]
