@@ -356,6 +356,15 @@ def successes(row: dict) -> int:
     return count(row, "csr95")
 
 
+def csr_against(new: dict, old: dict, oracle_csr: float) -> str:
+    """The docs' "C-SR@95 NEW vs OLD % (n vs m of 63; P % of the out-of-sample oracle's" for two
+    seen-fold rows of the CPU benchmark and the oracle's C-SR@95 (%)."""
+    return (
+        f"C-SR@95 {new['csr95']['mean']:.1f} vs {old['csr95']['mean']:.1f} % ({successes(new)} vs {successes(old)} "
+        f"of 63; {100 * new['csr95']['mean'] / oracle_csr:.0f} % of the out-of-sample oracle's"
+    )
+
+
 def issue_28_row(label: str, quick: str, offline: str | None) -> str:
     """One row of the issue-28 table, formatted from the measured JSONs."""
     summary = result(quick)
@@ -1010,9 +1019,9 @@ def test_the_more_layouts_and_regrasp_guard_prose_is_the_measured_one() -> None:
         f"first grasps {grasp(lay)} cm mean instead of {grasp(base)} ({100 * lay['first_grasp']['within_5cm']:.1f} vs "
         f"{100 * base['first_grasp']['within_5cm']:.1f} % within 5 cm)",
         f"{lay_out['completed']} of 84 folds completed instead of {base_out['completed']}",
-        f"Ctx. Acc. {lay['ctx_acc']['mean']:.1f} vs {base['ctx_acc']['mean']:.1f} %, C-SR@95 {lay['csr95']['mean']:.1f} vs "
-        f"{base['csr95']['mean']:.1f} % ({successes(lay)} vs {successes(base)} of 63; "
-        f"{100 * lay['csr95']['mean'] / oos['csr95']['mean']:.0f} % of the out-of-sample oracle's)",
+        f"Ctx. Acc. {lay['ctx_acc']['mean']:.1f} vs {base['ctx_acc']['mean']:.1f} %, "
+        + csr_against(lay, base, oos["csr95"]["mean"])
+        + ")",
         f"Geom. {lay['geom']['mean']:.2f} vs {base['geom']['mean']:.2f}",
         f"Geom. {guard['geom']['mean']:.2f} instead of {base['geom']['mean']:.2f}",
         f"{guard_out['completed']} of 84 folds completed instead of {base_out['completed']}",
@@ -1040,8 +1049,7 @@ def test_the_steps_scaled_to_the_layouts_prose_is_the_measured_one() -> None:
         f"{100 * base['first_grasp']['within_5cm']:.1f} %)",
         f"{runs['layouts_10k']['outcomes']['completed']} of 84 folds completed instead of "
         f"{runs['from_nothing_v5']['outcomes']['completed']}",
-        f"C-SR@95 {l10['csr95']['mean']:.1f} vs {base['csr95']['mean']:.1f} % ({successes(l10)} vs {successes(base)} of 63; "
-        f"{100 * share:.0f} % of the out-of-sample oracle's",
+        csr_against(l10, base, oos["csr95"]["mean"]),
         f"Ctx. Acc. {l10['ctx_acc']['mean']:.1f} vs {base['ctx_acc']['mean']:.1f} %",
         f"with 6,000 steps the same episodes gave Geom. {lay['geom']['mean']:.2f}",
     ]
@@ -1067,8 +1075,7 @@ def test_the_grasp_refinement_prose_is_the_measured_one() -> None:
         return f"{100 * e['xy_m']['mean']:.1f} / {100 * e['xy_m']['median']:.1f}"
 
     quoted = [
-        f"C-SR@95 {b['csr95']['mean']:.1f} vs {a['csr95']['mean']:.1f} % ({successes(b)} vs {successes(a)} of 63; "
-        f"{100 * b['csr95']['mean'] / oos:.0f} % of the out-of-sample oracle's, above the 80 % bar)",
+        csr_against(b, a, oos) + ", above the 80 % bar)",
         f"Geom. {b['geom']['mean']:.2f} vs {a['geom']['mean']:.2f}",
         f"Ctx. Acc. {b['ctx_acc']['mean']:.1f} vs {a['ctx_acc']['mean']:.1f} %",
         f"{on['outcomes']['completed']} of 84 folds completed instead of {off['outcomes']['completed']}",
@@ -1096,8 +1103,7 @@ def test_the_grasp_refinement_on_the_best_checkpoint_is_the_measured_one() -> No
         count(x["rows"]["policy"]["seen"], "ctx_acc") - count(y["rows"]["policy"]["seen"], "ctx_acc") for x, y in pairs
     ]
     quoted = [
-        f"C-SR@95 {b['csr95']['mean']:.1f} vs {a['csr95']['mean']:.1f} % ({successes(b)} vs {successes(a)} of 63; "
-        f"{100 * b['csr95']['mean'] / oos['csr95']['mean']:.0f} % of the out-of-sample oracle's, above the 80 % bar)",
+        csr_against(b, a, oos["csr95"]["mean"]) + ", above the 80 % bar)",
         f"first grasps {100 * fb['xy_m']['mean']:.2f} vs {100 * fa['xy_m']['mean']:.2f} cm mean "
         f"({100 * fb['within_5cm']:.1f} vs {100 * fa['within_5cm']:.1f} % within 5 cm)",
         f"Geom. {b['geom']['mean']:.2f} vs {a['geom']['mean']:.2f}, Ctx. Acc. {b['ctx_acc']['mean']:.1f} vs "
