@@ -94,13 +94,18 @@ def test_batched_worlds_step_together_without_touching_each_other(small_garment,
     t0 = a.sim_time
 
     # One thread per world: world 1 drags for 8 frames; world 0 steps 3 frames, then leaves and
-    # parks; world 2 is not at the frame barrier and simply holds.
+    # parks; world 2 is not at the frame barrier and simply holds. Both threads are members before
+    # either steps (a thread that starts late would otherwise step its frames alone).
+    joined = threading.Barrier(2, timeout=60)
+
     def drag() -> None:
         with batch.frame_barrier(1):
+            joined.wait()
             _drag(b, 8)
 
     def idle() -> None:
         with batch.frame_barrier(0):
+            joined.wait()
             for _ in range(3):
                 a.step_frame()
         a.park()
