@@ -16,6 +16,8 @@
   are back home with open grippers after the demonstration's events, or the step limit; feedback
   per query; cancel makes the arms hold where they are. Home is what the robot publishes, latched,
   on `arms/home` (the simulator does), else the demonstration's terminal keypose.
+- parameter `controller_wait_s` (default 10, wall seconds): how long a fold's first chunk waits for
+  the controller to listen (`_controller_missing`); the fold is aborted with the reason after it.
 
 Every request is answered: a bad one with `success=False` and the reason (one log line), never by
 the node's end (`instant_fold_ros.services`); a goal that cannot start is aborted with its reason.
@@ -71,6 +73,8 @@ from instant_fold_ros.services import create_guarded_service, one_line
 
 #: Longest wait between checks for a cancel request while no observation arrives (s).
 CANCEL_CHECK_S = 0.1
+#: Default bound on the wait for the controller to listen before a fold's first chunk (wall s).
+CONTROLLER_WAIT_S = 10.0
 #: What a request can fail with and still be answered: its content (a message, a demonstration, a
 #: path, the tokens: `InvalidInputError`, also what numpy/torch raise as `ValueError`; a path the
 #: file system refuses, such as a name too long: `OSError`) or the server's state. Any other error
@@ -95,6 +99,7 @@ class PolicyServerNode(Node):
         )
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
+        self.controller_wait_s = float(p("controller_wait_s", CONTROLLER_WAIT_S).value)
         self.fold_config = FoldLoopConfig(**declare_config(self, "fold", FoldLoopConfig()))
         self.file_roots = declare_file_roots(self, ["."])
         # Guards the running fold loop; observations notify the fold's thread through it.
@@ -107,7 +112,7 @@ class PolicyServerNode(Node):
         self._busy = False  # a goal is accepted and not finished (set on acceptance: one fold at a time)
         self._command = self.create_publisher(ActionChunkMsg, "arms/command", COMMAND_QOS)
         self.create_subscription(ClothTokens, "cloth/tokens", self._on_tokens, OBSERVATION_QOS)
-        self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS)
+        self._state_sub = self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS)
         self.create_subscription(DualArmState, "arms/home", self._on_home, LATCHED_QOS)
         self._requests = SideNode(self, "requests", threads=3)
         group, requests = ReentrantCallbackGroup(), self._requests.node
@@ -246,6 +251,37 @@ class PolicyServerNode(Node):
         self.get_logger().info(f"fold {outcome.name.lower()}: {message} ({loop.step} queries)")
         return result
 
+    def _controller_missing(self) -> str | None:
+        """Why a chunk published now could miss the controller, or None when it cannot.
+
+        `arms/command` is reliable and volatile: what is published before a subscription is matched
+        is dropped. A fold's first chunk lost that way leaves the arms still and the fold waiting for
+        them to move (forever under a lock-stepped simulator, whose clock the observation timeout
+        counts). The controller is the node that publishes `arms/state`; it must subscribe to
+        `arms/command`, and every subscription the graph knows of must be matched to this publisher
+        (the graph may learn of an endpoint before the publisher matches it).
+        """
+        state_nodes = {
+            (i.node_namespace, i.node_name) for i in self.get_publishers_info_by_topic(self._state_sub.topic_name)
+        }
+        listeners = self.get_subscriptions_info_by_topic(self._command.topic_name)
+        if not state_nodes & {(i.node_namespace, i.node_name) for i in listeners}:
+            return f"no node that publishes {self._state_sub.topic_name} subscribes to {self._command.topic_name}"
+        matched = self._command.get_subscription_count()
+        if matched < len(listeners):
+            return f"{matched} of the {len(listeners)} subscriptions to {self._command.topic_name} matched"
+        return None
+
+    def _await_controller(self, goal_handle) -> str | None:
+        """Wait (wall time, at most `controller_wait_s`) until `_controller_missing` says nothing;
+        returns why it still would miss, or None. A cancel request ends the wait early."""
+        deadline = time.monotonic() + self.controller_wait_s
+        while (missing := self._controller_missing()) is not None:
+            if time.monotonic() >= deadline or goal_handle.is_cancel_requested:
+                return missing
+            time.sleep(CANCEL_CHECK_S / 2)
+        return None
+
     def _execute(self, goal_handle):
         """Run one goal. An unexpected error aborts it with its message: left to rclpy, the goal
         would end with a default result, whose outcome 0 reads as "completed"."""
@@ -300,6 +336,7 @@ class PolicyServerNode(Node):
         generator: torch.Generator,
     ):
         """Drive the fold loop: wait (woken by every observation) until it asks for a query or ends."""
+        controller_listens = False
         while True:
             with self._observed:
                 decision = loop.next(self._fold_clock(), goal_handle.is_cancel_requested)
@@ -319,6 +356,13 @@ class PolicyServerNode(Node):
                 with self._observed:
                     loop.fail(f"prediction failed: {exc}")
                 continue
+            if not controller_listens:
+                if (missing := self._await_controller(goal_handle)) is not None:
+                    if not goal_handle.is_cancel_requested:  # else the loop ends the fold as canceled
+                        with self._observed:
+                            loop.fail(f"the controller does not listen after {self.controller_wait_s:g} s: {missing}")
+                    continue
+                controller_listens = True
             with self._observed:
                 steer = loop.steer(chunk)
             self._command.publish(self._chunk_msg(steer.chunk, tokens.header.stamp))

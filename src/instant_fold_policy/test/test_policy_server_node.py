@@ -68,10 +68,14 @@ def _observation_publisher(probe: TopicProbe, setup: dict):
     probe.node.create_timer(0.05, publish)
 
 
-def _run(setup: dict, ros_env: dict[str, str], body) -> str:
+def _run(setup: dict, ros_env: dict[str, str], body, overrides: tuple = ()) -> str:
     graph = GraphSpec(
         "policy",
-        (NodeSpec("policy_server", "instant_fold_policy", "policy_server_node", parameters=(setup["params"],)),),
+        (
+            NodeSpec(
+                "policy_server", "instant_fold_policy", "policy_server_node", parameters=(setup["params"], *overrides)
+            ),
+        ),
     )
     out = io.StringIO()
     with TopicProbe(ros_env) as probe:
@@ -186,3 +190,37 @@ def test_cancel_makes_the_arms_hold(setup: dict, ros_env: dict[str, str]) -> Non
     assert hold.representation == ActionChunk.ABSOLUTE and hold.steps_to_execute == 1
     np.testing.assert_allclose(hold.positions[0], HOME[:, :3])
     np.testing.assert_allclose(hold.openness[0], HOME[:, 3])
+
+
+def test_a_fold_waits_for_the_controller_to_listen(setup: dict, ros_env: dict[str, str], tmp_path) -> None:
+    """A chunk published before the controller's subscription is matched would be dropped (the
+    arms never move): the first one waits for the node publishing `arms/state` to subscribe to
+    `arms/command`, and the fold is aborted with the reason when it never does."""
+    wait = tmp_path / "wait.yaml"
+    wait.write_text("policy_server:\n  ros__parameters:\n    controller_wait_s: 2.0\n")
+    observed: dict = {}
+
+    def body(probe: TopicProbe) -> None:
+        _observation_publisher(probe, setup)  # the probe is the controller: it publishes arms/state
+        client = ActionClient(probe.node, ExecuteFold, "policy/execute_fold")
+        observed["alone"] = _goal(probe, client, ExecuteFold.Goal(max_steps=3), [])
+        feedback: list = []
+        assert probe.spin_until(lambda: client.server_is_ready(), 60.0)
+        sent = client.send_goal_async(ExecuteFold.Goal(max_steps=3), feedback_callback=feedback.append)
+        assert probe.spin_until(sent.done, 30.0) and sent.result().accepted
+        probe.spin_until(lambda: False, 0.5)  # the fold has its first chunk and waits
+        commands = probe.subscribe(ActionChunk, "arms/command")  # the controller joins late
+        result = sent.result().get_result_async()
+        assert probe.spin_until(result.done, 120.0)
+        probe.spin_until(lambda: len(commands) >= 3, 5.0)
+        observed["late"], observed["commands"] = result.result().result, list(commands)
+
+    log = _run(setup, ros_env, body, overrides=(wait,))
+    alone = observed["alone"]
+    assert alone.outcome == ExecuteFold.Result.OUTCOME_ABORTED, (alone.message, log)
+    assert "does not listen after 2 s" in alone.message and "subscribes to /arms/command" in alone.message, (
+        alone.message
+    )
+    late = observed["late"]
+    assert late.outcome == ExecuteFold.Result.OUTCOME_STEP_LIMIT and late.steps == 3, (late.message, log)
+    assert len(observed["commands"]) == 3, log  # the first chunk included
