@@ -15,8 +15,8 @@
 5. `evaluate`  offline action error, first grasps and arm sensitivity on training and held-out
                starts;
 
-then the encoder and the policy are copied to `models/` (`install`; the model cards are kept) and
-`WORK/summary.json` is written (stage wall times, data, training end, offline results: what the
+then, on a whole run (no `--only`, no `--skip`), the encoder and the policy are copied to `models/`
+(`install`; the model cards are kept), and `WORK/summary.json` is written (stage wall times, data, training end, offline results: what the
 model cards quote). Every stage runs its project CLI in a subprocess, resumes where it stopped
 (generation per episode, training from its run state, tokenising per file), and can be left out
 with `--skip` or replaced by existing data: `generate.store` (an episode store made elsewhere) or
@@ -304,13 +304,16 @@ class Pipeline:
             for new in source.iterdir():
                 shutil.copy2(new, target / new.name)
 
-    def execute(self, stages: Sequence[str]) -> dict[str, Any]:
+    def execute(self, stages: Sequence[str], install: bool = False) -> dict[str, Any]:
+        """Run `stages` in pipeline order; with `install` (a whole run, all five) copy the models."""
+        if install and set(stages) != set(STAGES):
+            raise ValueError(f"install needs every stage, not {list(stages)}")
         pin_compute_threads(self.recipe.threads)  # every stage's processes inherit it
         self.work.mkdir(parents=True, exist_ok=True)
         for name in STAGES:
             if name in stages:
                 getattr(self, name)()
-        if set(STAGES) <= set(stages) and self.recipe.install:
+        if install:
             self.install()
         self.stage("done")
         summary = self.summarize()
@@ -390,8 +393,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(dataclasses.asdict(recipe), indent=1))
         return 0
     stages = [s for s in (args.only or STAGES) if s not in args.skip]
+    # A run told which stages to run is an experiment, even when it names all five: it never
+    # replaces the shipped models.
+    install = recipe.install and args.only is None and not args.skip
     models = Path(args.models)
-    if recipe.install and not (models / "README.md").is_file():  # told now, not after hours of training
+    if install and not (models / "README.md").is_file():  # told now, not after hours of training
         print(
             f"pipeline: {models.resolve()} is not the workspace's models folder (run from the workspace root, "
             "or pass --models, or --set install=false)",
@@ -399,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        summary = Pipeline(recipe, Path(args.work), models).execute(stages)
+        summary = Pipeline(recipe, Path(args.work), models).execute(stages, install)
     except PipelineError as exc:
         print(f"pipeline: {exc}", file=sys.stderr)
         return 1

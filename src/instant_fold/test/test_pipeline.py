@@ -104,19 +104,33 @@ def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) 
     ]
 
 
-def test_only_and_skip_choose_stages_and_install_needs_all(tmp_path: Path, monkeypatch) -> None:
-    """Stage selection without running anything: every stage recorded, install only after all five."""
+def test_only_and_skip_choose_stages_and_only_a_whole_run_installs(tmp_path: Path, monkeypatch) -> None:
+    """Stage selection through the CLI without running anything: the stages asked for, in pipeline
+    order; the models are installed by a whole run only, never by `--only` or `--skip`, even when
+    they name all five stages (an experiment once replaced the shipped models that way)."""
     ran: list[str] = []
     for name in THREAD_VARIABLES:  # execute() pins them for its stages: this process gets them back after the test
         monkeypatch.setenv(name, os.environ.get(name, "1"))
-    recipe = load_recipe(recipe_path("cpu-small", config_dir()))
-    pipeline = Pipeline(recipe, tmp_path / "work", tmp_path / "models")
     for name in (*STAGES, "install"):
-        monkeypatch.setattr(pipeline, name, lambda name=name: ran.append(name))
-    monkeypatch.setattr(pipeline, "summarize", dict)
-    pipeline.execute(["train", "evaluate"])
-    assert ran == ["train", "evaluate"]
-    ran.clear()
-    pipeline.execute(list(STAGES))
-    assert ran == [*STAGES, "install"]
-    assert {os.environ[name] for name in THREAD_VARIABLES} == {str(recipe.threads)}
+        monkeypatch.setattr(Pipeline, name, lambda self, name=name: ran.append(name))
+    monkeypatch.setattr(Pipeline, "summarize", lambda self: {"stage_minutes": {}, "total_minutes": 0})
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "README.md").write_text("cards\n")
+    work = str(tmp_path / "work")
+
+    def stages(*args: str) -> list[str]:
+        ran.clear()
+        assert main([work, "--models", str(models), *args]) == 0
+        return list(ran)
+
+    assert stages("--only", "evaluate", "train") == ["train", "evaluate"]
+    assert stages("--only", *reversed(STAGES)) == list(STAGES)
+    assert stages("--skip", "generate") == list(STAGES[1:])
+    assert stages() == [*STAGES, "install"]
+    assert stages("--set", "install=false") == list(STAGES)
+    assert {os.environ[name] for name in THREAD_VARIABLES} == {
+        str(load_recipe(recipe_path("cpu-small", config_dir())).threads)
+    }
+    with pytest.raises(ValueError, match="install needs every stage"):
+        Pipeline(load_recipe(recipe_path("cpu-small", config_dir())), tmp_path / "w", models).execute(["train"], True)
