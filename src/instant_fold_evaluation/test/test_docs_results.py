@@ -31,6 +31,7 @@ def test_the_evaluation_tables_in_the_docs_are_the_measured_ones() -> None:
         "eval_cpu_layouts_10k.json",
         "eval_cpu_from_nothing_v5_refine.json",
         "eval_cpu_layouts_10k_refine.json",
+        "eval_cpu_recipe_l16.json",
     ):
         summary = result(name)
         assert table(row_labels(summary)) in doc("docs/evaluation.md"), name
@@ -1144,25 +1145,86 @@ def count_of(summary: dict, context: str) -> int:
     return counted(row["csr95"], row["folds"])
 
 
-def test_the_layouts_10k_held_out_garments_and_main_job_are_the_measured_ones() -> None:
-    garments = result("eval_cpu_garments_layouts_10k.json")
+def garments_and_main_job(garments_json: str, job_json: str) -> tuple[list[str], dict, float]:
+    """docs/evaluation.md's quotes of one checkpoint on the held-out garments (against the shipped v5
+    with the same targets) and on the main job's start; with the garments' policy row and its share
+    of the out-of-sample oracle's C-SR@95."""
+    garments = result(garments_json)
     v5 = result("eval_cpu_garments_default_demo_targets.json")["rows"]["policy"]["seen"]
     row, oos = garments["rows"]["policy"]["seen"], garments["rows"]["oracle-out-of-sample"]["seen"]
-    job = result("main_job_layouts_10k.json")
-    same = job["same_init"]
+    same = result(job_json)["same_init"]
     share = row["csr95"]["mean"] / oos["csr95"]["mean"]
+    assert garments["event_targets"] == "demonstration"
     quoted = [
         f"C-SR@95 {row['csr95']['mean']:.1f} % ({count(row, 'csr95')} of 18; {100 * share:.0f} % of the "
-        f"out-of-sample oracle's {oos['csr95']['mean']:.1f}, under issue 28's 60 % bar; the shipped v5 with the same "
-        f"targets: {v5['csr95']['mean']:.1f} %), Ctx. Acc. {row['ctx_acc']['mean']:.1f} %, Geom. {row['geom']['mean']:.2f}, "
+        f"out-of-sample oracle's {oos['csr95']['mean']:.1f}, {'above' if share >= 0.6 else 'under'} issue 28's 60 % "
+        f"bar; the shipped v5 with the same targets: {v5['csr95']['mean']:.1f} %",
+        f"Ctx. Acc. {row['ctx_acc']['mean']:.1f} %, Geom. {row['geom']['mean']:.2f}, "
         f"first grasps {100 * row['first_grasp']['xy_m']['mean']:.1f} cm mean",
-        f"{job['fold']['outcome']}, context {'right' if same['context_correct'] else 'wrong'}, Geom. {same['geom']:.2f} "
-        f"against that fold's envelope of {same['envelope']:.2f}, a {'success' if same['csr95_success'] else 'failure'}",
+        f"{result(job_json)['fold']['outcome']}, context {'right' if same['context_correct'] else 'wrong'}, Geom. "
+        f"{same['geom']:.2f} against that fold's envelope of {same['envelope']:.2f}, a "
+        f"{'success' if same['csr95_success'] else 'failure'}",
     ]
-    assert share < 0.6 and garments["event_targets"] == "demonstration" and "exp_layouts_10k" in job["command"]
+    return quoted, row, share
+
+
+def test_the_layouts_10k_held_out_garments_and_main_job_are_the_measured_ones() -> None:
+    quoted, row, share = garments_and_main_job("eval_cpu_garments_layouts_10k.json", "main_job_layouts_10k.json")
+    assert share < 0.6 and "exp_layouts_10k" in result("main_job_layouts_10k.json")["command"]
     assert_quoted(flat_doc("docs/evaluation.md"), quoted)
+    v5 = result("eval_cpu_garments_default_demo_targets.json")["rows"]["policy"]["seen"]
     policy = f"held-out garments (C-SR@95 {row['csr95']['mean']:.1f} against {v5['csr95']['mean']:.1f} %)"
     assert_quoted(flat_doc("docs/policy.md"), [policy])
+
+
+def test_the_16_layout_recipe_rows_are_the_measured_ones() -> None:
+    """docs/evaluation.md's "The recipe with 16 layouts and 10,000 steps, from nothing": against the
+    rebuilt recipe and the layouts-10k row on the seen folds, offline, held-out garments, main job."""
+    new = result("eval_cpu_recipe_l16.json")
+    row, oos = new["rows"]["policy"]["seen"], new["rows"]["oracle-out-of-sample"]["seen"]
+    old = result("eval_cpu_from_nothing_v5.json")
+    ten = result("eval_cpu_layouts_10k.json")["rows"]["policy"]["seen"]
+    fg = row["first_grasp"]
+    offline = result("offline_recipe_l16.json")["heldout"]
+    training = result("recipe_l16_training.json")
+    quoted, garments, share = garments_and_main_job("eval_cpu_garments_recipe_l16.json", "main_job_recipe_l16.json")
+    layouts = result("eval_cpu_garments_layouts_10k.json")["rows"]["policy"]["seen"]
+    quoted += [
+        csr_against(row, old["rows"]["policy"]["seen"], oos["csr95"]["mean"]),
+        f"Geom. {row['geom']['mean']:.2f} vs {old['rows']['policy']['seen']['geom']['mean']:.2f} (**inside the "
+        f"{1.5 * oos['geom']['mean']:.2f} bar**)",
+        f"first grasps {100 * fg['xy_m']['mean']:.2f} cm mean, {100 * fg['within_5cm']:.1f} % within 5 cm",
+        f"{new['outcomes']['completed']} of 84 folds completed instead of {old['outcomes']['completed']}, Ctx. Acc. "
+        f"{row['ctx_acc']['mean']:.1f} vs {old['rows']['policy']['seen']['ctx_acc']['mean']:.1f} %",
+        f"C-SR@95 {row['csr95']['mean']:.1f} vs {ten['csr95']['mean']:.1f} %, Geom. {row['geom']['mean']:.2f} vs "
+        f"{ten['geom']['mean']:.2f}, Ctx. Acc. {row['ctx_acc']['mean']:.1f} vs {ten['ctx_acc']['mean']:.1f} %",
+        f"held-out starts' first grasps {offline['first_grasp']['mean_error_cm']:.1f} cm mean, "
+        f"{100 * offline['first_grasp']['within_5cm']:.1f} % within 5 cm, arm sensitivity "
+        f"{offline['arm_sensitivity']['slope_median']:.2f}",
+        f"layouts-10k: {layouts['csr95']['mean']:.1f} %), Ctx. Acc.",
+        f"(the shipped v5 succeeds there, README; layouts-10k: {result('main_job_layouts_10k.json')['same_init']['geom']:.2f})",
+    ]
+    # The claims the prose makes of these numbers.
+    misread = new["contexts"]["sleeves_down__bottom_up/S"]["policy"]["classified_as"]
+    assert (
+        sum(n for c, n in misread.items() if c != "sleeves_down__bottom_up/S")
+        == 4
+        == sum(
+            n
+            for c, v in new["contexts"].items()
+            if c != new["benchmark"]["heldout"][0]
+            for k, n in v["policy"]["classified_as"].items()
+            if k != c
+        )
+    )
+    assert row["csr95"]["mean"] >= 0.8 * oos["csr95"]["mean"] and row["geom"]["mean"] <= 1.5 * oos["geom"]["mean"]
+    assert fg["xy_m"]["mean"] <= 0.04 and fg["within_5cm"] >= 0.75 and row["ctx_acc"]["mean"] < 95 and share >= 0.6
+    assert not result("main_job_recipe_l16.json")["same_init"]["csr95_success"] and garments["csr95"]["mean"] > 0
+    assert training["policy_end"]["ranks_in_sync"] and "train.steps=10000" in training["commands"][-1]
+    assert_quoted(flat_doc("docs/evaluation.md"), quoted)
+    assert_quoted(
+        flat_doc("docs/policy.md"), [f"the policy stage {training['stage_minutes']['4/5']:.1f} min on both cores"]
+    )
 
 
 def grasp_mapping_table(heldout: dict, training: dict) -> str:
