@@ -14,7 +14,8 @@
 - `policy/execute_fold` (ExecuteFold action): the closed loop — fresh `cloth/tokens` + `arms/state`
   -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms
   are back home with open grippers after the demonstration's events, or the step limit; feedback
-  per query; cancel makes the arms hold where they are. Home is what the robot publishes, latched,
+  per query; cancel makes the arms hold where they are; the node's shutdown (Ctrl-C, SIGTERM)
+  aborts a running fold, even one waiting for observations. Home is what the robot publishes, latched,
   on `arms/home` (the simulator does), else the demonstration's terminal keypose.
 - parameter `controller_wait_s` (default 10, wall seconds): how long a fold's first chunk waits for
   the controller to listen (`_controller_missing`); the fold is aborted with the reason after it.
@@ -35,6 +36,7 @@ loaded machine never aborts a fold), the monotonic clock otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -110,6 +112,7 @@ class PolicyServerNode(Node):
         self._home: np.ndarray | None = None  # [2, 3] the robot's, from `arms/home`
         self._loop: FoldLoop[ClothTokens] | None = None
         self._busy = False  # a goal is accepted and not finished (set on acceptance: one fold at a time)
+        self._closing = False  # the node is shutting down: a running fold ends (`close`)
         self._command = self.create_publisher(ActionChunkMsg, "arms/command", COMMAND_QOS)
         self.create_subscription(ClothTokens, "cloth/tokens", self._on_tokens, OBSERVATION_QOS)
         self._state_sub = self.create_subscription(DualArmState, "arms/state", self._on_state, OBSERVATION_QOS)
@@ -141,7 +144,12 @@ class PolicyServerNode(Node):
         )
 
     def close(self) -> None:
-        """Stop serving requests (run_node calls this before destroying the node)."""
+        """End a running fold and stop serving requests (run_node calls this before destroying the
+        node, after Ctrl-C or SIGTERM). A fold waiting for observations that never come would
+        otherwise keep its executor thread, and the process, alive."""
+        with self._observed:
+            self._closing = True
+            self._observed.notify_all()
         self._requests.close()
 
     # -- topics -----------------------------------------------------------------------------
@@ -339,6 +347,12 @@ class PolicyServerNode(Node):
         controller_listens = False
         while True:
             with self._observed:
+                if self._closing:  # the context is gone: the goal's end cannot reach its client any more
+                    with contextlib.suppress(Exception):
+                        goal_handle.abort()
+                    return ExecuteFold.Result(
+                        outcome=int(FoldOutcome.ABORTED), message="the policy server shut down", steps=loop.step
+                    )
                 decision = loop.next(self._fold_clock(), goal_handle.is_cancel_requested)
                 if isinstance(decision, Wait):
                     feedback.phase = int(FoldPhase.WAITING_FOR_OBSERVATION)

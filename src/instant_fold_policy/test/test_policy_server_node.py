@@ -55,12 +55,14 @@ def setup(tmp_path_factory) -> dict:
     }
 
 
-def _observation_publisher(probe: TopicProbe, setup: dict):
-    """Publish fresh cloth tokens and the home arm state at 20 Hz from the probe."""
+def _observation_publisher(probe: TopicProbe, setup: dict, until: Callable[[], bool] = lambda: False):
+    """Publish fresh cloth tokens and the home arm state at 20 Hz from the probe (until `until()`)."""
     tokens_pub = probe.node.create_publisher(ClothTokens, "cloth/tokens", 10)
     state_pub = probe.node.create_publisher(DualArmState, "arms/state", 10)
 
     def publish() -> None:
+        if until():
+            return
         header = make_header("camera_color_optical_frame", probe.node.get_clock().now().to_msg())
         tokens_pub.publish(tokens_to_msg(*setup["tokens"], header=header, encoder_id=setup["encoder_id"]))
         state_pub.publish(dual_arm_state_to_msg(HOME, header))
@@ -224,3 +226,25 @@ def test_a_fold_waits_for_the_controller_to_listen(setup: dict, ros_env: dict[st
     late = observed["late"]
     assert late.outcome == ExecuteFold.Result.OUTCOME_STEP_LIMIT and late.steps == 3, (late.message, log)
     assert len(observed["commands"]) == 3, log  # the first chunk included
+
+
+def test_ctrl_c_stops_the_server_while_a_fold_waits_for_observations(setup: dict, ros_env: dict[str, str]) -> None:
+    """A fold waiting for observations that never come (a stopped camera, a simulator whose clock
+    stands still) must not keep the process alive past Ctrl-C: the node ends it and exits cleanly."""
+    observed: dict = {}
+
+    def body(probe: TopicProbe) -> None:
+        commands = probe.subscribe(ActionChunk, "arms/command")
+        _observation_publisher(probe, setup, until=lambda: bool(commands))  # the camera stops after one chunk
+        client = ActionClient(probe.node, ExecuteFold, "policy/execute_fold")
+        assert probe.spin_until(lambda: client.server_is_ready(), 60.0)
+        feedback: list = []
+        sent = client.send_goal_async(ExecuteFold.Goal(max_steps=1000), feedback_callback=feedback.append)
+        assert probe.spin_until(sent.done, 30.0) and sent.result().accepted
+        assert probe.spin_until(lambda: bool(commands), 30.0)
+        probe.spin_until(lambda: False, 1.0)  # the fold now waits (observation timeout: 30 s)
+        observed["waiting"] = not sent.result().get_result_async().done()
+
+    log = _run(setup, ros_env, body)  # its runner sends SIGINT, then SIGTERM after a grace, then kills
+    assert observed["waiting"], log
+    assert "did not stop" not in log and "Traceback" not in log and "never retrieved" not in log, log
