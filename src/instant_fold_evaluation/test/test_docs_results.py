@@ -1195,6 +1195,7 @@ def test_the_16_layout_recipe_rows_are_the_measured_ones() -> None:
     training = result("recipe_l16_training.json")
     quoted, garments, share = garments_and_main_job("eval_cpu_garments_recipe_l16.json", "main_job_recipe_l16.json")
     layouts = result("eval_cpu_garments_layouts_10k.json")["rows"]["policy"]["seen"]
+    v5 = result("eval_cpu_default_demo_targets.json")["rows"]["policy"]["seen"]
     quoted += [
         csr_against(row, old["rows"]["policy"]["seen"], oos["csr95"]["mean"]),
         f"Geom. {row['geom']['mean']:.2f} vs {old['rows']['policy']['seen']['geom']['mean']:.2f} (**inside the "
@@ -1209,7 +1210,9 @@ def test_the_16_layout_recipe_rows_are_the_measured_ones() -> None:
         f"{offline['arm_sensitivity']['slope_median']:.2f}",
         f"layouts-10k: {layouts['csr95']['mean']:.1f} %), Ctx. Acc.",
         f"(the shipped v5 succeeds there, README; layouts-10k: {result('main_job_layouts_10k.json')['same_init']['geom']:.2f})",
+        f"recognised fold of 63 (v5: {v5['ctx_acc']['mean']:.1f} %)",
     ]
+    assert round(v5["ctx_acc"]["mean"] * 63 / 100) == round(row["ctx_acc"]["mean"] * 63 / 100) + 1
     # The claims the prose makes of these numbers.
     # "its 4 misread folds of 63 are all `sleeves_down__bottom_up/S` folds (2 read as the held-out
     # shoulders-down fold, 2 as the side fold)"
