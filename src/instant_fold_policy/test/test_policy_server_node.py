@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from action_msgs.msg import GoalStatus
 from policy_fixtures import HOME, cloth_frame, make_demonstration
 from rclpy.action import ActionClient
 
@@ -243,8 +244,10 @@ def test_ctrl_c_stops_the_server_while_a_fold_waits_for_observations(setup: dict
         assert probe.spin_until(sent.done, 30.0) and sent.result().accepted
         assert probe.spin_until(lambda: bool(commands), 30.0)
         probe.spin_until(lambda: False, 1.0)  # the fold now waits (observation timeout: 30 s)
-        observed["waiting"] = not sent.result().get_result_async().done()
+        # From the goal status topic: a result request left pending at the server's shutdown would
+        # only add rclpy's own shutdown noise ("Failed to take result").
+        observed["waiting"] = sent.result().status == GoalStatus.STATUS_EXECUTING and len(commands) == 1
 
     log = _run(setup, ros_env, body)  # its runner sends SIGINT, then SIGTERM after a grace, then kills
     assert observed["waiting"], log
-    assert "did not stop" not in log and "Traceback" not in log and "never retrieved" not in log, log
+    assert "did not stop" not in log and "Traceback" not in log, log
