@@ -20,11 +20,14 @@ same command-line vocabulary, so what is learnt about running one holds for the 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +101,29 @@ def init_distributed(device: str = "auto") -> tuple[Distributed, torch.device]:
     return Distributed(dist.get_rank(), dist.get_world_size(), local_rank), resolved
 
 
+#: How long a rank waits at the exit barrier for the others (s) before leaving the group anyway.
+EXIT_BARRIER_S = 60
+
+
 def close_distributed() -> None:
-    """Leave the process group, if one was joined (every CLI does this on the way out)."""
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    """Leave the process group, if one was joined (every CLI does this on the way out).
+
+    Why the two steps before `destroy_process_group`: a DDP model keeps the group alive through
+    reference cycles (its reducer's hooks) that only the cyclic collector frees, which otherwise
+    happens while the interpreter shuts down, and one rank may tear its connections down while the
+    other still finishes its last steps; a CPU run under torchrun once aborted a rank at exit
+    ("terminate called without an active exception"). So: collect now, and on gloo leave together
+    (`monitored_barrier`, which times out and raises instead of hanging on a rank that failed).
+    """
+    if not dist.is_initialized():
+        return
+    gc.collect()
+    if dist.get_backend() == "gloo":
+        try:
+            dist.monitored_barrier(timeout=timedelta(seconds=EXIT_BARRIER_S))
+        except RuntimeError as exc:  # a peer already failed: its error is the one to report
+            print(f"close_distributed: leaving without the other ranks ({exc})", file=sys.stderr)
+    dist.destroy_process_group()
 
 
 def learning_rate(step: int, lr: float, steps: int, warmup_steps: int, min_ratio: float) -> float:
