@@ -37,6 +37,7 @@ loaded machine never aborts a fold), the monotonic clock otherwise.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 
@@ -49,7 +50,7 @@ from rclpy.time import Time
 
 from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
 from instant_fold_core.demonstration import load_demonstration
-from instant_fold_core.errors import InvalidInputError
+from instant_fold_core.errors import ConfigError, InvalidInputError
 from instant_fold_core.paths import resolve_under
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_interfaces.action import ExecuteFold
@@ -102,6 +103,8 @@ class PolicyServerNode(Node):
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
         self.controller_wait_s = float(p("controller_wait_s", CONTROLLER_WAIT_S).value)
+        if not (math.isfinite(self.controller_wait_s) and self.controller_wait_s >= 0):  # NaN: wait forever
+            raise ConfigError(f"controller_wait_s: expected finite seconds >= 0, got {self.controller_wait_s}")
         self.fold_config = FoldLoopConfig(**declare_config(self, "fold", FoldLoopConfig()))
         self.file_roots = declare_file_roots(self, ["."])
         # Guards the running fold loop; observations notify the fold's thread through it.
@@ -282,10 +285,11 @@ class PolicyServerNode(Node):
 
     def _await_controller(self, goal_handle) -> str | None:
         """Wait (wall time, at most `controller_wait_s`) until `_controller_missing` says nothing;
-        returns why it still would miss, or None. A cancel request ends the wait early."""
+        returns why it still would miss, or None. A cancel request or the node's shutdown ends the
+        wait early."""
         deadline = time.monotonic() + self.controller_wait_s
         while (missing := self._controller_missing()) is not None:
-            if time.monotonic() >= deadline or goal_handle.is_cancel_requested:
+            if time.monotonic() >= deadline or goal_handle.is_cancel_requested or self._closing:
                 return missing
             time.sleep(CANCEL_CHECK_S / 2)
         return None

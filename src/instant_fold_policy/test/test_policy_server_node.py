@@ -251,3 +251,20 @@ def test_ctrl_c_stops_the_server_while_a_fold_waits_for_observations(setup: dict
     log = _run(setup, ros_env, body)  # its runner sends SIGINT, then SIGTERM after a grace, then kills
     assert observed["waiting"], log
     assert "did not stop" not in log and "Traceback" not in log, log
+
+
+def test_a_controller_wait_that_is_not_finite_seconds_stops_the_node(
+    setup: dict, ros_env: dict[str, str], tmp_path
+) -> None:
+    """NaN would make the first chunk wait forever for a missing controller: refused at start."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policy_server:\n  ros__parameters:\n    controller_wait_s: .nan\n")
+    graph = GraphSpec(
+        "policy",
+        (NodeSpec("policy_server", "instant_fold_policy", "policy_server_node", parameters=(setup["params"], bad)),),
+    )
+    out = io.StringIO()
+    runner = ProcessRunner(graph, env=ros_env, output=out)
+    runner.start()
+    assert runner.wait() != 0
+    assert "controller_wait_s: expected finite seconds >= 0, got nan" in out.getvalue(), out.getvalue()
