@@ -129,8 +129,7 @@ def test_only_and_skip_choose_stages_and_only_a_whole_run_installs(tmp_path: Pat
     assert stages("--skip", "generate") == list(STAGES[1:])
     assert stages() == [*STAGES, "install"]
     assert stages("--set", "install=false") == list(STAGES)
-    assert {os.environ[name] for name in THREAD_VARIABLES} == {
-        str(load_recipe(recipe_path("cpu-small", config_dir())).threads)
-    }
+    recipe = load_recipe(recipe_path("cpu-small", config_dir()))
+    assert {os.environ[name] for name in THREAD_VARIABLES} == {str(recipe.threads)}
     with pytest.raises(ValueError, match="install needs every stage"):
-        Pipeline(load_recipe(recipe_path("cpu-small", config_dir())), tmp_path / "w", models).execute(["train"], True)
+        Pipeline(recipe, tmp_path / "w", models).execute(["train"], True)
