@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -150,28 +151,35 @@ def test_stop_halts_the_stream_and_commanding_resumes_it(server: LoopbackDobotSe
         driver.close()
 
 
-def test_answers_to_another_command_are_detected() -> None:
-    """A desynchronised dashboard stream (answer for a different command) is an error, not a success."""
+@contextlib.contextmanager
+def _dashboard_answering(reply: bytes, response_timeout_s: float) -> Iterator[DashboardClient]:
+    """A client connected to a dashboard peer that answers the first request with `reply`."""
     listener = socket.create_server(("127.0.0.1", 0))
 
-    def answer_wrongly() -> None:
+    def answer() -> None:
         conn, _ = listener.accept()
         with conn:
             conn.recv(4096)
-            conn.sendall(b"0,{},EnableRobot();")
+            conn.sendall(reply)
             conn.recv(4096)
 
-    thread = threading.Thread(target=answer_wrongly, daemon=True)
+    thread = threading.Thread(target=answer, daemon=True)
     thread.start()
-    client = DashboardClient("left arm", "127.0.0.1", listener.getsockname()[1], 1.0, 1.0)
+    client = DashboardClient("left arm", "127.0.0.1", listener.getsockname()[1], 1.0, response_timeout_s)
     client.connect()
     try:
-        with pytest.raises(DriverError, match=r"sent ClearError\(\) but the controller answered 'EnableRobot\(\)'"):
-            client.request("ClearError()")
+        yield client
     finally:
         client.close()
         listener.close()
         thread.join(timeout=2)
+
+
+def test_answers_to_another_command_are_detected() -> None:
+    """A desynchronised dashboard stream (answer for a different command) is an error, not a success."""
+    match = r"sent ClearError\(\) but the controller answered 'EnableRobot\(\)'"
+    with _dashboard_answering(b"0,{},EnableRobot();", 1.0) as client, pytest.raises(DriverError, match=match):
+        client.request("ClearError()")
 
 
 def _free_port() -> int:
@@ -223,26 +231,9 @@ def test_controller_not_in_tcp_mode_is_named_not_timed_out(server: LoopbackDobot
 
 
 def test_other_plain_replies_are_reported_verbatim() -> None:
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def answer_plainly() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            conn.recv(4096)
-            conn.sendall(b"Robot is busy")
-            conn.recv(4096)
-
-    thread = threading.Thread(target=answer_plainly, daemon=True)
-    thread.start()
-    client = DashboardClient("left arm", "127.0.0.1", listener.getsockname()[1], 1.0, 30.0)
-    client.connect()
-    try:
-        with pytest.raises(DriverError, match=r"answered ClearError\(\) with plain text 'Robot is busy'"):
-            client.request("ClearError()")
-    finally:
-        client.close()
-        listener.close()
-        thread.join(timeout=2)
+    match = r"answered ClearError\(\) with plain text 'Robot is busy'"
+    with _dashboard_answering(b"Robot is busy", 30.0) as client, pytest.raises(DriverError, match=match):
+        client.request("ClearError()")
 
 
 def test_refused_commands_name_the_controller_state(server: LoopbackDobotServer) -> None:
