@@ -347,7 +347,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     _check_run(out, fingerprint)
     bank_root = Path(args.bank) if args.bank else default_bank(spec)
-    bank = OracleBank(bank_root, spec.preset, spec.oracle_runs)
+    bank = OracleBank(bank_root, spec.preset, spec.oracle_runs, grow=args.grow_bank)
     timing: dict[str, float] = {}
 
     t0 = time.perf_counter()
@@ -602,6 +602,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--bank",
         default="",
         help="oracle bank directory (default: the installed models/oracle_banks/<benchmark>, else data/oracle_banks/<benchmark>)",
+    )
+    p.add_argument(
+        "--grow-bank",
+        action="store_true",
+        help="raise a bank of fewer executions per context to the spec's oracle_runs, keeping its executions "
+        "(run k uses noise seed k: they are the first ones of the larger bank)",
     )
     p.add_argument(
         "--demo-dir", default="", help="demonstration cache directory (default data/benchmark_demos/<benchmark>)"

@@ -136,7 +136,11 @@ class OracleBank:
         preset_name: str = "cpu-small",
         runs: int = DEFAULT_RUNS,
         noise: ExecutionNoise | None = None,
+        grow: bool = False,
     ) -> None:
+        """`grow`: an existing bank of this configuration with fewer executions per context is
+        raised to `runs` (its executions are kept: run k uses noise seed k, so they are the first
+        ones of the larger bank, bit for bit; `build` adds the rest)."""
         if runs < 2:
             raise OracleBankError(f"runs: the envelope needs at least 2 oracle executions per context, got {runs}")
         self.root = Path(root)
@@ -149,7 +153,15 @@ class OracleBank:
         meta_path = self.root / "bank.json"
         if meta_path.is_file():
             found = json.loads(meta_path.read_text())
-            if found != meta:
+            fewer = found | {"runs": runs} == meta and int(found.get("runs", 0)) < runs
+            if fewer and grow:
+                _write_json(meta_path, meta)
+            elif fewer:
+                raise OracleBankError(
+                    f"{self.root}: bank of {found['runs']} executions per context; asked for {runs}. "
+                    "Grow it (its executions are kept: evaluate --grow-bank) or use another directory."
+                )
+            elif found != meta:
                 raise OracleBankError(
                     f"{self.root}: bank of another configuration ({found}); asked for {meta}. "
                     "Use another directory or delete this one."

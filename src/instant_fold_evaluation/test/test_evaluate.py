@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from instant_fold_evaluation.benchmark import BenchmarkSpec
 from instant_fold_evaluation.evaluate import main, merge_tables
 from instant_fold_evaluation.oracle_bank import BankEntry, OracleBank, OracleBankError
 from instant_fold_ros.bringup_share import models_dir
+from instant_fold_sim.rollout import ExecutionNoise
 
 
 def _summary(run: Path) -> dict:
@@ -135,12 +137,28 @@ def test_a_bank_resumes_run_by_run_and_reruns_identically(tiny_run: Path, tmp_pa
 
 
 def test_a_bank_of_another_configuration_is_refused(tiny_run: Path) -> None:
-    try:
+    with pytest.raises(OracleBankError, match="another configuration"):
+        OracleBank(tiny_run / "bank", "cpu-small", runs=2, noise=ExecutionNoise(grasp_sigma=0.05))
+    with pytest.raises(OracleBankError, match=r"bank of 2 executions per context; asked for 3\. Grow it"):
         OracleBank(tiny_run / "bank", "cpu-small", runs=3)
-    except OracleBankError as exc:
-        assert "another configuration" in str(exc)
-    else:
-        raise AssertionError("a bank built with 2 runs per context was opened as one with 3")
+
+
+def test_a_grown_bank_keeps_its_executions_and_adds_the_next_ones(tiny_run: Path, tmp_path: Path) -> None:
+    """Raising K (`evaluate --grow-bank`): run k uses noise seed k, so the executions a bank has are
+    the first ones of the larger bank and only the missing ones are simulated."""
+    spec = BenchmarkSpec.load("tiny")
+    key = spec.bank_keys()[0]
+    shutil.copytree(tiny_run / "bank", tmp_path / "bank")
+    bank = OracleBank(tmp_path / "bank", spec.preset, 3, grow=True)
+    assert json.loads((tmp_path / "bank" / "bank.json").read_text())["runs"] == 3
+    assert bank.load(key) is None  # 2 of 3 executions
+    before = OracleBank.open(tiny_run / "bank").load(key)
+    grown = bank.build(key)
+    assert before is not None and len(grown.runs) == 3
+    assert [r.to_json() for r in grown.runs[:2]] == [r.to_json() for r in before.runs]
+    assert not (grown.runs[2].final_keypoints == grown.runs[1].final_keypoints).all()  # noise seed 2
+    with pytest.raises(OracleBankError, match="another configuration"):  # never shrunk
+        OracleBank(tmp_path / "bank", spec.preset, 2, grow=True)
 
 
 def test_merged_table_lists_each_run_and_the_reference_rows_once(tiny_run: Path) -> None:
