@@ -413,6 +413,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     summary = {
         "benchmark": spec.to_dict(),
         "bank": str(bank_root),
+        "bank_runs": bank.runs,
         "checkpoint": args.checkpoint or None,
         "encoder": (args.encoder or "models/encoder") if args.checkpoint else None,
         "conditioning": policy_conditioning or None,
@@ -498,7 +499,8 @@ def rescore(run_dir: Path, out: Path, bank: str = "") -> dict[str, Any]:
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
         raise EvaluationError(f"{run_dir}: no readable run.json with the benchmark spec ({exc})") from None
     bank_root = Path(bank or old["bank"])
-    entries = _entries(spec, OracleBank.open(bank_root), "(a re-score builds nothing: complete it with evaluate)")
+    bank_used = OracleBank.open(bank_root)
+    entries = _entries(spec, bank_used, "(a re-score builds nothing: complete it with evaluate)")
     lines: list[dict[str, Any]] = []
     rollouts = None
     if old.get("checkpoint"):
@@ -518,6 +520,7 @@ def rescore(run_dir: Path, out: Path, bank: str = "") -> dict[str, Any]:
     summaries, contexts, run_notes = _score(spec, entries, rollouts, out)
     summary = old | {
         "bank": str(bank_root),
+        "bank_runs": bank_used.runs,  # the executions per context scored against (a grown bank: more than the spec's)
         "rows": summaries,
         "contexts": contexts,
         "notes": run_notes,

@@ -197,6 +197,7 @@ def test_rescore_scores_a_runs_rollouts_into_another_folder_and_leaves_the_run_a
     assert {p.name: p.read_text() for p in run.iterdir()} == before
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rescored_from"] == str(run) and summary["rollouts"] == 2 and summary["label"] == "p"
+    assert summary["bank_runs"] == 3  # the bank's executions per context, what the rows were scored against
     events = summary["rows"]["policy"]["seen"]["events"]
     assert events["grasp 1"]["xy_m"]["median"] == pytest.approx(0.015) and events["release 1"]["missed"] == 0
     assert set(summary["rows"]) == {"policy", "wrong-demo", "oracle", OUT_OF_SAMPLE, "do-nothing"}
