@@ -12,6 +12,7 @@ from test_fold_recording_hosts import check_main_job_recording
 
 from instant_fold.sim_fold import DEFAULT_DEMO
 from instant_fold.sim_fold import main as sim_fold_main
+from instant_fold_core.compute_threads import machine_record
 from instant_fold_core.contracts import FoldOutcome
 from instant_fold_core.demonstration import load_demonstration
 from instant_fold_evaluation.closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
@@ -61,6 +62,7 @@ def test_in_process_and_graph_rollouts_end_in_the_same_state(
     check_main_job_recording(out, metrics)
     graph_record = metrics["sim"]["record"]
     assert metrics["fold"]["policy_queries"] == QUERIES and metrics["sim"]["frames"] == 2 * QUERIES
+    assert metrics["machine"] == machine_record()  # what the numbers also depend on
     _, _, result = in_process()
     graph_final = np.asarray(graph_record["final_keypoints"])
     # Same code, same inputs: the transport (DDS messages) only rounds the arm state to float32,

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from instant_fold.fold_graph import SIM_GRASPS, FoldOptions, build_fold_graph, parameters_yaml
-from instant_fold_core.compute_threads import pin_compute_threads
+from instant_fold_core.compute_threads import machine_record, pin_compute_threads
 from instant_fold_core.contracts import FoldOutcome, FoldPhase
 from instant_fold_core.errors import ExternalError
 from instant_fold_core.fold_recording import FoldRecording
@@ -468,6 +468,7 @@ def run_fold(args: argparse.Namespace) -> dict:
         "sim_device": args.sim_device,
         "sim_grasp": args.sim_grasp if args.sim_backend == "isaac_lab" else None,
         "compute_threads": args.compute_threads,
+        "machine": machine_record(),
         "graph_exit_code": code,
         "ros_domain_id": domain,
         "demonstration": str(demo),

@@ -10,15 +10,24 @@ fix the count themselves when they start, whatever the caller's environment says
 relying on a wrapper script to set it.
 
 Contract: such a program's results depend on its inputs (models, demonstration, garment, seed,
-backend, device) and the software versions, not on the core count or `OMP_NUM_THREADS` /
+backend, device), the software versions and the CPU, not on the core count or `OMP_NUM_THREADS` /
 `MKL_NUM_THREADS` / `OPENBLAS_NUM_THREADS`. One thread also suits the graph: its four nodes share
 the CPU. Training and data generation are not bound by it (they use every core).
+
+The CPU too: the same code, models and seed folded the main job's garment to Geom. 1.69 on the
+machine of 2026-11-26 and to 1.93 on that of 2026-11-27 (docs/evaluation.md, "Ten oracle
+executions per context"): vectorised kernels can sum in another order on another instruction set.
+So the runs whose numbers the docs quote record `machine_record()`, and two runs are compared on
+like terms only where it matches.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import platform
 import sys
+from importlib import metadata
 
 #: The count every reproducible process computes with.
 DETERMINISTIC_THREADS = 1
@@ -41,3 +50,32 @@ def pin_compute_threads(threads: int = DETERMINISTIC_THREADS) -> dict[str, str]:
     if torch is not None:
         torch.set_num_threads(threads)
     return {name: os.environ[name] for name in THREAD_VARIABLES}
+
+
+#: The numeric libraries whose versions a fold's numbers depend on (distribution names).
+NUMERIC_PACKAGES = ("numpy", "torch", "warp-lang", "newton")
+
+
+def machine_record() -> dict[str, str]:
+    """What a reproducible run's numbers depend on besides its inputs: the CPU (model name and a
+    digest of its instruction-set flags, from /proc/cpuinfo where there is one) and the versions of
+    Python and of the numeric libraries installed (`NUMERIC_PACKAGES`)."""
+    cpu, flags = platform.processor(), ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            first = f.read().split("\n\n")[0]  # the first processor's block
+        fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in first.splitlines() if ":" in line)}
+        cpu, flags = fields.get("model name", cpu), fields.get("flags", "")
+    except OSError:  # not Linux: the platform's processor string only
+        pass
+    record = {
+        "cpu": cpu,
+        "cpu_flags_sha256": hashlib.sha256(flags.encode()).hexdigest()[:12],
+        "python": platform.python_version(),
+    }
+    for name in NUMERIC_PACKAGES:
+        try:
+            record[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return record

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from instant_fold_core.compute_threads import THREAD_VARIABLES, pin_compute_threads
+from instant_fold_core.compute_threads import NUMERIC_PACKAGES, THREAD_VARIABLES, machine_record, pin_compute_threads
 
 
 def test_the_callers_thread_count_is_overwritten_here_and_in_children(monkeypatch) -> None:
@@ -32,3 +32,14 @@ def test_the_callers_thread_count_is_overwritten_here_and_in_children(monkeypatc
 def test_a_thread_count_that_is_no_positive_integer_is_refused(bad) -> None:
     with pytest.raises(ValueError, match="positive integer"):
         pin_compute_threads(bad)
+
+
+def test_the_machine_record_names_the_cpu_and_the_numeric_libraries() -> None:
+    """What a run records beside its numbers: the same in every process of this machine (so two runs
+    of it compare), with the CPU's model and flags and the versions a fold's numbers depend on."""
+    record = machine_record()
+    assert record["cpu"] and len(record["cpu_flags_sha256"]) == 12 and record["python"].count(".") == 2
+    assert record["torch"] == torch.__version__.split("+")[0] and set(NUMERIC_PACKAGES) <= set(record)
+    child = "from instant_fold_core.compute_threads import machine_record; print(machine_record())"
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == str(record)

@@ -47,6 +47,7 @@ import numpy as np
 from tqdm import tqdm
 
 from instant_fold_core.checkpoint import CheckpointError, checkpoint_id
+from instant_fold_core.compute_threads import machine_record
 from instant_fold_core.errors import ConfigError, InstantFoldError
 from instant_fold_core.fold_record import FoldRecord
 from instant_fold_core.fold_recording import FoldRecording
@@ -414,6 +415,9 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": spec.to_dict(),
         "bank": str(bank_root),
         "bank_runs": bank.runs,
+        # The rollouts' numbers depend on it (instant_fold_core.compute_threads); this process's:
+        # rollouts on the workers of a Ray cluster (--address) ran where those workers are.
+        "machine": machine_record(),
         "checkpoint": args.checkpoint or None,
         "encoder": (args.encoder or "models/encoder") if args.checkpoint else None,
         "conditioning": policy_conditioning or None,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from instant_fold_core.compute_threads import machine_record
 from instant_fold_evaluation.benchmark import BenchmarkSpec
 from instant_fold_evaluation.evaluate import main, merge_tables
 from instant_fold_evaluation.oracle_bank import BankEntry, OracleBank, OracleBankError
@@ -39,6 +40,7 @@ def test_evaluate_writes_rollouts_scores_summary_and_table(tiny_run: Path) -> No
     summary = _summary(tiny_run)
     assert set(summary["rows"]) == {"policy", "wrong-demo", "oracle", "do-nothing"}
     assert summary["bank_runs"] == 2  # oracle executions per context
+    assert summary["machine"] == machine_record()  # what its numbers also depend on
     assert summary["rows"]["policy"]["seen"]["ctx_acc"]["garments"] == 1
     assert summary["rows"]["policy"]["seen"]["first_grasp"]["arms"] > 0
     # Two executions per context: none can be left out of its calibration, and the summary says so.
