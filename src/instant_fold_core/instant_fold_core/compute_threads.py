@@ -14,9 +14,9 @@ backend, device), the software versions and the CPU, not on the core count or `O
 `MKL_NUM_THREADS` / `OPENBLAS_NUM_THREADS`. One thread also suits the graph: its four nodes share
 the CPU. Training and data generation are not bound by it (they use every core).
 
-The CPU too: the same code, models and seed folded the main job's garment to Geom. 1.69 on the
-machine of 2026-11-26 and to 1.93 on that of 2026-11-27 (docs/evaluation.md, "Ten oracle
-executions per context"): vectorised kernels can sum in another order on another instruction set.
+The CPU too: the same code, models and seed folded the main job's garment differently on the
+machines of 2026-11-26 and 2026-11-27 (docs/evaluation.md, "The machine, not the code, moved v5's
+numbers"): vectorised kernels can sum in another order on another instruction set.
 So the runs whose numbers the docs quote record `machine_record()`, and two runs are compared on
 like terms only where it matches.
 """
