@@ -595,7 +595,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--startup-timeout", type=_positive(float), default=180.0)
     parser.add_argument("--fold-timeout", type=_positive(float), default=900.0)
+    parser.add_argument(
+        "--rescore",
+        metavar="METRICS_JSON",
+        default="",
+        help="run nothing: score a finished run's fold again against --bank (the same --garment) into "
+        "<out>/metrics.json",
+    )
     args = parser.parse_args(argv)
+    if args.rescore:
+        return rescore(args)
     args.mode, args.variant = demonstrated_fold(Path(args.demo), args.mode, args.variant)
     # Before anything computes or starts: this process's and every child's threads (the nodes,
     # the simulator process), so the fold does not depend on the caller's OMP_NUM_THREADS.
@@ -703,6 +712,48 @@ def serve_view(rrd: Path, port: int) -> int:
         return 1
 
 
+def rescore(args: argparse.Namespace) -> int:
+    """`--rescore`: a finished run's fold scored again against `--bank` (a bank of more oracle
+    executions, say), simulating nothing, into `<out>/metrics.json` with `rescored_from`; the
+    run's own folder is left as it was. Its start and fold are the run's (`sim`), so `--garment`
+    must name the run's garment (checked against the garment id it recorded)."""
+    from instant_fold_evaluation.oracle_bank import OracleBank, OracleBankError
+
+    source = Path(args.rescore)
+    try:
+        metrics = json.loads(source.read_text())
+        sim = metrics.get("sim") or {}
+        if missing := [k for k in ("record", "garment", "seed", "mode", "variant") if k not in sim]:
+            raise SimFoldError(f"no fold to score (its 'sim' has no {', '.join(missing)}: a run without --evaluate?)")
+        args.seed, args.mode, args.variant = int(sim["seed"]), sim["mode"], sim["variant"]
+        garment_id = OracleBank.open(args.bank).garment(args.garment)[0].garment_id
+        if garment_id != sim["garment"]:
+            raise SimFoldError(f"the run folded {sim['garment']}, --garment {args.garment} is {garment_id}")
+        with claimed_output_dir(args.out) as out:
+            if out.resolve() == source.parent.resolve():
+                raise SimFoldError("--out is the run's own folder; re-scoring leaves the run as it was")
+            metrics |= {"same_init": same_init_metrics(args, sim), "rescored_from": str(source)}
+            (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    except (OSError, ValueError, KeyError, TypeError, OracleBankError, SimFoldError, OutputDirError) as exc:
+        print(f"[sim_fold] error: --rescore {source}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    same = metrics["same_init"]
+    if "error" in same:
+        print(f"[sim_fold] error: --rescore {source}: {same['error']}", file=sys.stderr)
+        return 1
+    print(f"[sim_fold] re-scored against {args.bank}: {same_init_line(same)}; wrote {out / 'metrics.json'}")
+    return 0
+
+
+def same_init_line(same: dict) -> str:
+    """The same-init metrics in one line, as the fold and its re-score print them."""
+    return (
+        f"context {same['predicted_context']} ({'correct' if same['context_correct'] else 'wrong'}), "
+        f"Geom. {same['geom']:.2f} (envelope {same['envelope']:.2f}), fold rate {same['fold_rate']:.2f}, "
+        f"C-SR@95 {'success' if same['csr95_success'] else 'failure'}"
+    )
+
+
 def report(args: argparse.Namespace, metrics: dict) -> int:
     """Print the fold's outcome and scores; the exit status it calls for."""
     fold = metrics["fold"]
@@ -722,11 +773,7 @@ def report(args: argparse.Namespace, metrics: dict) -> int:
     if "error" in same:
         print(f"[sim_fold] no same-init metrics: {same['error']}")
     else:
-        print(
-            f"[sim_fold] same-init: context {same['predicted_context']} "
-            f"({'correct' if same['context_correct'] else 'wrong'}), Geom. {same['geom']:.2f}, "
-            f"fold rate {same['fold_rate']:.2f}, C-SR@95 {'success' if same['csr95_success'] else 'failure'}"
-        )
+        print(f"[sim_fold] same-init: {same_init_line(same)}")
     rrd = f", {metrics['outputs']['rrd']}" if "rrd" in metrics["outputs"] else ""
     print(f"[sim_fold] wrote {Path(args.out) / 'metrics.json'}, {s['video']}, {metrics['outputs']['strip']}{rrd}")
     return code

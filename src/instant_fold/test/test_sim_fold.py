@@ -14,6 +14,8 @@ from instant_fold_learning.testing import untrained_checkpoints
 from instant_fold_ros.bringup_share import models_dir
 
 DEMO = (models_dir() / DEFAULT_DEMO).resolve()  # the source file behind a --symlink-install
+#: The README's main job as measured (docs/results/): a finished run to re-score.
+MEASURED_MAIN_JOB = Path(__file__).resolve().parents[3] / "docs" / "results" / "main_job.json"
 
 
 def test_missing_demonstration_is_a_clear_error(tmp_path: Path, capsys) -> None:
@@ -41,6 +43,40 @@ def test_missing_models_are_a_clear_error(tmp_path: Path, capsys) -> None:
     args = ["--demo", str(DEMO), "--checkpoint", str(tmp_path / "none"), "--out", str(tmp_path)]
     assert main(args) == 1
     assert "policy checkpoint" in capsys.readouterr().err
+
+
+def test_a_rescored_run_keeps_its_fold_and_gets_the_banks_scores(tmp_path: Path, capsys) -> None:
+    """`--rescore`: the measured main job scored again against the bank it was measured with gives
+    its own numbers (the fold record survives its JSON); the run is left as it was, and a garment
+    other than the run's, or the run's own folder as --out, is refused."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.json").write_text(MEASURED_MAIN_JOB.read_text())
+    bank = str(models_dir() / "oracle_banks" / "cpu")
+    assert main(["--rescore", str(run / "metrics.json"), "--bank", bank, "--out", str(tmp_path / "again")]) == 0
+    measured = json.loads(MEASURED_MAIN_JOB.read_text())
+    again = json.loads((tmp_path / "again" / "metrics.json").read_text())
+    assert again["rescored_from"] == str(run / "metrics.json")
+    assert {k: v for k, v in again["same_init"].items() if k != "bank"} == pytest.approx(
+        {k: v for k, v in measured["same_init"].items() if k != "bank"}
+    )
+    assert again["sim"] == measured["sim"] and again["fold"] == measured["fold"]
+    assert f"C-SR@95 {'success' if measured['same_init']['csr95_success'] else 'failure'}" in capsys.readouterr().out
+    assert json.loads((run / "metrics.json").read_text()) == measured
+    other = [
+        "--rescore",
+        str(run / "metrics.json"),
+        "--bank",
+        bank,
+        "--garment",
+        "proc:2",
+        "--out",
+        str(tmp_path / "x"),
+    ]
+    assert main(other) == 1
+    assert "the run folded proc_00001, --garment proc:2 is proc_00002" in capsys.readouterr().err
+    assert main(["--rescore", str(run / "metrics.json"), "--bank", bank, "--out", str(run)]) == 1
+    assert "--out is the run's own folder" in capsys.readouterr().err
 
 
 def test_fold_strip_puts_the_demonstration_above_the_rollout(tmp_path: Path) -> None:
