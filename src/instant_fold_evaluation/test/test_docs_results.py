@@ -1511,6 +1511,12 @@ STANDINGS = (
         "main_job_k10_recipe_l16.json",
     ),
     (
+        "16-layout recipe, 10,000 steps, train seed 1",
+        "eval_cpu_l16_seed1.json",
+        "eval_cpu_garments_l16_seed1.json",
+        "main_job_l16_seed1.json",
+    ),
+    (
         "16-layout recipe, 14,000 steps",
         "eval_cpu_k10_l16_14k.json",
         "eval_cpu_garments_k10_l16_14k.json",
@@ -1589,30 +1595,38 @@ def test_where_the_rows_stand_is_the_measured_one() -> None:
     garments = {label: result(name)["rows"]["policy"]["seen"] for label, _, name, _ in STANDINGS if name}
     jobs = {label: result(name)["same_init"] for label, _, _, name in STANDINGS if name}
     assert all(result(name)["bank_runs"] == 10 for _, *names, _ in STANDINGS for name in names if name)
-    l16, v5, replay, layouts = (
+    l16, seed1, v5, replay, layouts = (
         "16-layout recipe, 10,000 steps",
+        "16-layout recipe, 10,000 steps, train seed 1",
         "v5 (shipped), rerun 2026-11-27",
         "registration replay",
         "layouts-10k",
     )
 
-    def meets_all(label: str) -> bool:
+    def meets(label: str) -> dict[str, bool]:
         s, g, j = seen[label], garments.get(label), jobs.get(label)
-        return bool(
-            s["ctx_acc"]["mean"] >= 95
-            and s["csr95"]["mean"] >= bars["csr"]
-            and s["geom"]["mean"] <= bars["geom"]
-            and g is not None
-            and g["csr95"]["mean"] >= bars["garments_csr"]
-            and j is not None
-            and j["csr95_success"]
-        )
+        return {
+            "context": s["ctx_acc"]["mean"] >= 95,
+            "csr": s["csr95"]["mean"] >= bars["csr"],
+            "geom": s["geom"]["mean"] <= bars["geom"],
+            "garments": g is not None and g["csr95"]["mean"] >= bars["garments_csr"],
+            "main job": j is not None and bool(j["csr95_success"]),
+        }
 
-    assert not any(meets_all(label) for label in seen)
+    assert not any(all(meets(label).values()) for label in seen)
     s, g, j = seen[l16], garments[l16], jobs[l16]
     grasp = s["first_grasp"]
-    assert successes(s) == max(successes(r) for r in seen.values()) and successes(s) + 1 >= bars["csr"] * 63 / 100
+    assert [k for k, ok in meets(l16).items() if not ok] == ["csr", "geom", "garments"]
+    assert successes(s) + 1 >= bars["csr"] * 63 / 100 and successes(g) + 1 >= bars["garments_csr"] * 18 / 100
     assert j["csr95_success"] and not result("main_job_recipe_l16.json")["same_init"]["csr95_success"]
+    two = seen[seed1]
+    assert [k for k, ok in meets(seed1).items() if not ok] == ["context", "garments", "main job"]
+    assert [k for k in seen if meets(k)["csr"] and meets(k)["geom"]] == [seed1]
+    training = result("l16_seed1_training.json")
+    assert (
+        training["policy_end"]["event"] == "end"
+        and result("main_job_l16_seed1.json")["fold"]["outcome"] == "step_limit"
+    )
     assert successes(g) == successes(garments[v5]) == max(successes(garments[k]) for k in garments if k != replay)
     assert all(
         seen[v5][k]["mean"] < s[k]["mean"] if k == "csr95" else seen[v5][k]["mean"] > s[k]["mean"]
@@ -1620,20 +1634,29 @@ def test_where_the_rows_stand_is_the_measured_one() -> None:
     )
     assert jobs[v5]["geom"] > j["geom"] and garments[v5]["geom"]["mean"] > g["geom"]["mean"]
     learned = [k for k in seen if k != replay]
-    assert [k for k in learned if seen[k]["geom"]["mean"] < seen[replay]["geom"]["mean"]] == [layouts]
+    assert sorted(k for k in learned if seen[k]["geom"]["mean"] < seen[replay]["geom"]["mean"]) == [seed1, layouts]
     assert not jobs[layouts]["csr95_success"] and max(garments, key=lambda k: garments[k]["geom"]["mean"]) == layouts
     assert [k for k in garments if garments[k]["csr95"]["mean"] >= bars["garments_csr"]] == [replay]
     assert min(jobs, key=lambda k: jobs[k]["geom"]) == replay
     quoted = [
-        f"context ({s['ctx_acc']['mean']:.1f} %), the first grasps ({100 * grasp['xy_m']['mean']:.1f} cm, "
-        f"{100 * grasp['within_5cm']:.1f} % within 5 cm) and the main job's start (Geom. {j['geom']:.2f}, a success",
+        f"meets the context ({s['ctx_acc']['mean']:.1f} %), first-grasp ({100 * grasp['xy_m']['mean']:.1f} cm, "
+        f"{100 * grasp['within_5cm']:.1f} % within 5 cm) and main-job (Geom. {j['geom']:.2f}, a success",
         f"one fold short ({successes(s)} of 63, {s['csr95']['mean']:.2f} %, against a bar of {bars['csr']:.2f} %), "
         f"Geom. {s['geom']['mean'] - bars['geom']:.2f} above its bar, and the held-out garments one fold short "
         f"({successes(g)} of 18 against {bars['garments_csr']:.2f} %)",
+        f"{training['minutes']} min on both cores",
+        f"({two['csr95']['mean']:.1f} %, {successes(two)} of 63; Geom. {two['geom']['mean']:.2f}, ahead of registration "
+        f"replay's {seen[replay]['geom']['mean']:.2f})",
+        f"context {two['ctx_acc']['mean']:.1f} % ({two['rollouts'] - count(two, 'ctx_acc')} misread folds), held-out "
+        f"garments {garments[seed1]['csr95']['mean']:.1f} % ({successes(garments[seed1])} of 18)",
+        f"does not finish in 150 queries (Geom. {jobs[seed1]['geom']:.2f})",
+        f"differ by {two['csr95']['mean'] - s['csr95']['mean']:.1f} points of C-SR@95 and "
+        f"{s['geom']['mean'] - two['geom']['mean']:.2f} of Geom.",
         f"({successes(g)} of 18, no learned row has more)",
-        f"layouts-10k on the seen folds ({seen[layouts]['geom']['mean']:.2f} against {seen[replay]['geom']['mean']:.2f})",
-        f"worst on the held-out garments ({garments[layouts]['geom']['mean']:.2f})",
-        f"({garments[replay]['csr95']['mean']:.1f} %, the only row above the bar) and on the main job's start "
+        f"the seed-1 draw ({two['geom']['mean']:.2f}) and layouts-10k ({seen[layouts]['geom']['mean']:.2f}, against "
+        f"replay's {seen[replay]['geom']['mean']:.2f})",
+        f"({garments[seed1]['geom']['mean']:.2f} and {garments[layouts]['geom']['mean']:.2f}, the worst)",
+        f"({garments[replay]['csr95']['mean']:.1f} %, the only row above the bar), as on the main job's start "
         f"({jobs[replay]['geom']:.2f})",
     ]
     assert_quoted(flat_doc("docs/evaluation.md"), quoted)
