@@ -1517,6 +1517,12 @@ STANDINGS = (
         "main_job_l16_seed1.json",
     ),
     (
+        "16-layout recipe, 10,000 steps, train seed 2",
+        "eval_cpu_l16_seed2.json",
+        "eval_cpu_garments_l16_seed2.json",
+        "main_job_l16_seed2.json",
+    ),
+    (
         "16-layout recipe, 14,000 steps",
         "eval_cpu_k10_l16_14k.json",
         "eval_cpu_garments_k10_l16_14k.json",
@@ -1595,9 +1601,10 @@ def test_where_the_rows_stand_is_the_measured_one() -> None:
     garments = {label: result(name)["rows"]["policy"]["seen"] for label, _, name, _ in STANDINGS if name}
     jobs = {label: result(name)["same_init"] for label, _, _, name in STANDINGS if name}
     assert all(result(name)["bank_runs"] == 10 for _, *names, _ in STANDINGS for name in names if name)
-    l16, seed1, v5, replay, layouts = (
+    l16, seed1, seed2, v5, replay, layouts = (
         "16-layout recipe, 10,000 steps",
         "16-layout recipe, 10,000 steps, train seed 1",
+        "16-layout recipe, 10,000 steps, train seed 2",
         "v5 (shipped), rerun 2026-11-27",
         "registration replay",
         "layouts-10k",
@@ -1619,15 +1626,25 @@ def test_where_the_rows_stand_is_the_measured_one() -> None:
     assert [k for k, ok in meets(l16).items() if not ok] == ["csr", "geom", "garments"]
     assert successes(s) + 1 >= bars["csr"] * 63 / 100 and successes(g) + 1 >= bars["garments_csr"] * 18 / 100
     assert j["csr95_success"] and not result("main_job_recipe_l16.json")["same_init"]["csr95_success"]
-    two = seen[seed1]
+    two, three = seen[seed1], seen[seed2]
     assert [k for k, ok in meets(seed1).items() if not ok] == ["context", "garments", "main job"]
+    assert [k for k, ok in meets(seed2).items() if not ok] == ["context", "csr", "geom"]
     assert [k for k in seen if meets(k)["csr"] and meets(k)["geom"]] == [seed1]
-    training = result("l16_seed1_training.json")
-    assert (
-        training["policy_end"]["event"] == "end"
-        and result("main_job_l16_seed1.json")["fold"]["outcome"] == "step_limit"
-    )
-    assert successes(g) == successes(garments[v5]) == max(successes(garments[k]) for k in garments if k != replay)
+    assert [k for k in garments if k != replay and meets(k)["garments"]] == [seed2]
+    trainings = [result(f"l16_seed{n}_training.json") for n in (1, 2)]
+    assert all(r["policy_end"]["event"] == "end" for r in trainings)
+    assert result("main_job_l16_seed1.json")["fold"]["outcome"] == "step_limit"
+    draws = [seen[k] for k in (l16, seed1, seed2)]
+    draw_garments = [garments[k] for k in (l16, seed1, seed2)]
+
+    def spread(metric: str) -> float:
+        return max(d[metric]["mean"] for d in draws) - min(d[metric]["mean"] for d in draws)
+
+    def mean(rows: list[dict], metric: str) -> float:
+        return sum(r[metric]["mean"] for r in rows) / len(rows)
+
+    assert mean(draws, "csr95") >= bars["csr"] and mean(draws, "geom") <= bars["geom"]
+    assert successes(g) == successes(garments[v5])
     assert all(
         seen[v5][k]["mean"] < s[k]["mean"] if k == "csr95" else seen[v5][k]["mean"] > s[k]["mean"]
         for k in ("csr95", "geom")
@@ -1636,7 +1653,8 @@ def test_where_the_rows_stand_is_the_measured_one() -> None:
     learned = [k for k in seen if k != replay]
     assert sorted(k for k in learned if seen[k]["geom"]["mean"] < seen[replay]["geom"]["mean"]) == [seed1, layouts]
     assert not jobs[layouts]["csr95_success"] and max(garments, key=lambda k: garments[k]["geom"]["mean"]) == layouts
-    assert [k for k in garments if garments[k]["csr95"]["mean"] >= bars["garments_csr"]] == [replay]
+    assert garments[replay]["csr95"]["mean"] == max(garments[k]["csr95"]["mean"] for k in garments)
+    assert garments[replay]["geom"]["mean"] == min(garments[k]["geom"]["mean"] for k in garments)
     assert min(jobs, key=lambda k: jobs[k]["geom"]) == replay
     quoted = [
         f"meets the context ({s['ctx_acc']['mean']:.1f} %), first-grasp ({100 * grasp['xy_m']['mean']:.1f} cm, "
@@ -1644,20 +1662,25 @@ def test_where_the_rows_stand_is_the_measured_one() -> None:
         f"one fold short ({successes(s)} of 63, {s['csr95']['mean']:.2f} %, against a bar of {bars['csr']:.2f} %), "
         f"Geom. {s['geom']['mean'] - bars['geom']:.2f} above its bar, and the held-out garments one fold short "
         f"({successes(g)} of 18 against {bars['garments_csr']:.2f} %)",
-        f"{training['minutes']} min on both cores",
+        f"{trainings[0]['minutes']} and {trainings[1]['minutes']} min on both cores",
         f"({two['csr95']['mean']:.1f} %, {successes(two)} of 63; Geom. {two['geom']['mean']:.2f}, ahead of registration "
         f"replay's {seen[replay]['geom']['mean']:.2f})",
-        f"context {two['ctx_acc']['mean']:.1f} % ({two['rollouts'] - count(two, 'ctx_acc')} misread folds), held-out "
-        f"garments {garments[seed1]['csr95']['mean']:.1f} % ({successes(garments[seed1])} of 18)",
+        f"context ({two['ctx_acc']['mean']:.1f} %, {two['rollouts'] - count(two, 'ctx_acc')} misread folds), the held-out "
+        f"garments ({garments[seed1]['csr95']['mean']:.1f} %, {successes(garments[seed1])} of 18)",
         f"does not finish in 150 queries (Geom. {jobs[seed1]['geom']:.2f})",
-        f"differ by {two['csr95']['mean'] - s['csr95']['mean']:.1f} points of C-SR@95 and "
-        f"{s['geom']['mean'] - two['geom']['mean']:.2f} of Geom.",
-        f"({successes(g)} of 18, no learned row has more)",
+        f"held-out garments' bar ({garments[seed2]['csr95']['mean']:.1f} %, {successes(garments[seed2])} of 18, the only "
+        f"learned row that does) and the main job's (Geom. {jobs[seed2]['geom']:.2f}), and misses the context "
+        f"({three['ctx_acc']['mean']:.1f} %) and both seen-fold bars ({three['csr95']['mean']:.1f} %, Geom. "
+        f"{three['geom']['mean']:.2f})",
+        f"span {spread('csr95'):.1f} points of C-SR@95 and {spread('geom'):.2f} of Geom.",
+        f"their mean (C-SR@95 {mean(draws, 'csr95'):.1f} %, Geom. {mean(draws, 'geom'):.2f}, context "
+        f"{mean(draws, 'ctx_acc'):.1f} %, held-out garments {mean(draw_garments, 'csr95'):.1f} %)",
+        f"({successes(g)} of 18)",
         f"the seed-1 draw ({two['geom']['mean']:.2f}) and layouts-10k ({seen[layouts]['geom']['mean']:.2f}, against "
         f"replay's {seen[replay]['geom']['mean']:.2f})",
         f"({garments[seed1]['geom']['mean']:.2f} and {garments[layouts]['geom']['mean']:.2f}, the worst)",
-        f"({garments[replay]['csr95']['mean']:.1f} %, the only row above the bar), as on the main job's start "
-        f"({jobs[replay]['geom']:.2f})",
+        f"({garments[replay]['csr95']['mean']:.1f} %; {garments[replay]['geom']['mean']:.2f}), as on the main job's "
+        f"start ({jobs[replay]['geom']:.2f})",
     ]
     assert_quoted(flat_doc("docs/evaluation.md"), quoted)
     seen, oos = (result(STANDINGS[0][1])["rows"][row]["seen"] for row in ("policy", "oracle-out-of-sample"))
