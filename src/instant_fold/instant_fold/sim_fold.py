@@ -729,17 +729,16 @@ def rescore(args: argparse.Namespace) -> int:
         garment_id = OracleBank.open(args.bank).garment(args.garment)[0].garment_id
         if garment_id != sim["garment"]:
             raise SimFoldError(f"the run folded {sim['garment']}, --garment {args.garment} is {garment_id}")
+        if Path(args.out).resolve() == source.parent.resolve():
+            raise SimFoldError("--out is the run's own folder; re-scoring leaves the run as it was")
+        same = same_init_metrics(args, sim)
+        if "error" in same:
+            raise SimFoldError(same["error"])
         with claimed_output_dir(args.out) as out:
-            if out.resolve() == source.parent.resolve():
-                raise SimFoldError("--out is the run's own folder; re-scoring leaves the run as it was")
-            metrics |= {"same_init": same_init_metrics(args, sim), "rescored_from": str(source)}
+            metrics |= {"same_init": same, "rescored_from": str(source)}
             (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
     except (OSError, ValueError, KeyError, TypeError, OracleBankError, SimFoldError, OutputDirError) as exc:
         print(f"[sim_fold] error: --rescore {source}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    same = metrics["same_init"]
-    if "error" in same:
-        print(f"[sim_fold] error: --rescore {source}: {same['error']}", file=sys.stderr)
         return 1
     print(f"[sim_fold] re-scored against {args.bank}: {same_init_line(same)}; wrote {out / 'metrics.json'}")
     return 0
