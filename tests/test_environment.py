@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from script_module import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "scripts" / f"{name}.py")
 
 
 def test_wheel_cmake_paths_are_rewritten_to_this_environment() -> None:

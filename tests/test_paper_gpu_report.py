@@ -3,22 +3,16 @@ definitions from the stages' logs, and a stage that did not run leaves its entri
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "paper_gpu_report.py"
+from script_module import load_script
 
 
 @pytest.fixture(scope="module")
 def report_module():
-    spec = importlib.util.spec_from_file_location("paper_gpu_report", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(Path("benchmarks/paper_gpu_report.py"))
 
 
 def _log(path: Path, records: list[dict]) -> None:
