@@ -62,7 +62,7 @@ class GenerateStage:
     garments: str = "proc:0:8"
     split: str = "train"
     modes: str = "sleeves_down__bottom_up/S,body_bottom_up__sleeves_down/S,body_side_fold_L__sleeves_down/L"
-    episodes_per: int = 11
+    episodes_per: int = 16
     seed: int = 0
     workers: int = 2
     worlds: int = 1
@@ -104,7 +104,7 @@ class TrainStage:
     """`instant_fold_learning.train_policy`: a policy preset and overrides of its two sections."""
 
     config: str = "cpu-small"
-    steps: int = 6000
+    steps: int = 10000
     #: Training processes (DDP under torchrun, gloo on CPU); `train.batch_size` is global.
     processes: int = 2
     model: dict[str, Any] = field(default_factory=dict)
