@@ -83,12 +83,14 @@ def disturbance_only(dr: Randomization, sides: list[str]) -> Randomization:
     )
 
 
-def moved_mask(canonical: np.ndarray, kp_ids: np.ndarray, dr: Randomization, sides: list[str]) -> np.ndarray:
+def moved_mask(
+    canonical: np.ndarray, kp_ids: np.ndarray, dr: Randomization, sides: list[str], labels: np.ndarray | None
+) -> np.ndarray:
     """The particles `initial_layout` moves in x, y for the sleeve disturbance of `sides` of `dr`
     (measured by running it, so the selection is the code's, not a copy of it)."""
     from instant_fold_sim.randomization import initial_layout
 
-    layout = initial_layout(canonical, kp_ids, disturbance_only(dr, sides))
+    layout = initial_layout(canonical, kp_ids, disturbance_only(dr, sides), labels)
     return np.linalg.norm(layout[:, :2] - canonical[:, :2], axis=1) > 1e-9
 
 
@@ -133,7 +135,7 @@ def measure_garment(spec: BenchmarkSpec, garment_spec: str, config: GenerationCo
     from instant_fold_sim.garments import resolve_garment
     from instant_fold_sim.keypoints import detect_keypoints
     from instant_fold_sim.randomization import initial_layout
-    from instant_fold_sim.rollout import start_state
+    from instant_fold_sim.rollout import sleeve_labels, start_state
 
     names = tuple(KEYPOINT_NAMES)
     cm = 100.0 * config.obs_scale
@@ -141,7 +143,8 @@ def measure_garment(spec: BenchmarkSpec, garment_spec: str, config: GenerationCo
     garment = resolve_garment(garment_spec, spacing=config.garment_spacing, max_particles=config.max_particles)
     kp_ids = detect_keypoints(garment.vertices)
     canonical = garment.vertices * config.sim.garment_scale
-    beyond = {s: moved_mask(canonical, kp_ids, pure_shift(config, s), [s]) for s in ("left", "right")}
+    labels = sleeve_labels(garment, config)
+    beyond = {s: moved_mask(canonical, kp_ids, pure_shift(config, s), [s], labels) for s in ("left", "right")}
     flat = state_numbers(canonical[:, :2], None, kp_ids, names, cm, radius_cm)
     result: dict[str, Any] = {
         "garment": garment_spec,
@@ -173,9 +176,9 @@ def measure_garment(spec: BenchmarkSpec, garment_spec: str, config: GenerationCo
         scene = start.scene
         dr = start.dr
         sides = sorted(dr.sleeve_amplitude)
-        masks = {s: moved_mask(canonical, kp_ids, dr, [s]) for s in sides}
-        together = moved_mask(canonical, kp_ids, dr, sides) if sides else np.zeros(len(canonical), bool)
-        states = {"pre_drop": initial_layout(canonical, kp_ids, dr)[:, :2]}
+        masks = {s: moved_mask(canonical, kp_ids, dr, [s], labels) for s in sides}
+        together = moved_mask(canonical, kp_ids, dr, sides, labels) if sides else np.zeros(len(canonical), bool)
+        states = {"pre_drop": initial_layout(canonical, kp_ids, dr, labels)[:, :2]}
         states["settled"] = start.scene.positions()[:, :2].astype(np.float64)
         if k == spec.demo_k:
             demo = states
@@ -197,7 +200,7 @@ def measure_garment(spec: BenchmarkSpec, garment_spec: str, config: GenerationCo
         }
         for label, xy in states.items():
             row[label] = state_numbers(xy, None if k == spec.demo_k else demo[label], kp_ids, names, cm, radius_cm)
-        if k != spec.demo_k:
+        if k != spec.demo_k and labels is None:  # the banks were built with the starts selected by x
             diff = bank_check(spec, garment_spec, seed, start.scene.positions()[kp_ids].astype(np.float64))
             row["bank_start_keypoints_max_diff_m"] = None if diff is None else float(f"{diff:.3g}")
         row["seconds"] = round(time.perf_counter() - t0, 2)
@@ -245,9 +248,17 @@ def table(garments: list[dict[str, Any]], radius_cm: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from instant_fold_sim.randomization import SLEEVE_SELECTIONS
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--benchmarks", nargs="+", default=["cpu", "cpu_garments"], help="spec names or files")
     p.add_argument("--out", default="docs/results/start_deformation.json")
+    p.add_argument(
+        "--sleeve-selection",
+        choices=SLEEVE_SELECTIONS,
+        default="x",
+        help="DRRanges.sleeve_selection of the starts (x: as the benchmarks' banks were built; sleeve: the fix)",
+    )
     args = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     np.random.seed(0)  # nothing here draws from it: every start is seeded by its episode seed
@@ -261,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.benchmarks:
         spec = BenchmarkSpec.load(name)
         config = preset(spec.preset)
+        config = dataclasses.replace(config, dr=dataclasses.replace(config.dr, sleeve_selection=args.sleeve_selection))
         cm = 100.0 * config.obs_scale
         radius_cm = config.sim.grasp_radius * cm
         garments = []
@@ -292,11 +304,12 @@ def main(argv: list[str] | None = None) -> int:
         "units": "camera cm = simulation m x GenerationConfig.obs_scale x 100; angles in degrees",
         "moved_share": "share of the garment's particles the drawn sleeve disturbance moves: each drawn side alone "
         "(from the canonical garment) and all drawn sides together",
-        "selectable_share": "share of particles a side's disturbance would move if drawn (x beyond that shoulder)",
+        "selectable_share": "share of particles a side's disturbance would move if drawn",
+        "sleeve_selection": args.sleeve_selection,
         "exceeds_grasp_radius": "max keypoint residual (x, y) > ClothSimConfig.grasp_radius of the preset (a grasp "
         "pins the particles within it of the gripper, 3D distance)",
         "bank_start_keypoints_max_diff_m": f"settled start keypoints vs those stored in {BANK_ROOT}/<benchmark> "
-        "(null: no bank entry)",
+        "(null: no bank entry; absent: starts selected by sleeve, which no bank was built with)",
         "wall_s": round(time.perf_counter() - t0, 1),
         "machine": platform.processor() or platform.machine(),
         "benchmarks": benches,

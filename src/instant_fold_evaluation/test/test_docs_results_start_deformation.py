@@ -6,10 +6,22 @@ from __future__ import annotations
 from docs_quotes import assert_quoted, doc, flat_doc, result
 
 REPORT = "start_deformation.json"
+#: The same starts with the sleeve disturbance selecting the sleeve's own particles (the fix, an option).
+BY_SLEEVE = "start_deformation_sleeve.json"
+HEM = ("bottom_left", "bottom_right")
 
 
 def _rollout_starts(garment: dict) -> list[dict]:
     return [s for s in garment["starts"] if "vs_demo" in s["settled"]]
+
+
+def _settled(report: dict) -> list[dict]:
+    """Every rollout start's settled comparison with its demonstration's start."""
+    return [s["settled"]["vs_demo"] for b in report["benchmarks"] for g in b["garments"] for s in _rollout_starts(g)]
+
+
+def _hem_residual(report: dict) -> float:
+    return max(v["keypoint_residual_cm"][k] for v in _settled(report) for k in HEM)
 
 
 def start_deformation_table(report: dict) -> str:
@@ -71,3 +83,27 @@ def test_the_start_deformation_table_and_counts_are_the_measured_ones() -> None:
         f"wall {report['wall_s']:.0f} s",
     ]
     assert_quoted(flat_doc("docs/sim.md"), [" ".join(q.split()) for q in quoted])
+
+
+def test_the_sleeve_selection_keeps_the_hem_rigid_as_measured() -> None:
+    by_x, by_sleeve = result(REPORT), result(BY_SLEEVE)
+    assert (by_x["sleeve_selection"], by_sleeve["sleeve_selection"]) == ("x", "sleeve")
+    hem_x, hem_sleeve = _hem_residual(by_x), _hem_residual(by_sleeve)
+    radius = {b["grasp_radius_cm"] for b in by_sleeve["benchmarks"]}.pop()
+    assert hem_sleeve < radius < hem_x
+    over = [v for v in _settled(by_sleeve) if v["exceeds_grasp_radius"]]
+    assert all(v["max_keypoint"] not in HEM for v in over) and len(_settled(by_sleeve)) == 27
+    flat = {g["garment_id"]: g["flat_hem_width_cm"] for b in by_sleeve["benchmarks"] for g in b["garments"]}
+    widths = [
+        abs(s["settled"]["hem_width_cm"] - flat[g["garment_id"]])
+        for b in by_sleeve["benchmarks"]
+        for g in b["garments"]
+        for s in g["starts"]
+    ]
+    assert max(widths) < radius  # the hem keeps its flat width
+    quoted = [
+        f"lie within {hem_sleeve:.2f} cm of the rigid transfer (by x: up to {hem_x:.2f} cm)",
+        f"{len(over)} of the 27 rollout starts still beyond the grasp radius there",
+        f"--sleeve-selection sleeve --out docs/results/{BY_SLEEVE}",
+    ]
+    assert_quoted(flat_doc("docs/sim.md"), quoted)

@@ -39,6 +39,10 @@ class GarmentMesh:
     split: str  # "train" | "heldout"
     source: str  # "procedural" | "newton" | "obj"
     params: dict[str, Any] = field(default_factory=dict)
+    #: int8 [N]: -1 on the left sleeve's own particles, +1 on the right's, 0 on the body; None where
+    #: the mesh does not know its parts (meshes from files). Lets the layout's sleeve disturbance move
+    #: a sleeve without the body (`DRRanges.sleeve_selection`).
+    sleeve_side: np.ndarray | None = None
 
     @property
     def num_particles(self) -> int:
@@ -165,10 +169,12 @@ class _GridMesher:
                     self.faces += [(a, b, c), (b, d, c)]
 
 
-def procedural_top(params: TopParams, spacing: float) -> tuple[np.ndarray, np.ndarray]:
+def procedural_top(params: TopParams, spacing: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Triangulate a flat top: lower body, upper body and two sleeves stitched on shared seams.
 
-    `spacing` is the target edge length (m); it sets the particle count (~1k at 1.6 cm).
+    `spacing` is the target edge length (m); it sets the particle count (~1k at 1.6 cm). Returns
+    the vertices, the faces and each vertex's sleeve side (-1 left sleeve, +1 right, 0 body; the
+    armhole seam belongs to the body).
     """
     p = params
     half_hem, half_chest, half_sh = p.hem_width / 2, p.body_width / 2, p.shoulder_width / 2
@@ -196,6 +202,7 @@ def procedural_top(params: TopParams, spacing: float) -> tuple[np.ndarray, np.nd
     # Sleeves: inner edge = the body's side column of the upper part (armpit -> shoulder).
     n_sl = max(2, round(p.sleeve_length / spacing))
     ang = math.radians(p.sleeve_angle)
+    sleeves: dict[int, np.ndarray] = {}
     for side in (-1, 1):
         col = 0 if side < 0 else nx
         inner = upper_ids[:, col]
@@ -209,9 +216,13 @@ def procedural_top(params: TopParams, spacing: float) -> tuple[np.ndarray, np.nd
         us = np.linspace(0, 1, n_sl + 1)[1:]
         vs = np.linspace(0, 1, len(inner))
         pts = _bilinear(np.array([armpit, cuff_lo, shoulder, cuff_hi]), *np.meshgrid(us, vs))
-        ids = np.hstack([inner[:, None], mesher.add_points(pts)])
-        mesher.add_quads(ids)
+        sleeve_ids = mesher.add_points(pts)
+        sleeves[side] = sleeve_ids.ravel()
+        mesher.add_quads(np.hstack([inner[:, None], sleeve_ids]))
     xy = np.vstack(mesher.points)
+    sleeve_side = np.zeros(len(xy), dtype=np.int8)
+    for side, ids in sleeves.items():
+        sleeve_side[ids] = side
     # Neckline: pull the top rows down in a smooth dip between the neck points.
     top_band = np.clip((xy[:, 1] - y_arm) / p.armhole_depth, 0, 1) ** 2
     dip = np.clip(1 - (xy[:, 0] / (p.neck_width / 2)) ** 2, 0, None)
@@ -220,7 +231,7 @@ def procedural_top(params: TopParams, spacing: float) -> tuple[np.ndarray, np.nd
     if _normals_down(xy, faces):
         faces = faces[:, [0, 2, 1]]
     verts = np.column_stack([xy, np.zeros(len(xy))])
-    return _centre(verts), faces
+    return _centre(verts), faces, sleeve_side
 
 
 def _normals_down(xy: np.ndarray, faces: np.ndarray) -> bool:
@@ -242,7 +253,7 @@ def _centre(verts: np.ndarray) -> np.ndarray:
 def make_procedural_garment(seed: int, spacing: float = 0.016) -> GarmentMesh:
     """Procedural top #`seed` (deterministic), with its fixed split."""
     params = sample_top_params(seed)
-    verts, faces = procedural_top(params, spacing)
+    verts, faces, sleeve_side = procedural_top(params, spacing)
     validate_mesh(verts, faces)
     return GarmentMesh(
         vertices=verts,
@@ -251,6 +262,7 @@ def make_procedural_garment(seed: int, spacing: float = 0.016) -> GarmentMesh:
         split=split_of_seed(seed),
         source="procedural",
         params={**asdict(params), "seed": seed, "spacing": spacing},
+        sleeve_side=sleeve_side,
     )
 
 

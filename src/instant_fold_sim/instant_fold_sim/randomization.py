@@ -13,10 +13,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
+from instant_fold_core.errors import ConfigError
+
 from .render import Appearance, Camera
 
 SLEEVE_MODES = ("N", "L", "R", "B")
 SLEEVE_MODE_PROBS = (0.2, 0.2, 0.2, 0.4)
+#: `DRRanges.sleeve_selection`'s values.
+SLEEVE_SELECTIONS = ("x", "sleeve")
 
 
 @dataclass
@@ -39,6 +43,18 @@ class DRRanges:
     camera_height: tuple[float, float] = (1.7, 2.3)
     camera_angle_deg: float = 5.0
     fov_deg: tuple[float, float] = (35.0, 52.0)
+    #: Which particles a sleeve disturbance moves: "x", every particle beyond that shoulder's x (what
+    #: every store, bank and result so far was made with; on a garment whose hem is wider than its
+    #: shoulders it moves the hem corners too: docs/sim.md, "Known limitations"), or "sleeve", the
+    #: sleeve's own particles where the mesh labels them (`GarmentMesh.sleeve_side`; procedural tops),
+    #: falling back to "x" for a mesh without labels.
+    sleeve_selection: str = "x"
+
+    def __post_init__(self) -> None:
+        if self.sleeve_selection not in SLEEVE_SELECTIONS:
+            raise ConfigError(
+                f"dr.sleeve_selection: expected one of {SLEEVE_SELECTIONS}, got {self.sleeve_selection!r}"
+            )
 
 
 @dataclass
@@ -100,20 +116,26 @@ def sample_randomization(
     )
 
 
-def initial_layout(canonical: np.ndarray, keypoint_ids: np.ndarray, dr: Randomization) -> np.ndarray:
+def initial_layout(
+    canonical: np.ndarray, keypoint_ids: np.ndarray, dr: Randomization, sleeve_side: np.ndarray | None = None
+) -> np.ndarray:
     """Sim-space particle positions before the drop: sleeve disturbance, wrinkles, pose, height.
 
     `canonical` is the garment already scaled into simulation space (flat, centred).
-    Sleeve disturbance rotates the particles outside a shoulder about that shoulder and shifts
-    them by the sampled amplitude; the wrinkle field is a smooth sum of sinusoids whose
-    wavelength is the garment size over the sampled scale.
+    Sleeve disturbance rotates a sleeve's particles about its shoulder and shifts them by the
+    sampled amplitude: with `sleeve_side` (-1 left, +1 right, 0 body per particle) the sleeve's own
+    particles, without it every particle beyond that shoulder's x. The wrinkle field is a smooth
+    sum of sinusoids whose wavelength is the garment size over the sampled scale.
     """
     pos = canonical.copy()
     shoulders = {"left": canonical[keypoint_ids[4]], "right": canonical[keypoint_ids[5]]}
     moved = np.zeros(len(pos), dtype=bool)
     for side, amp in dr.sleeve_amplitude.items():
         sh = shoulders[side]
-        sel = pos[:, 0] < sh[0] if side == "left" else pos[:, 0] > sh[0]
+        if sleeve_side is not None:
+            sel = sleeve_side == (-1 if side == "left" else 1)
+        else:
+            sel = pos[:, 0] < sh[0] if side == "left" else pos[:, 0] > sh[0]
         moved |= sel
         ang = np.radians(dr.sleeve_rotation_deg[side])
         c, s = np.cos(ang), np.sin(ang)

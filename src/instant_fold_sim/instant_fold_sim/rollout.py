@@ -385,13 +385,20 @@ class FoldingRollout:
             self._observe(None)
 
 
+def sleeve_labels(garment: GarmentMesh, config: GenerationConfig) -> np.ndarray | None:
+    """The per-particle sleeve labels the layout's sleeve disturbance selects by under `config`
+    (`DRRanges.sleeve_selection`): the garment's own with "sleeve", None (select by x) otherwise."""
+    return garment.sleeve_side if config.dr.sleeve_selection == "sleeve" else None
+
+
 def _lay_out(
     scene: ClothScene, garment_sim: np.ndarray, kp_ids: np.ndarray, rng: np.random.Generator, config: GenerationConfig
 ) -> tuple[Randomization, int]:
     """Sample randomisation until the dropped garment is fully inside the view (paper: resample)."""
+    sleeve_side = sleeve_labels(scene.garment, config)
     for attempt in range(1, config.max_layout_attempts + 1):
         dr = sample_randomization(rng, config.dr, config.resolution)
-        init = initial_layout(garment_sim, kp_ids, dr)
+        init = initial_layout(garment_sim, kp_ids, dr, sleeve_side)
         if not dr.camera.in_view(init * [1, 1, 0]):
             continue
         scene.set_positions(init)
