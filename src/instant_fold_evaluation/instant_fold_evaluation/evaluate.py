@@ -75,6 +75,7 @@ from .scoring import (
     score_line,
     score_rows,
     summarize_contexts,
+    summarize_garments,
     summarize_rows,
     table,
 )
@@ -407,7 +408,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         timing["rollouts_s"] = time.perf_counter() - t0
         rollouts = _records(spec, lines)
 
-    summaries, contexts, run_notes = _score(spec, entries, rollouts, out)
+    summaries, contexts, garments, run_notes = _score(spec, entries, rollouts, out)
     outcomes: dict[str, int] = {}
     for line in lines:
         outcomes[line["outcome"]] = outcomes.get(line["outcome"], 0) + 1
@@ -431,6 +432,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "grasp_refinement_m": args.grasp_refinement_m,
         "rows": summaries,
         "contexts": contexts,
+        "garments": garments,
         "notes": run_notes,
         "outcomes": outcomes,
         "rollouts": len(lines),
@@ -467,9 +469,9 @@ def _score(
     entries: dict[tuple[str, int, str], BankEntry],
     rollouts: dict[tuple[Init, str], FoldRecord] | None,
     out: Path,
-) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
-    """Score every row, write `scores.jsonl` into `out`; the row summaries, the per-context
-    summaries and the notes."""
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
+    """Score every row, write `scores.jsonl` into `out`; the row summaries, the per-context and
+    per-garment summaries and the notes."""
     fams = families(spec, entries)
     rows = score_rows(spec, fams, rollouts)
     summaries = summarize_rows(rows, oracle_uv(fams))
@@ -477,7 +479,7 @@ def _score(
         for row, scored in rows.items():
             for split, s, extra in scored:
                 f.write(json.dumps(score_line(row, split, s, extra)) + "\n")
-    return summaries, summarize_contexts(rows), notes(fams, summaries)
+    return summaries, summarize_contexts(rows), summarize_garments(rows), notes(fams, summaries)
 
 
 def _write_summary(out: Path, summary: dict[str, Any]) -> None:
@@ -521,12 +523,13 @@ def rescore(run_dir: Path, out: Path, bank: str = "") -> dict[str, Any]:
     _check_run(out, run)
     if lines:
         _rewrite_jsonl(out / "rollouts.jsonl", lines)
-    summaries, contexts, run_notes = _score(spec, entries, rollouts, out)
+    summaries, contexts, garments, run_notes = _score(spec, entries, rollouts, out)
     summary = old | {
         "bank": str(bank_root),
         "bank_runs": bank_used.runs,  # the executions per context scored against (a grown bank: more than the spec's)
         "rows": summaries,
         "contexts": contexts,
+        "garments": garments,
         "notes": run_notes,
         "rescored_from": str(run_dir),
     }

@@ -179,26 +179,51 @@ def primitives_recognised(scores: list[RolloutScore]) -> dict[str, Any] | None:
     }
 
 
+def _fold_stats(scores: list[RolloutScore]) -> dict[str, Any]:
+    """Ctx. Acc. and C-SR@95 (%) and Geom. averaged over some folds of one row, with their count and
+    `classified_as` (how many of them the classifier took for each context). Plain means: a
+    breakdown has a few folds per cell, too few for an interval."""
+    return {
+        "ctx_acc": 100.0 * float(np.mean([s.context_correct for s in scores])),
+        "csr95": 100.0 * float(np.mean([s.success for s in scores])),
+        "geom": float(np.mean([s.geom for s in scores])),
+        "folds": len(scores),
+        "classified_as": dict(sorted(Counter(s.predicted for s in scores if s.predicted).items())),
+    }
+
+
+def _by(
+    rows: dict[str, list[Scored]], key: Callable[[str, RolloutScore], tuple[str, ...]]
+) -> dict[tuple[str, ...], dict[str, Any]]:
+    """For each row of `CONTEXT_ROWS` and each key its folds have, `_fold_stats` of those folds."""
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for row in CONTEXT_ROWS:
+        groups: dict[tuple[str, ...], list[RolloutScore]] = {}
+        for split, score, _ in rows.get(row, []):
+            groups.setdefault(key(split, score), []).append(score)
+        for k, scores in groups.items():
+            out.setdefault(k, {})[row] = _fold_stats(scores)
+    return out
+
+
 def summarize_contexts(rows: dict[str, list[Scored]]) -> dict[str, dict[str, Any]]:
     """Per folding context (the paper's per-context breakdown, appendix): its split and, for each
-    row of `CONTEXT_ROWS` that scored it, Ctx. Acc. and C-SR@95 (%) and Geom. averaged over its
-    folds, with their count, and `classified_as` (how many of its folds the classifier took for
-    each context: what a missed fold became). Plain means: a context has a few starts, too few for
-    an interval."""
-    out: dict[str, dict[str, Any]] = {}
-    for row in CONTEXT_ROWS:
-        by_context: dict[str, list[RolloutScore]] = {}
-        for split, score, _ in rows.get(row, []):
-            out.setdefault(score.context, {"split": split})
-            by_context.setdefault(score.context, []).append(score)
-        for context, scores in by_context.items():
-            out[context][row] = {
-                "ctx_acc": 100.0 * float(np.mean([s.context_correct for s in scores])),
-                "csr95": 100.0 * float(np.mean([s.success for s in scores])),
-                "geom": float(np.mean([s.geom for s in scores])),
-                "folds": len(scores),
-                "classified_as": dict(sorted(Counter(s.predicted for s in scores if s.predicted).items())),
-            }
+    row of `CONTEXT_ROWS` that scored it, `_fold_stats` of its folds (what a missed fold became
+    included)."""
+    split_of = {score.context: split for row in CONTEXT_ROWS for split, score, _ in rows.get(row, [])}
+    return {
+        context: {"split": split_of[context], **stats}
+        for (context,), stats in _by(rows, lambda _, score: (score.context,)).items()
+    }
+
+
+def summarize_garments(rows: dict[str, list[Scored]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per split and garment, for each row of `CONTEXT_ROWS`, `_fold_stats` of that garment's folds:
+    whether a row's failures gather on one garment (a garment whose starts a demonstration cannot
+    be carried onto, say: docs/sim.md, "Known limitations") or spread over all."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for (split, garment), stats in _by(rows, lambda split, score: (split, score.garment)).items():
+        out.setdefault(split, {})[garment] = stats
     return out
 
 

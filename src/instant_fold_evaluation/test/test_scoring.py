@@ -23,6 +23,7 @@ from instant_fold_evaluation.scoring import (
     score_line,
     score_rows,
     summarize_contexts,
+    summarize_garments,
     summarize_rows,
 )
 from instant_fold_sim.rollout import preset
@@ -142,6 +143,12 @@ def test_summary_table_and_lines_of_the_out_of_sample_row(tmp_path: Path):
     contexts = summarize_contexts(rows)
     assert contexts[B]["policy"]["classified_as"] == {A: 1} and contexts[A]["policy"]["classified_as"] == {A: 1}
     assert contexts[A]["do-nothing"]["classified_as"] == {}  # no fold, nothing classified
+    garments = summarize_garments(rows)  # one garment: its cell is the row's whole seen split
+    ((garment, cell),) = garments["seen"].items()
+    assert garment == rows["policy"][0][1].garment and set(garments) == {"seen"}
+    assert cell["policy"]["folds"] == 2 and cell["policy"]["classified_as"] == {A: 2}
+    assert cell["policy"]["ctx_acc"] == summaries["policy"]["seen"]["ctx_acc"]["mean"]
+    assert cell["policy"]["csr95"] == summaries["policy"]["seen"]["csr95"]["mean"]
     assert summaries["policy"]["seen"]["primitives"] == {"sleeve": 100.0, "body": 100.0, "both": 100.0, "folds": 2}
     assert "primitives" not in summaries["oracle"]["seen"] and "primitives" not in summaries["wrong-demo"]["seen"]
 
