@@ -5,8 +5,9 @@ A same-init benchmark rollout carries the demonstration (the scripted fold from 
 starts differ by a rigid motion. The layout randomisation (`randomization.initial_layout`) is a
 rigid pose plus two non-rigid parts: the wrinkle field and the sleeve disturbance, which rotates the
 particles whose x lies beyond a shoulder's about that shoulder (±30°) and shifts them (4-8 cm sim).
-That selection is by x, not by sleeve: on a garment whose hem is wider than its shoulders it takes
-the hem corners too. This measures it for the starts of benchmark specs, built exactly as the
+In every preset that selection is by x, not by sleeve: on a garment whose hem is wider than its
+shoulders it takes the hem corners too; `--sleeve-selection sleeve` measures the same starts with
+the sleeve's own particles selected (`DRRanges.sleeve_selection`, the fix). This measures it for the starts of benchmark specs, built exactly as the
 evaluation builds them (`BenchmarkSpec.inits` / `demo_seed` seeds, `rollout.start_state`, keypoints
 `keypoints.detect_keypoints`), per garment and start k:
 
@@ -260,8 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         help="DRRanges.sleeve_selection of the starts (x: as the benchmarks' banks were built; sleeve: the fix)",
     )
     args = p.parse_args(argv)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    np.random.seed(0)  # nothing here draws from it: every start is seeded by its episode seed
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # every start is seeded by its episode seed
 
     from instant_fold_evaluation.benchmark import BenchmarkSpec
     from instant_fold_sim.rollout import preset
@@ -296,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         "what": "non-rigid difference between benchmark start states of one garment (sleeve disturbance of "
         "randomization.initial_layout): moved particles, hem width, residual of the best rigid map from the "
         "demonstration's start (all particles, known correspondences) at the named keypoints",
-        "command": "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/bench_start_deformation.py " + " ".join(given),
+        "command": f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} python benchmarks/bench_start_deformation.py "
+        + " ".join(given),
         "states": {
             "pre_drop": "initial_layout(canonical, keypoints, accepted draw), x, y: before the drop simulation",
             "settled": "rollout.start_state(...).scene.positions(), x, y: the start every episode and rollout has",

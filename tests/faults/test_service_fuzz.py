@@ -360,8 +360,8 @@ def _fuzz_then_fold(graph: FoldGraph, count: int, seed: int) -> None:
     # 2-core CI machine although the same node had just answered 200 `sim/step` requests (cause not
     # found; alone the test passed). What this test fuzzes is the services, not late discovery.
     clients = [(service, probe.node.create_client(srv_type, service), make) for service, srv_type, make in _services()]
+    seen = probe.node.get_service_names_and_types
     for service, client, _ in clients:
-        seen = probe.node.get_service_names_and_types
         assert probe.spin_until(client.service_is_ready, ANSWER_S), (service, seen(), graph.output())
     for service, client, make in clients:
         for i in range(count):

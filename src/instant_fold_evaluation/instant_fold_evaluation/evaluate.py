@@ -408,7 +408,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         timing["rollouts_s"] = time.perf_counter() - t0
         rollouts = _records(spec, lines)
 
-    summaries, contexts, garments, run_notes = _score(spec, entries, rollouts, out)
+    scored = _score(spec, entries, rollouts, out)
     outcomes: dict[str, int] = {}
     for line in lines:
         outcomes[line["outcome"]] = outcomes.get(line["outcome"], 0) + 1
@@ -430,10 +430,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "home_after_events": args.home_after_events,
         "regrasp_guard_m": args.regrasp_guard_m,
         "grasp_refinement_m": args.grasp_refinement_m,
-        "rows": summaries,
-        "contexts": contexts,
-        "garments": garments,
-        "notes": run_notes,
+        **scored,
         "outcomes": outcomes,
         "rollouts": len(lines),
         "mean_rollout_wall_s": (sum(line["wall_s"] for line in lines) / len(lines)) if lines else None,
@@ -469,9 +466,9 @@ def _score(
     entries: dict[tuple[str, int, str], BankEntry],
     rollouts: dict[tuple[Init, str], FoldRecord] | None,
     out: Path,
-) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
-    """Score every row, write `scores.jsonl` into `out`; the row summaries, the per-context and
-    per-garment summaries and the notes."""
+) -> dict[str, Any]:
+    """Score every row, write `scores.jsonl` into `out`; the summary's scored keys: `rows` (the row
+    summaries), `contexts` and `garments` (the breakdowns) and `notes`."""
     fams = families(spec, entries)
     rows = score_rows(spec, fams, rollouts)
     summaries = summarize_rows(rows, oracle_uv(fams))
@@ -479,7 +476,12 @@ def _score(
         for row, scored in rows.items():
             for split, s, extra in scored:
                 f.write(json.dumps(score_line(row, split, s, extra)) + "\n")
-    return summaries, summarize_contexts(rows), summarize_garments(rows), notes(fams, summaries)
+    return {
+        "rows": summaries,
+        "contexts": summarize_contexts(rows),
+        "garments": summarize_garments(rows),
+        "notes": notes(fams, summaries),
+    }
 
 
 def _write_summary(out: Path, summary: dict[str, Any]) -> None:
@@ -523,16 +525,15 @@ def rescore(run_dir: Path, out: Path, bank: str = "") -> dict[str, Any]:
     _check_run(out, run)
     if lines:
         _rewrite_jsonl(out / "rollouts.jsonl", lines)
-    summaries, contexts, garments, run_notes = _score(spec, entries, rollouts, out)
-    summary = old | {
-        "bank": str(bank_root),
-        "bank_runs": bank_used.runs,  # the executions per context scored against (a grown bank: more than the spec's)
-        "rows": summaries,
-        "contexts": contexts,
-        "garments": garments,
-        "notes": run_notes,
-        "rescored_from": str(run_dir),
-    }
+    summary = (
+        old
+        | _score(spec, entries, rollouts, out)
+        | {
+            "bank": str(bank_root),
+            "bank_runs": bank_used.runs,  # the executions per context scored against (a grown bank: more than the spec's)
+            "rescored_from": str(run_dir),
+        }
+    )
     _write_summary(out, summary)
     return summary
 

@@ -57,3 +57,51 @@ def issue_28_bars() -> dict[str, float]:
         "geom": 1.5 * seen["geom"]["mean"],
         "garments_csr": 0.6 * garments["csr95"]["mean"],
     }
+
+
+#: docs/evaluation.md's "Where the rows stand": (label, seen folds, held-out garments, main job) JSONs.
+STANDINGS = (
+    (
+        "v5 (the previous default), rerun 2026-11-27",
+        "eval_cpu_k10_v5_rerun.json",
+        "eval_cpu_garments_k10_v5_rerun.json",
+        "main_job_k10_v5_rerun.json",
+    ),
+    ("v5 recipe rebuilt from nothing", "eval_cpu_k10_from_nothing_v5.json", None, None),
+    (
+        "layouts-10k",
+        "eval_cpu_k10_layouts_10k.json",
+        "eval_cpu_garments_k10_layouts_10k.json",
+        "main_job_k10_layouts_10k.json",
+    ),
+    (
+        "16-layout recipe, 10,000 steps (v6, the default)",
+        "eval_cpu_k10_recipe_l16.json",
+        "eval_cpu_garments_k10_recipe_l16.json",
+        "main_job_k10_recipe_l16.json",
+    ),
+    (
+        "16-layout recipe, 10,000 steps, train seed 1",
+        "eval_cpu_l16_seed1.json",
+        "eval_cpu_garments_l16_seed1.json",
+        "main_job_l16_seed1.json",
+    ),
+    (
+        "16-layout recipe, 10,000 steps, train seed 2",
+        "eval_cpu_l16_seed2.json",
+        "eval_cpu_garments_l16_seed2.json",
+        "main_job_l16_seed2.json",
+    ),
+    (
+        "16-layout recipe, 14,000 steps",
+        "eval_cpu_k10_l16_14k.json",
+        "eval_cpu_garments_k10_l16_14k.json",
+        "main_job_k10_l16_14k.json",
+    ),
+    (
+        "registration replay",
+        "eval_cpu_k10_registration_replay.json",
+        "eval_cpu_garments_k10_registration_replay.json",
+        "main_job_k10_registration_replay.json",
+    ),
+)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from docs_quotes import REPO, assert_quoted, doc, flat_doc, issue_28_bars, result, successes
+from docs_quotes import REPO, assert_quoted, count, counted, doc, flat_doc, issue_28_bars, result, successes
 
 SEEN = "eval_cpu_k10_recipe_l16.json"
 GARMENTS = "eval_cpu_garments_k10_recipe_l16.json"
@@ -20,14 +20,15 @@ def _policy(name: str, split: str = "seen") -> dict:
 
 def test_the_shipped_checkpoint_is_the_runs_and_the_one_scored() -> None:
     """The card's run trained what models/policy holds (its steps, on both processes, to the end), the
-    re-scored rows the docs quote for v6 are against the banks of 10, and both main jobs ran it."""
+    re-scored rows the docs quote for v6 are against the banks of 10, and the README's main job folds
+    as the re-scored run of that checkpoint did (same Geom. to the last digit: the same fold)."""
     run = result("default_models.json")
     shipped = json.loads((REPO / "models" / "policy" / "config.json").read_text())
     assert shipped["train"]["steps"] == 10_000 and run["stage_minutes"]["4/5"] > 0
     assert run["policy_end"]["event"] == "end" and run["policy_end"]["ranks_in_sync"]
     assert run["policy_end"]["world_size"] == 2 and run["policy_start"]["start_step"] == 0
     assert all(result(name)["bank_runs"] == 10 for name in (SEEN, GARMENTS))
-    assert result("main_job.json")["policy"] == result("main_job_second_demo.json")["policy"]
+    assert result("main_job.json")["same_init"]["geom"] == result("main_job_k10_recipe_l16.json")["same_init"]["geom"]
 
 
 def test_the_policy_card_quotes_the_v6_training_run() -> None:
@@ -48,8 +49,8 @@ def test_the_policy_card_quotes_the_v6_training_run() -> None:
     for split in ("train", "heldout"):
         g = offline[split]["first_grasp"]
         quoted.append(
-            f"| {g['arms']} | {g['closed']:.0%} | {g['mean_error_cm']:.1f} cm | "
-            f"{g['within_5cm']:.0%} / {g['within_10cm']:.0%} |".replace("%", " %")
+            f"| {g['arms']} | {g['closed']:.1%} | {g['mean_error_cm']:.1f} cm | "
+            f"{g['within_5cm']:.1%} / {g['within_10cm']:.1%} |".replace("%", " %")
         )
         quoted.append(f"({offline[split]['episodes']} episodes")
     flat = " ".join(card.split())
@@ -76,6 +77,9 @@ def test_the_policy_card_quotes_v6_against_the_banks_of_10_and_v5() -> None:
     replay_job = result("main_job_k10_registration_replay.json")["same_init"]
     draws = [_policy(name) for name in DRAWS[1:]]
     bars = issue_28_bars()
+    p5 = result(GARMENTS)["garments"]["seen"]["proc_00005"]["policy"]
+    draw_span = successes(draws[0]) - successes(draws[1])
+    assert draw_span == successes(seen) - successes(v5)
     quoted = [
         f"Ctx. Acc. {seen['ctx_acc']['mean']:.1f} %, C-SR@95 {seen['csr95']['mean']:.1f} % ({successes(seen)} of "
         f"{seen['rollouts']}; the scripted oracle out of sample: {oos['csr95']['mean']:.1f} %), Geom. "
@@ -98,7 +102,10 @@ def test_the_policy_card_quotes_v6_against_the_banks_of_10_and_v5() -> None:
         f"({successes(garments)} of {garments['rollouts']} against {bars['garments_csr']:.2f} %",
         f"({seen['geom']['mean']:.2f} against {replay['geom']['mean']:.2f} on the seen folds, {job['geom']:.2f} against "
         f"{replay_job['geom']:.2f} on the main job's start",
-        f"(held-out fold: Ctx. Acc. {held['ctx_acc']['mean']:.1f} %)",
+        f"(held-out fold: Ctx. Acc. {held['ctx_acc']['mean']:.1f} %, {count(held, 'ctx_acc')} of {held['rollouts']}, "
+        "no success)",
+        f"`proc_00005`, {counted(p5['csr95'], p5['folds'])} of {p5['folds']}, has",
+        f"v6 ({draw_span} of 63 each)",
     ]
     assert held["csr95"]["mean"] == 0.0 and job["csr95_success"] and second["csr95_success"]
     assert seen["csr95"]["mean"] < bars["csr"] and garments["csr95"]["mean"] < bars["garments_csr"]
@@ -120,7 +127,7 @@ def test_the_readme_and_the_docs_quote_v6_and_v5_as_measured() -> None:
     wall = round(v5_job["wall_s_total"])
     quoted = [
         f"succeeds in {seen['csr95']['mean']:.1f} %",
-        f"span {low:.1f}-{high:.1f} % on the same rollouts",
+        f"span {low:.1f}-{high:.1f} % from the same starts and folds",
         f"v5 succeeded in {v5['csr95']['mean']:.1f} % (Geom. {v5['geom']['mean']:.2f},",
         f"The previous default v5 folded this start to Geom. {v5_job['same_init']['geom']:.2f}, also a success",
         f"the previous default v5 took {wall // 60} min {wall % 60} s on the quiet machine",
@@ -142,3 +149,20 @@ def test_the_readme_and_the_docs_quote_v6_and_v5_as_measured() -> None:
             f"Geom. {job['same_init']['geom']:.2f} vs {v5_job['same_init']['geom']:.2f}",
         ],
     )
+
+
+def test_the_wall_times_and_the_status_row_are_quoted_as_measured() -> None:
+    """The README's status row (rounded), and v5's from-nothing time where the cards still quote it."""
+    seen, oos = _policy(SEEN), result(SEEN)["rows"]["oracle-out-of-sample"]["seen"]
+    run = result("default_models.json")
+    assert_quoted(
+        flat_doc("README.md"),
+        [
+            f"the default models ({run['policy_start']['episodes']} episodes, 3 modes",
+            f"in {seen['ctx_acc']['mean']:.0f} % of the CPU benchmark's seen-fold rollouts and succeed in "
+            f"{seen['csr95']['mean']:.0f} % (a scripted fold scored out of sample: {oos['csr95']['mean']:.0f} %",
+        ],
+    )
+    v5 = f"{result('default_models_from_nothing_v5.json')['total_minutes']:.0f} min"
+    for path in ("models/README.md", "models/policy/README.md", "docs/policy.md"):
+        assert f"took {v5}" in flat_doc(path) or f"in {v5}" in flat_doc(path), path

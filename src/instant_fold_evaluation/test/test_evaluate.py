@@ -43,6 +43,12 @@ def test_evaluate_writes_rollouts_scores_summary_and_table(tiny_run: Path) -> No
     assert summary["machine"] == machine_record()  # what its numbers also depend on
     assert summary["rows"]["policy"]["seen"]["ctx_acc"]["garments"] == 1
     assert summary["rows"]["policy"]["seen"]["first_grasp"]["arms"] > 0
+    # ... and broken down by garment: the one garment's cell holds every seen policy fold.
+    ((garment, cell),) = summary["garments"]["seen"].items()
+    assert (
+        garment in {s["garment"] for s in scores}
+        and cell["policy"]["folds"] == summary["rows"]["policy"]["seen"]["rollouts"]
+    )
     # Two executions per context: none can be left out of its calibration, and the summary says so.
     assert [n for n in summary["notes"] if "out-of-sample" in n and "has 2" in n]
     table = (out / "table.md").read_text()

@@ -208,6 +208,7 @@ def test_rescore_scores_a_runs_rollouts_into_another_folder_and_leaves_the_run_a
     events = summary["rows"]["policy"]["seen"]["events"]
     assert events["grasp 1"]["xy_m"]["median"] == pytest.approx(0.015) and events["release 1"]["missed"] == 0
     assert set(summary["rows"]) == {"policy", "wrong-demo", "oracle", OUT_OF_SAMPLE, "do-nothing"}
+    assert {g["policy"]["folds"] for g in summary["garments"]["seen"].values()} == {2}  # the breakdown too
     assert (out / "rollouts.jsonl").read_text() == before["rollouts.jsonl"]
     assert json.loads((out / "run.json").read_text()) == json.loads(before["run.json"])
     assert "| p: release 1 |" in (out / "table.md").read_text()

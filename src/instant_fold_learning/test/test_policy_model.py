@@ -589,4 +589,4 @@ def test_the_recipes_in_config_policies_load():
     loaded = {p.stem: InstantFoldPolicyConfig.from_yaml(p) for p in recipes}
     language = loaded["cpu_small_language"]
     assert language.model.conditioning == "language" and language.model.keypose_head == "anchored"
-    assert language.train.recovery_mode == "rejoin" and language.train.steps == 10000
+    assert language.train.recovery_mode == "rejoin" and language.train.steps == 6000

@@ -46,8 +46,9 @@ class DRRanges:
     #: Which particles a sleeve disturbance moves: "x", every particle beyond that shoulder's x (what
     #: every store, bank and result so far was made with; on a garment whose hem is wider than its
     #: shoulders it moves the hem corners too: docs/sim.md, "Known limitations"), or "sleeve", the
-    #: sleeve's own particles where the mesh labels them (`GarmentMesh.sleeve_side`; procedural tops),
-    #: falling back to "x" for a mesh without labels.
+    #: sleeve's own particles (`GarmentMesh.sleeve_side`: procedural tops; a mesh without labels is
+    #: refused). No preset sets it yet: set it in code (`dataclasses.replace`) or with
+    #: benchmarks/bench_start_deformation.py --sleeve-selection.
     sleeve_selection: str = "x"
 
     def __post_init__(self) -> None:
@@ -127,6 +128,8 @@ def initial_layout(
     particles, without it every particle beyond that shoulder's x. The wrinkle field is a smooth
     sum of sinusoids whose wavelength is the garment size over the sampled scale.
     """
+    if sleeve_side is not None and sleeve_side.shape != (len(canonical),):
+        raise ConfigError(f"sleeve_side: one label per particle expected ({len(canonical)}), got {sleeve_side.shape}")
     pos = canonical.copy()
     shoulders = {"left": canonical[keypoint_ids[4]], "right": canonical[keypoint_ids[5]]}
     moved = np.zeros(len(pos), dtype=bool)

@@ -18,7 +18,7 @@ import numpy as np
 from instant_fold_core.config import Presets
 from instant_fold_core.dataset.keyframes import extract_keyframes
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
-from instant_fold_core.errors import InstantFoldError
+from instant_fold_core.errors import ConfigError, InstantFoldError
 from instant_fold_core.pick_place import SCRIPTED, SIM_TO_REAL
 
 from .garments import GarmentMesh
@@ -387,8 +387,16 @@ class FoldingRollout:
 
 def sleeve_labels(garment: GarmentMesh, config: GenerationConfig) -> np.ndarray | None:
     """The per-particle sleeve labels the layout's sleeve disturbance selects by under `config`
-    (`DRRanges.sleeve_selection`): the garment's own with "sleeve", None (select by x) otherwise."""
-    return garment.sleeve_side if config.dr.sleeve_selection == "sleeve" else None
+    (`DRRanges.sleeve_selection`): the garment's own with "sleeve", None (select by x) otherwise.
+    A garment without labels under "sleeve" is refused: a store must not mix the two selections."""
+    if config.dr.sleeve_selection != "sleeve":
+        return None
+    if garment.sleeve_side is None:
+        raise ConfigError(
+            f"dr.sleeve_selection 'sleeve' needs a garment with sleeve labels; {garment.garment_id} "
+            f"({garment.source}) has none: use sleeve_selection 'x' for it"
+        )
+    return garment.sleeve_side
 
 
 def _lay_out(
@@ -523,6 +531,7 @@ def run_episode(
                 "size_m": garment.size(),
             },
             "randomization": dr.to_dict(),
+            "sleeve_selection": config.dr.sleeve_selection,
             "layout_attempts": attempts,
             "lowest_particle_z": lowest,
             "sim_config": config.sim.to_dict(),

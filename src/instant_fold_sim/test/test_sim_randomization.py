@@ -94,3 +94,18 @@ def test_the_sleeve_selection_moves_the_sleeve_not_the_hem() -> None:
 def test_an_unknown_sleeve_selection_is_refused() -> None:
     with pytest.raises(ConfigError, match="sleeve_selection"):
         DRRanges(sleeve_selection="hem")
+
+
+def test_the_sleeve_selection_refuses_a_mesh_without_labels_and_wrong_labels(cpu_small) -> None:
+    from instant_fold_sim.garments import GarmentMesh
+    from instant_fold_sim.rollout import sleeve_labels
+
+    garment = make_procedural_garment(5, spacing=cpu_small.garment_spacing)
+    by_sleeve = dataclasses.replace(cpu_small, dr=dataclasses.replace(cpu_small.dr, sleeve_selection="sleeve"))
+    assert sleeve_labels(garment, cpu_small) is None and sleeve_labels(garment, by_sleeve) is garment.sleeve_side
+    unlabelled = GarmentMesh(garment.vertices, garment.faces, "mesh_00000", "train", "obj")
+    with pytest.raises(ConfigError, match="mesh_00000 .obj. has none"):
+        sleeve_labels(unlabelled, by_sleeve)
+    canonical, kp, dr = _disturbed(garment, "left")
+    with pytest.raises(ConfigError, match="one label per particle"):
+        initial_layout(canonical, kp, dr, garment.sleeve_side[:-1])
