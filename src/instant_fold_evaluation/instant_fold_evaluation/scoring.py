@@ -101,23 +101,26 @@ def score_rows(
     loo = out_of_sample(fams)
     for init, fam in fams.items():
         g = init.garment_id
+        start = {"start_k": init.k}  # which of the garment's starts: every scored fold says it
         for c in spec.contexts:
             split = spec.split_of(c)
             for k, run in enumerate(fam.entries[c.label].runs):
-                rows["oracle"].append((split, fam.score(g, c.label, run), {}))
+                rows["oracle"].append((split, fam.score(g, c.label, run), start))
                 if loo:
                     held = fam.leave_out(c.label, k)
-                    rows[OUT_OF_SAMPLE].append((split, held.score(g, c.label, run), _errors(held, c.label, run, scale)))
-            rows["do-nothing"].append((split, fam.score(g, c.label, fam.do_nothing()), {}))
+                    errors = _errors(held, c.label, run, scale)
+                    rows[OUT_OF_SAMPLE].append((split, held.score(g, c.label, run), start | errors))
+            rows["do-nothing"].append((split, fam.score(g, c.label, fam.do_nothing()), start))
             if rollouts is None:
                 continue
             record = rollouts[(init, c.label)]
-            rows["policy"].append((split, fam.score(g, c.label, record), _errors(fam, c.label, record, scale)))
+            rows["policy"].append((split, fam.score(g, c.label, record), start | _errors(fam, c.label, record, scale)))
             if len(spec.contexts) < 2:
                 continue  # no other demonstration to show
             wrong: Context = spec.wrong_context(c)
             s = fam.score(g, c.label, rollouts[(init, wrong.label)])
-            rows["wrong-demo"].append((split, s, {"demo": wrong.label, "follows_demo": s.predicted == wrong.label}))
+            follows = {"demo": wrong.label, "follows_demo": s.predicted == wrong.label}
+            rows["wrong-demo"].append((split, s, start | follows))
     return {r: v for r, v in rows.items() if v}
 
 
@@ -193,14 +196,14 @@ def _fold_stats(scores: list[RolloutScore]) -> dict[str, Any]:
 
 
 def _by(
-    rows: dict[str, list[Scored]], key: Callable[[str, RolloutScore], tuple[str, ...]]
+    rows: dict[str, list[Scored]], key: Callable[[str, RolloutScore, dict[str, Any]], tuple[str, ...]]
 ) -> dict[tuple[str, ...], dict[str, Any]]:
     """For each row of `CONTEXT_ROWS` and each key its folds have, `_fold_stats` of those folds."""
     out: dict[tuple[str, ...], dict[str, Any]] = {}
     for row in CONTEXT_ROWS:
         groups: dict[tuple[str, ...], list[RolloutScore]] = {}
-        for split, score, _ in rows.get(row, []):
-            groups.setdefault(key(split, score), []).append(score)
+        for split, score, extra in rows.get(row, []):
+            groups.setdefault(key(split, score, extra), []).append(score)
         for k, scores in groups.items():
             out.setdefault(k, {})[row] = _fold_stats(scores)
     return out
@@ -213,17 +216,21 @@ def summarize_contexts(rows: dict[str, list[Scored]]) -> dict[str, dict[str, Any
     split_of = {score.context: split for row in CONTEXT_ROWS for split, score, _ in rows.get(row, [])}
     return {
         context: {"split": split_of[context], **stats}
-        for (context,), stats in _by(rows, lambda _, score: (score.context,)).items()
+        for (context,), stats in _by(rows, lambda _, score, __: (score.context,)).items()
     }
 
 
 def summarize_garments(rows: dict[str, list[Scored]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per split and garment, for each row of `CONTEXT_ROWS`, `_fold_stats` of that garment's folds:
-    whether a row's failures gather on one garment (a garment whose starts a demonstration cannot
-    be carried onto, say: docs/sim.md, "Known limitations") or spread over all."""
+    """Per split and garment, for each row of `CONTEXT_ROWS`, `_fold_stats` of that garment's folds,
+    and the same per start of the garment (`starts`, keyed by its k): whether a row's failures
+    gather on one garment or start (one a demonstration cannot be carried onto, say: docs/sim.md,
+    "Known limitations") or spread over all."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for (split, garment), stats in _by(rows, lambda split, score: (split, score.garment)).items():
+    for (split, garment), stats in _by(rows, lambda split, score, _: (split, score.garment)).items():
         out.setdefault(split, {})[garment] = stats
+    by_start = _by(rows, lambda split, score, extra: (split, score.garment, str(extra["start_k"])))
+    for (split, garment, k), stats in by_start.items():
+        out[split][garment].setdefault("starts", {})[k] = stats
     return out
 
 

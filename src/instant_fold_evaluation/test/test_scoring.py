@@ -149,6 +149,8 @@ def test_summary_table_and_lines_of_the_out_of_sample_row(tmp_path: Path):
     assert cell["policy"]["folds"] == 2 and cell["policy"]["classified_as"] == {A: 2}
     assert cell["policy"]["ctx_acc"] == summaries["policy"]["seen"]["ctx_acc"]["mean"]
     assert cell["policy"]["csr95"] == summaries["policy"]["seen"]["csr95"]["mean"]
+    ((k, start),) = cell["starts"].items()  # one start: its cell is the garment's
+    assert k == str(SPEC.inits()[0].k) and start["policy"] == cell["policy"]
     assert summaries["policy"]["seen"]["primitives"] == {"sleeve": 100.0, "body": 100.0, "both": 100.0, "folds": 2}
     assert "primitives" not in summaries["oracle"]["seen"] and "primitives" not in summaries["wrong-demo"]["seen"]
 
