@@ -228,6 +228,15 @@ def test_the_per_garment_and_per_start_successes_are_the_measured_ones() -> None
             f"{far:.1f} at the starts beyond it",
         ],
     )
+    starts_within, starts_beyond = (int(c.split()[2]) for c in transfer_table().split("\n")[0].split(" | ")[1:3])
+    assert_quoted(
+        flat_doc("models/policy/README.md"),
+        [
+            f"at the {starts_within} starts of the two benchmarks where it can, v6 succeeds in {a} of {of_a} folds (the "
+            f"oracle out of sample: {100 * oracle[0]:.1f} %), at the {starts_beyond} others in {b} of {of_b} "
+            f"({100 * oracle[1]:.1f} %;",
+        ],
+    )
 
 
 def test_what_the_transfer_gap_costs_is_quoted_as_measured() -> None:
