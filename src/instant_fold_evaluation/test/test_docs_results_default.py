@@ -166,3 +166,27 @@ def test_the_wall_times_and_the_status_row_are_quoted_as_measured() -> None:
     v5 = f"{result('default_models_from_nothing_v5.json')['total_minutes']:.0f} min"
     for path in ("models/README.md", "models/policy/README.md", "docs/policy.md"):
         assert f"took {v5}" in flat_doc(path) or f"in {v5}" in flat_doc(path), path
+
+
+def test_the_from_nothing_run_is_quoted_as_measured() -> None:
+    """The one-piece run of the script with v6's defaults: its wall time and stages in the card, the
+    same wall time in models/README.md, docs/policy.md and the recipe's header, and what it made."""
+    run = result("default_models_from_nothing.json")
+    minutes = run["stage_minutes"]
+    assert run["total_minutes"] <= 150  # issue 28: <= 2.5 h on 2 cores
+    quoted = [
+        f"**{run['total_minutes']:.0f} min wall**",
+        f"{run['store_episodes']} episodes generated in {minutes['1/5']} min",
+        f"encoder {minutes['2/5']} min, tokenising {minutes['3/5']} min, policy {minutes['4/5']} min",
+        f"offline evaluation {minutes['5/5']} min",
+        f"its largest process peaked at {run['peak_rss_gb']} GB",
+        f"commit {run['commit']}",
+    ]
+    if all(run["same_weights_as_shipped"].values()):
+        quoted.append("bitwise the shipped ones")
+    assert_quoted(flat_doc("models/policy/README.md"), quoted)
+    wall = f"in {run['total_minutes']:.0f} min on"
+    for path in ("models/README.md", "docs/policy.md"):
+        assert wall in flat_doc(path), path
+    header = (REPO / "config" / "pipelines" / "cpu-small.yaml").read_text().splitlines()[0]
+    assert f"{run['total_minutes'] / 60:.2f} h from nothing" in header
