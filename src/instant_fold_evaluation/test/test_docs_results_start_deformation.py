@@ -136,15 +136,12 @@ def _beyond(report: dict) -> dict[str, tuple[int, int]]:
     }
 
 
-def garment_rows(
-    which: tuple[int, ...] = (1, 2),
-) -> list[tuple[str, tuple[int, int], list[tuple[int, int]], tuple[int, int]]]:
-    """Per garment of the seen-fold runs (1: the training garments) and of the held-out-garment runs
-    (2): its starts beyond the radius, each column's successes of its folds, and the out-of-sample
-    oracle's."""
+def garment_rows() -> list[tuple[str, tuple[int, int], list[tuple[int, int]], tuple[int, int]]]:
+    """Per garment of the seen-fold runs, then of the held-out-garment runs: its starts beyond the
+    radius, each column's successes of its folds, and the out-of-sample oracle's."""
     beyond = _beyond(result(REPORT))
     out = []
-    for run in which:
+    for run in (1, 2):
         cells = [result(names[run])["garments"]["seen"] for names in BY_GARMENT]
         for garment in sorted(cells[0]):
             row = [(_successes(c[garment]["policy"]), c[garment]["policy"]["folds"]) for c in cells]
@@ -165,39 +162,43 @@ def garment_table() -> str:
     return "\n".join(lines)
 
 
-def by_transfer() -> list[tuple[str, tuple[int, int], tuple[int, int]]]:
-    """Per column and the out-of-sample oracle: successes and folds at the rollout starts whose
-    rigid transfer from the demonstration's start lands every keypoint within the grasp radius, and
-    at the others (both benchmarks' starts; the summaries' `garments` ... `starts`)."""
-    beyond = {
+def _exceeds() -> dict[tuple[str, str, str], bool]:
+    """Per (benchmark, garment, start k): whether the rigid transfer from the demonstration's start
+    leaves a keypoint beyond the grasp radius."""
+    return {
         (bench["benchmark"], g["garment_id"], str(s["k"])): s["settled"]["vs_demo"]["exceeds_grasp_radius"]
         for bench in result(REPORT)["benchmarks"]
         for g in bench["garments"]
         for s in _rollout_starts(g)
     }
+
+
+def _split_by_transfer(runs: list[tuple[str, str]], row: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Successes and folds of `row` over the (benchmark, summary JSON) `runs`, at the starts within
+    the grasp radius of the rigid transfer and at the others (the summaries' `garments` ... `starts`)."""
+    beyond = _exceeds()
+    tally = {False: [0, 0], True: [0, 0]}
+    for bench, name in runs:
+        for garment, cell in result(name)["garments"]["seen"].items():
+            for k, start in cell["starts"].items():
+                side = tally[beyond[(bench, garment, k)]]
+                side[0] += _successes(start[row])
+                side[1] += start[row]["folds"]
+    return (tally[False][0], tally[False][1]), (tally[True][0], tally[True][1])
+
+
+def by_transfer() -> list[tuple[str, tuple[int, int], tuple[int, int]]]:
+    """Per column and the out-of-sample oracle, `_split_by_transfer` over both benchmarks' starts."""
     columns = [(name, seen, held, "policy") for name, seen, held in BY_GARMENT]
     columns.append(("oracle (out-of-sample)", BY_GARMENT[0][1], BY_GARMENT[0][2], OOS))
-    out = []
-    for name, seen, held, row in columns:
-        tally = {False: [0, 0], True: [0, 0]}
-        for bench, name_json in (("cpu", seen), ("cpu_garments", held)):
-            for garment, cell in result(name_json)["garments"]["seen"].items():
-                for k, start in cell["starts"].items():
-                    side = tally[beyond[(bench, garment, k)]]
-                    side[0] += _successes(start[row])
-                    side[1] += start[row]["folds"]
-        out.append((name, (tally[False][0], tally[False][1]), (tally[True][0], tally[True][1])))
-    return out
+    return [
+        (name, *_split_by_transfer([("cpu", seen), ("cpu_garments", held)], row)) for name, seen, held, row in columns
+    ]
 
 
 def transfer_table() -> str:
-    starts = sum(1 for b in result(REPORT)["benchmarks"] for g in b["garments"] for _ in _rollout_starts(g))
-    within = sum(
-        not s["settled"]["vs_demo"]["exceeds_grasp_radius"]
-        for b in result(REPORT)["benchmarks"]
-        for g in b["garments"]
-        for s in _rollout_starts(g)
-    )
+    exceeds = _exceeds().values()
+    starts, within = len(exceeds), sum(not e for e in exceeds)
     lines = [
         f"| C-SR@95 successes | at the {within} starts within the grasp radius | at the {starts - within} starts beyond it |",
         "|---|---|---|",
@@ -269,22 +270,8 @@ def test_what_the_transfer_gap_costs_is_quoted_as_measured() -> None:
 
 
 def seen_by_transfer(name: str, row: str = "policy") -> tuple[tuple[int, int], tuple[int, int]]:
-    """A CPU-benchmark run's successes and folds at its rollout starts within the grasp radius of
-    the rigid transfer, and at the others."""
-    beyond = {
-        (g["garment_id"], str(s["k"])): s["settled"]["vs_demo"]["exceeds_grasp_radius"]
-        for bench in result(REPORT)["benchmarks"]
-        if bench["benchmark"] == "cpu"
-        for g in bench["garments"]
-        for s in _rollout_starts(g)
-    }
-    tally = {False: [0, 0], True: [0, 0]}
-    for garment, cell in result(name)["garments"]["seen"].items():
-        for k, start in cell["starts"].items():
-            side = tally[beyond[(garment, k)]]
-            side[0] += _successes(start[row])
-            side[1] += start[row]["folds"]
-    return (tally[False][0], tally[False][1]), (tally[True][0], tally[True][1])
+    """A CPU-benchmark run's `_split_by_transfer`."""
+    return _split_by_transfer([("cpu", name)], row)
 
 
 def test_v6_with_its_own_targets_per_start_is_quoted_as_measured() -> None:
