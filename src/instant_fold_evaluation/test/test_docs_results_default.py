@@ -190,3 +190,20 @@ def test_the_from_nothing_run_is_quoted_as_measured() -> None:
         assert wall in flat_doc(path), path
     header = (REPO / "config" / "pipelines" / "cpu-small.yaml").read_text().splitlines()[0]
     assert f"{run['total_minutes'] / 60:.2f} h from nothing" in header
+
+
+def test_the_main_job_on_another_machine_is_the_measured_one() -> None:
+    """The README's main job (v6) on a second machine: another CPU, the same fold decision (success),
+    another Geom. (runs repeat on one machine only)."""
+    here, there = result("main_job.json"), result("main_job_amd.json")
+    assert here["machine"]["cpu"] != there["machine"]["cpu"] and there["same_init"]["csr95_success"]
+    assert there["same_init"]["context_correct"] and there["fold"]["outcome"] == "completed"
+    assert_quoted(
+        flat_doc("README.md"),
+        [
+            f"an {there['machine']['cpu']} machine folds the main job's start to Geom. "
+            f"{there['same_init']['geom']:.2f}, a success, where the Intel Xeon machine of the numbers below folds it "
+            f"to {here['same_init']['geom']:.2f}"
+        ],
+    )
+    assert "Xeon" in here["machine"]["cpu"]
