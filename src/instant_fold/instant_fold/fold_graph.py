@@ -11,7 +11,9 @@ the same nodes with the same parameter files. Choices:
   `camera:=sim` and `robot:=sim` go together.
 - `segmentation:=sam2|plane|sim` (default `sim` with the simulator, `plane` otherwise).
 - `demo:=` demonstration file, `checkpoint:=` policy directory, `encoder:=` cloth encoder directory
-  (defaults: the models in `models/`, found as `instant_fold_ros.bringup_share.models_dir()`).
+  (defaults: the models in `models/`, found as `instant_fold_ros.bringup_share.models_dir()`);
+  `keypoints:=` a keypoint detector directory (e.g. `models/keypoints`; default none): the policy
+  server's `keypoint_detector` (docs/registration.md, "Grasps carried by keypoints").
 - with the simulator: `garment:=`, `seed:=`, `mode:=`, `variant:=` (the start state and the mode
   the evaluation compares with); observations are stamped with simulated time and the policy
   server reads the simulator's `/clock` (`use_sim_time`).
@@ -58,6 +60,7 @@ class FoldOptions:
     demo: str = ""
     checkpoint: str = ""
     encoder: str = ""
+    keypoints: str = ""
     playback_file: str = ""
     garment: str = ""
     seed: str = ""
@@ -109,6 +112,7 @@ class FoldOptions:
             demo=self.demo,
             checkpoint=self.checkpoint or str(models / "policy"),
             encoder=self.encoder or str(models / "encoder"),
+            keypoints=self.keypoints,
             playback_file=self.playback_file,
             garment=self.garment,
             seed=self.seed,
@@ -169,6 +173,8 @@ def build_fold_graph(options: FoldOptions) -> tuple[GraphSpec, dict[str, dict[st
     params["policy_server"] = {"policy_checkpoint": o.checkpoint, "encoder_checkpoint": o.encoder}
     if o.demo:
         params["policy_server"]["demonstration"] = o.demo
+    if o.keypoints:
+        params["policy_server"]["keypoint_detector"] = o.keypoints
     if o.max_steps:
         params["policy_server"]["fold"] = {"max_steps": int(o.max_steps)}
     nodes.append(_node("controller_node", "instant_fold_control", "controller_node", "control.yaml", required=True))

@@ -10,12 +10,15 @@
 2. `pretrain`  temporal contrastive pretraining of the cloth encoder on that store;
 3. `tokenize`  every frame through the encoder; the start states the CPU benchmark and the main
                job roll out from (`heldout_starts`) go to a held-out directory, not to training;
-4. `train`     the demonstration-conditioned policy on the training tokens (torchrun when
+4. `keypoints` the keypoint detector on the training tokens, its errors reported on the held-out
+               starts (`instant_fold_learning.train_keypoints`);
+5. `train`     the demonstration-conditioned policy on the training tokens (torchrun when
                `processes` > 1);
-5. `evaluate`  offline action error, first grasps and arm sensitivity on training and held-out
+6. `evaluate`  offline action error, first grasps and arm sensitivity on training and held-out
                starts;
 
-then, on a whole run (no `--only`, no `--skip`), the encoder and the policy are copied to `models/`
+then, on a whole run (no `--only`, no `--skip`), the encoder, the keypoint detector and the policy
+are copied to `models/`
 (`install`; the model cards are kept), and `WORK/summary.json` is written (stage wall times, data, training end, offline results: what the
 model cards quote). Every stage runs its project CLI in a subprocess, resumes where it stopped
 (generation per episode, training from its run state, tokenising per file), and can be left out
@@ -47,9 +50,10 @@ from instant_fold_core.compute_threads import pin_compute_threads
 from instant_fold_core.config import check_numbers, override, read_yaml
 from instant_fold_core.errors import ConfigError, InstantFoldError
 from instant_fold_learning.encoder.training import ENCODER_DIR
+from instant_fold_learning.keypoints.training import DETECTOR_DIR
 from instant_fold_learning.policy.training import CHECKPOINT_DIR
 
-STAGES = ("generate", "pretrain", "tokenize", "train", "evaluate")
+STAGES = ("generate", "pretrain", "tokenize", "keypoints", "train", "evaluate")
 #: `WORK/timings.jsonl`: one record per stage start (and the end); a resumed run appends again.
 TIMINGS = "timings.jsonl"
 
@@ -100,6 +104,17 @@ class TokenizeStage:
 
 
 @dataclass(frozen=True)
+class KeypointsStage:
+    """`instant_fold_learning.train_keypoints`: a keypoint detector preset (or YAML file)."""
+
+    config: str = "cpu-small"
+    steps: int = 4000
+
+    def __post_init__(self) -> None:
+        check_numbers("keypoints", self, positive=("steps",))
+
+
+@dataclass(frozen=True)
 class TrainStage:
     """`instant_fold_learning.train_policy`: a policy preset and overrides of its two sections."""
 
@@ -137,6 +152,7 @@ class Recipe:
     generate: GenerateStage = field(default_factory=GenerateStage)
     pretrain: PretrainStage = field(default_factory=PretrainStage)
     tokenize: TokenizeStage = field(default_factory=TokenizeStage)
+    keypoints: KeypointsStage = field(default_factory=KeypointsStage)
     train: TrainStage = field(default_factory=TrainStage)
     evaluate: EvaluateStage = field(default_factory=EvaluateStage)
 
@@ -189,13 +205,14 @@ class Pipeline:
     def __init__(self, recipe: Recipe, work: Path, models: Path, python: str = sys.executable) -> None:
         self.recipe, self.work, self.models, self.python = recipe, work, models, python
         self.store = Path(recipe.generate.store) if recipe.generate.store else work / "store.zarr"
-        #: The two training runs' directories (`summarize` reads their logs) and their deployable outputs.
-        self.pretrain_run, self.policy_run = work / "pretrain", work / "policy"
+        #: The training runs' directories (`summarize` reads their logs) and their deployable outputs.
+        self.pretrain_run, self.policy_run, self.keypoints_run = work / "pretrain", work / "policy", work / "keypoints"
         #: The token directories of the training and held-out starts, and the offline evaluation.
         self.tokens_train, self.tokens_heldout = work / "tokens_train", work / "tokens_heldout"
         self.offline = work / "policy_eval.json"
         self.encoder = Path(recipe.pretrain.encoder) if recipe.pretrain.encoder else self.pretrain_run / ENCODER_DIR
         self.policy = self.policy_run / CHECKPOINT_DIR
+        self.detector = self.keypoints_run / DETECTOR_DIR
 
     # ------------------------------------------------------------------ running
 
@@ -222,10 +239,10 @@ class Pipeline:
     def generate(self) -> None:
         g = self.recipe.generate
         if g.store:
-            self.stage(f"1/5 episodes: using {self.store} (generate.store), not generated here")
+            self.stage(f"1/6 episodes: using {self.store} (generate.store), not generated here")
             return
         self.stage(
-            f"1/5 generating {g.episodes_per} start states x garments {g.garments} x modes {g.modes} "
+            f"1/6 generating {g.episodes_per} start states x garments {g.garments} x modes {g.modes} "
             f"({g.preset}) into {self.store}"
         )
         self.run(
@@ -239,9 +256,9 @@ class Pipeline:
     def pretrain(self) -> None:
         p = self.recipe.pretrain
         if p.encoder:
-            self.stage(f"2/5 encoder: using {self.encoder} (pretrain.encoder), not pretrained here")
+            self.stage(f"2/6 encoder: using {self.encoder} (pretrain.encoder), not pretrained here")
             return
-        self.stage(f"2/5 encoder pretraining ({p.steps} steps)")
+        self.stage(f"2/6 encoder pretraining ({p.steps} steps)")
         self.run(
             self.module(
                 "instant_fold_learning.pretrain_encoder", "--config", p.config, "--data", self.store,
@@ -252,7 +269,7 @@ class Pipeline:
 
     def tokenize(self) -> None:
         t = self.recipe.tokenize
-        self.stage("3/5 tokenising")
+        self.stage("3/6 tokenising")
         common = (
             "--store", self.store, "--encoder", self.encoder, "--max-oracle-error", t.max_oracle_error,
             "--policy-config", self.recipe.train.config, "--device", self.recipe.device, "--no-progress",
@@ -268,9 +285,20 @@ class Pipeline:
         )  # fmt: skip
         self.run(self.module(tokenize, *common, "--out", self.tokens_heldout, "--match", t.heldout_starts))
 
+    def keypoints(self) -> None:
+        k = self.recipe.keypoints
+        self.stage(f"4/6 keypoint detector ({k.steps} steps)")
+        self.run(
+            self.module(
+                "instant_fold_learning.train_keypoints", "--config", k.config, "--steps", k.steps,
+                "--tokens", self.tokens_train, "--eval-tokens", self.tokens_heldout, "--out", self.keypoints_run,
+                "--device", self.recipe.device, "--resume", "--threads", self.recipe.threads,
+            )
+        )  # fmt: skip
+
     def train(self) -> None:
         s = self.recipe.train
-        self.stage(f"4/5 policy training ({s.steps} steps)")
+        self.stage(f"5/6 policy training ({s.steps} steps)")
         config = self.work / "policy.yaml"
         config.write_text(yaml.safe_dump(policy_config(self.recipe), sort_keys=False))
         launcher = [self.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(s.processes)]
@@ -282,7 +310,7 @@ class Pipeline:
         self.run([*launcher, *command[1:]] if s.processes > 1 else command)
 
     def evaluate(self) -> None:
-        self.stage("5/5 offline evaluation")
+        self.stage("6/6 offline evaluation")
         self.run(
             self.module(
                 "instant_fold_evaluation.evaluate_policy", "--checkpoint", self.policy,
@@ -293,7 +321,7 @@ class Pipeline:
 
     def install(self) -> None:
         """Replace the checkpoint files in models/, keep the model cards (README.md)."""
-        for source, name in ((self.encoder, "encoder"), (self.policy, "policy")):
+        for source, name in ((self.encoder, "encoder"), (self.detector, "keypoints"), (self.policy, "policy")):
             target = self.models / name
             if target.exists() and source.resolve() == target.resolve():
                 continue  # pretrain.encoder: models/encoder
@@ -305,7 +333,7 @@ class Pipeline:
                 shutil.copy2(new, target / new.name)
 
     def execute(self, stages: Sequence[str], install: bool = False) -> dict[str, Any]:
-        """Run `stages` in pipeline order; with `install` (a whole run, all five) copy the models."""
+        """Run `stages` in pipeline order; with `install` (a whole run, all six) copy the models."""
         if install and set(stages) != set(STAGES):
             raise ValueError(f"install needs every stage, not {list(stages)}")
         pin_compute_threads(self.recipe.threads)  # every stage's processes inherit it
@@ -333,6 +361,7 @@ class Pipeline:
         minutes = {k: round((first[b] - first[k]).total_seconds() / 60, 1) for k, b in itertools.pairwise(keys)}
         encoder = [r for r in log(self.pretrain_run) if r.get("event", "train") == "train"]
         policy = log(self.policy_run)
+        keypoints = next((r for r in reversed(log(self.keypoints_run)) if r["event"] == "end"), None)
         evaluation = json.loads(self.offline.read_text()) if self.offline.is_file() else {}
         return {
             "stage_minutes": minutes,
@@ -340,6 +369,7 @@ class Pipeline:
             "episodes": {d.name: len(list(d.glob("*.npz"))) for d in (self.tokens_train, self.tokens_heldout)},
             "generation_by_context": cost_by_context(self.store) if self.store.is_dir() else None,
             "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]} if encoder else "not pretrained here",
+            "keypoints": keypoints,
             "policy_start": next((r for r in policy if r["event"] == "start"), None),
             "policy_end": next((r for r in reversed(policy) if r["event"] == "end"), None),
             "offline": {
@@ -393,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(dataclasses.asdict(recipe), indent=1))
         return 0
     stages = [s for s in (args.only or STAGES) if s not in args.skip]
-    # A run told which stages to run is an experiment, even when it names all five: it never
+    # A run told which stages to run is an experiment, even when it names all six: it never
     # replaces the shipped models.
     install = recipe.install and args.only is None and not args.skip
     models = Path(args.models)

@@ -125,3 +125,13 @@ def test_sim_grasp_reaches_the_sim_node_and_unknown_models_are_refused(tmp_path:
         build_fold_graph(FoldOptions(robot="sim", sim_grasp="friction"))
     with pytest.raises(ConfigError, match="need robot:=sim"):
         build_fold_graph(FoldOptions(robot="dobot", sim_grasp="fingers"))
+
+
+def test_a_keypoint_detector_reaches_the_policy_server(tmp_path: Path) -> None:
+    """`keypoints:=DIR` is the policy server's `keypoint_detector`; without it the server has none
+    (config/policy.yaml's empty default)."""
+    _, files = load_graph_with_arguments("fold", ["robot:=sim", "keypoints:=models/keypoints"], tmp_path)
+    server = yaml.safe_load(files[0].read_text())["policy_server"]["ros__parameters"]
+    assert server["keypoint_detector"] == "models/keypoints"
+    _, params = build_fold_graph(FoldOptions(robot="sim"))
+    assert "keypoint_detector" not in params["policy_server"]

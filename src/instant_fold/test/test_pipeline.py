@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[3]
 @pytest.mark.parametrize("name", ["cpu-small", "paper"])
 def test_the_shipped_recipes_load_and_name_their_presets(name: str) -> None:
     recipe = load_recipe(recipe_path(name, config_dir()))
-    assert recipe.generate.preset == recipe.pretrain.config == recipe.train.config == name
+    assert recipe.generate.preset == recipe.pretrain.config == recipe.keypoints.config == recipe.train.config == name
     assert recipe.device == ("cuda" if name == "paper" else "cpu")
 
 
@@ -63,11 +63,12 @@ def test_the_cli_refuses_a_bad_recipe_or_models_folder_before_any_stage(tmp_path
 
 @pytest.mark.slow
 def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) -> None:
-    """generate -> pretrain -> tokenize -> train (torchrun, 2 processes) -> evaluate -> install, each
-    stage its real CLI in a subprocess, at a size of minutes; then the same command again resumes
-    (nothing is redone) and the models folder holds the run's encoder and policy beside its card."""
+    """generate -> pretrain -> tokenize -> keypoints -> train (torchrun, 2 processes) -> evaluate ->
+    install, each stage its real CLI in a subprocess, at a size of minutes; then the same command
+    again resumes (nothing is redone) and the models folder holds the run's encoder, keypoint
+    detector and policy beside their cards."""
     models = tmp_path / "models"
-    for name in ("encoder", "policy"):
+    for name in ("encoder", "keypoints", "policy"):
         (models / name).mkdir(parents=True)
         (models / name / "README.md").write_text(f"{name} card\n")
         (models / name / "stale.json").write_text("{}")
@@ -75,7 +76,8 @@ def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) 
     work = tmp_path / "work"
     settings = [
         "generate.garments=proc:0:2", "generate.modes=sleeves_down__bottom_up/S", "generate.episodes_per=3",
-        "tokenize.heldout_starts=*__e002", "pretrain.steps=2", "train.steps=2", "evaluate.samples=4",
+        "tokenize.heldout_starts=*__e002", "pretrain.steps=2", "keypoints.steps=2", "train.steps=2",
+        "evaluate.samples=4",
     ]  # fmt: skip
     command = [sys.executable, "-m", "instant_fold.pipeline", str(work), "--models", str(models)]
     for setting in settings:
@@ -87,8 +89,13 @@ def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) 
     assert summary["encoder"]["last"]["step"] == 2
     assert summary["policy_start"]["world_size"] == 2 and summary["policy_end"]["event"] == "end"
     assert summary["offline"]["train"]["episodes"] == 4 and summary["offline"]["heldout"]["episodes"] == 2
-    assert list(summary["stage_minutes"]) == ["1/5", "2/5", "3/5", "4/5", "5/5"]
-    for name, source in (("encoder", work / "pretrain" / "encoder"), ("policy", work / "policy" / "checkpoint")):
+    assert summary["keypoints"]["step"] == 2 and summary["keypoints"]["eval"]["frames"] > 0
+    assert list(summary["stage_minutes"]) == ["1/6", "2/6", "3/6", "4/6", "5/6", "6/6"]
+    for name, source in (
+        ("encoder", work / "pretrain" / "encoder"),
+        ("keypoints", work / "keypoints" / "detector"),
+        ("policy", work / "policy" / "checkpoint"),
+    ):
         assert sorted(p.name for p in (models / name).iterdir()) == sorted(
             ["README.md", *(p.name for p in source.iterdir())]
         )
@@ -100,14 +107,14 @@ def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) 
     assert "0 tokenised" in again.stdout and "already finished" in again.stdout + again.stderr
     assert (models / "policy" / "model.safetensors").read_bytes() == weights
     assert [json.loads(line)["stage"].split(" ")[0] for line in (work / "timings.jsonl").read_text().splitlines()] == [
-        *("1/5", "2/5", "3/5", "4/5", "5/5", "done") * 2
+        *("1/6", "2/6", "3/6", "4/6", "5/6", "6/6", "done") * 2
     ]
 
 
 def test_only_and_skip_choose_stages_and_only_a_whole_run_installs(tmp_path: Path, monkeypatch) -> None:
     """Stage selection through the CLI without running anything: the stages asked for, in pipeline
     order; the models are installed by a whole run only, never by `--only` or `--skip`, even when
-    they name all five stages (an experiment once replaced the shipped models that way)."""
+    they name all six stages (an experiment once replaced the shipped models that way)."""
     ran: list[str] = []
     for name in THREAD_VARIABLES:  # execute() pins them for its stages: this process gets them back after the test
         monkeypatch.setenv(name, os.environ.get(name, "1"))

@@ -115,6 +115,7 @@ class RunConfig:
     )  # the fold loop's options (home after the events, re-grasp guard)
     event_targets: str = "policy"  # the policy server's (instant_fold_learning.policy.event_targets)
     grasp_refinement_m: float = 0.0  # the policy server's (docs/registration.md, "Local refinement")
+    keypoints: str = ""  # the policy server's keypoint detector (docs/registration.md, "Grasps carried by keypoints")
 
 
 def default_bank(spec: BenchmarkSpec) -> Path:
@@ -146,11 +147,19 @@ def build_demo(job: RolloutJob, demo_dir: str, preset_name: str) -> str:
 
 
 @functools.lru_cache(maxsize=2)
-def _server(checkpoint: str, encoder: str, device: str, seed: int, event_targets: str, grasp_refinement_m: float):
+def _server(
+    checkpoint: str, encoder: str, device: str, seed: int, event_targets: str, grasp_refinement_m: float, keypoints: str
+):
     from instant_fold_policy.server import PolicyServer
 
     return PolicyServer.from_checkpoints(
-        checkpoint, encoder, device, seed, event_targets=event_targets, grasp_refinement_m=grasp_refinement_m
+        checkpoint,
+        encoder,
+        device,
+        seed,
+        event_targets=event_targets,
+        grasp_refinement_m=grasp_refinement_m,
+        keypoint_detector=keypoints or None,
     )
 
 
@@ -187,7 +196,9 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
 
     from .closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
-    server = _server(cfg.checkpoint, cfg.encoder, cfg.device, cfg.seed, cfg.event_targets, cfg.grasp_refinement_m)
+    server = _server(
+        cfg.checkpoint, cfg.encoder, cfg.device, cfg.seed, cfg.event_targets, cfg.grasp_refinement_m, cfg.keypoints
+    )
     demo = load_demonstration(demo_path(cfg.demo_dir, job)) if server.conditioning == "demo" else None
     recording = FoldRecording(Path(cfg.rrd_dir) / f"{job.id}.rrd") if cfg.rrd_dir else None
     if recording is not None and demo is not None:
@@ -309,6 +320,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     spec = BenchmarkSpec.load(args.benchmark)
     encoder = str(Path(args.encoder or models_dir() / "encoder").resolve())
     checkpoint = str(Path(args.checkpoint).resolve()) if args.checkpoint else ""
+    keypoints = str(Path(args.keypoints).resolve()) if args.keypoints else ""
     max_steps = args.max_steps or spec.max_steps
     policy_conditioning, event_targets = "", args.event_targets
     try:  # refused here, before anything is simulated, not in every rollout's worker
@@ -322,7 +334,9 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     fingerprint: dict[str, Any] = {"benchmark": spec.to_dict()}
     if checkpoint:  # load it now: a bad checkpoint is refused before anything is simulated
         try:
-            server = _server(checkpoint, encoder, args.device, args.seed, args.event_targets, args.grasp_refinement_m)
+            server = _server(
+                checkpoint, encoder, args.device, args.seed, args.event_targets, args.grasp_refinement_m, keypoints
+            )
             policy_conditioning, event_targets = server.conditioning, server.event_targets  # "auto" resolved
         except PolicyServerError as exc:
             raise EvaluationError(str(exc)) from None
@@ -340,6 +354,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             fingerprint["event_targets"] = event_targets
         if args.grasp_refinement_m:  # only when set, as above
             fingerprint["grasp_refinement_m"] = args.grasp_refinement_m
+        if keypoints:  # only when set, as above
+            fingerprint["keypoints_id"] = checkpoint_id(keypoints)
         if args.sim_backend != "newton":  # rollouts of one simulator are never mixed with another's
             fingerprint["sim_backend"] = args.sim_backend
             if args.sim_backend == "isaac_lab":  # nor one grasp model's with another's
@@ -401,6 +417,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             sim_grasp=args.sim_grasp,
             event_targets=event_targets,
             grasp_refinement_m=args.grasp_refinement_m,
+            keypoints=keypoints,
             fold=fold,
         )
         t0 = time.perf_counter()
@@ -430,6 +447,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "home_after_events": args.home_after_events,
         "regrasp_guard_m": args.regrasp_guard_m,
         "grasp_refinement_m": args.grasp_refinement_m,
+        "keypoints": args.keypoints or None,
         **scored,
         "outcomes": outcomes,
         "rollouts": len(lines),
@@ -679,6 +697,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="demonstration event targets: a demonstrated grasp mapped onto the cloth is refined on the tokens within "
         "this window (metres) around it (the policy server's grasp_refinement_m; 0, the default: off; "
         "docs/registration.md)",
+    )
+    p.add_argument(
+        "--keypoints",
+        default="",
+        help="demonstration event targets: a keypoint detector directory (e.g. models/keypoints); a demonstrated "
+        "grasp made at a keypoint is carried to that keypoint of the current cloth (the policy server's "
+        "keypoint_detector; default: none, the registration alone; docs/registration.md)",
     )
     return p
 

@@ -135,3 +135,46 @@ def test_the_strategy_asked_for_is_the_one_the_policy_can_take():
         resolve("demonstration_releases", "flow", "demo")
     with pytest.raises(ValueError, match="expected one of"):
         resolve("latch", "anchored", "demo")
+
+
+def test_a_keypoint_shift_is_found_while_the_arm_is_away_and_kept_once_it_is_over_the_grasp():
+    """With a keypoint detector, the mapped grasp is the registration's point moved by the keypoint
+    shift found on the current cloth; once the arm is within `keypoint_latch_m` of it, a cloth the
+    arm now hides part of does not change the shift (the registration is still renewed); away again,
+    the shift is found anew. (An untrained detector that sees every keypoint and calls every grasp one: only
+    the bookkeeping is tested here, the detector in test_keypoints.py.)"""
+    import torch
+
+    from instant_fold_core.config import override
+    from instant_fold_learning.keypoints import PRESETS, KeypointDetector
+    from instant_fold_learning.keypoints.mapping import KeypointCarrier, keypoint_shift
+    from instant_fold_learning.policy.replay import map_grasp, register_keyframe
+
+    torch.manual_seed(0)
+    detector = KeypointDetector(override(PRESETS.get("cpu-small"), {"model": {"cloth_feature_dim": D}})).eval()
+    torch.nn.init.constant_(detector.visible[-1].bias, 5.0)  # it sees every keypoint
+    carrier = KeypointCarrier(detector, match_m=10.0, min_shift_m=0.0)
+    tokens, state, cfg = demonstration_releases_args()
+    guide = DemonstrationTargets(tokens, state, cfg, grasps=True, keypoints=carrier)
+    demo = (tokens.positions.astype(np.float64), tokens.features, tokens.valid, state.astype(np.float64))
+    k = guide.carries[0][0][0]
+
+    def expected(cloth: TokenArrays, shift_from: TokenArrays) -> np.ndarray:
+        """The left arm's first grasp mapped onto `cloth`, with the keypoint shift found on `shift_from`."""
+        now, found = (tuple(np.asarray(x) for x in c) for c in (cloth, shift_from))
+        fit_found = register_keyframe(cfg, demo, k, found)  # type: ignore[arg-type]
+        shift = keypoint_shift(carrier, fit_found, demo, k, 0, found)  # type: ignore[arg-type]
+        return map_grasp(cfg, register_keyframe(cfg, demo, k, now), demo, k, 0, now, shift)[0]  # type: ignore[arg-type]
+
+    away = arms(HOME[0, :3], True)
+    guide.targets(CLOTH, away)
+    aim = expected(CLOTH, CLOTH)
+    guide.observe(away, np.array([[*aim, 0.0], [*HOME[1, :3], 1.0]]))  # the policy aims at it: held
+    covered = TokenArrays(CLOTH.positions, -CLOTH.features, CLOTH.valid)  # what the arm over it does to the features
+    over = arms(aim - np.array([0.0, 0.0, 0.05]), True)
+    target, held = guide.targets(covered, over)
+    assert held[0]
+    np.testing.assert_allclose(target[0], expected(covered, CLOTH), atol=1e-9)  # the shift kept
+    assert np.linalg.norm(expected(covered, covered)[:2] - target[0, :2]) > 1e-4  # found anew, it would move
+    target, _ = guide.targets(covered, away)
+    np.testing.assert_allclose(target[0], expected(covered, covered), atol=1e-9)  # away: found anew

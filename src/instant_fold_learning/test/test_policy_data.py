@@ -225,11 +225,13 @@ def test_tokenized_episode_file_round_trip_and_errors(episodes, tmp_path):
         ).validate()
 
 
-def test_tokenized_episode_from_an_episode():
-    """Tokens attach to the shared `Episode` contract; its arrays and meta carry over."""
-    synthetic = make_episode(0, "bottom_up", 0, 8, 16)
+def simulated(synthetic: TokenizedEpisode, particles: np.ndarray, visible: np.ndarray, ids: np.ndarray) -> Episode:
+    """An `Episode` of the synthetic one's arm states and keyframes with blank 4 x 4 images, the
+    given particles [T, M, 3], their visibility [T, M] and keypoint particle ids [7] (-1: unknown,
+    keypoints then all zero)."""
     t = synthetic.num_frames
-    episode = Episode(
+    keypoints = particles[:, ids] if (ids >= 0).all() else np.zeros((t, 7, 3), np.float32)
+    return Episode(
         rgb=np.zeros((t, 4, 4, 3), np.uint8),
         depth=np.ones((t, 4, 4), np.float32),
         mask=np.ones((t, 4, 4), bool),
@@ -237,13 +239,20 @@ def test_tokenized_episode_from_an_episode():
         extrinsics=np.eye(4, dtype=np.float32),
         arm_state=synthetic.arm_state,
         action=synthetic.action,
-        particles=np.zeros((t, 0, 3), np.float32),
-        particle_visible=np.zeros((t, 0), bool),
-        keypoints=np.zeros((t, 7, 3), np.float32),
-        keypoint_particle_ids=np.full(7, -1, np.int32),
+        particles=particles,
+        particle_visible=visible,
+        keypoints=keypoints,
+        keypoint_particle_ids=ids,
         keyframes=synthetic.keyframes,
         meta={"garment_id": "g0", "mode": "bottom_up"},
     )
+
+
+def test_tokenized_episode_from_an_episode():
+    """Tokens attach to the shared `Episode` contract; its arrays and meta carry over."""
+    synthetic = make_episode(0, "bottom_up", 0, 8, 16)
+    t = synthetic.num_frames
+    episode = simulated(synthetic, np.zeros((t, 0, 3), np.float32), np.zeros((t, 0), bool), np.full(7, -1, np.int32))
     tokenized = TokenizedEpisode.from_episode(
         episode, synthetic.cloth_positions, synthetic.cloth_features, synthetic.cloth_valid
     )
@@ -253,6 +262,31 @@ def test_tokenized_episode_from_an_episode():
         TokenizedEpisode.from_episode(
             episode, synthetic.cloth_positions[:-1], synthetic.cloth_features, synthetic.cloth_valid
         )
+
+
+def test_simulated_keypoints_come_along_with_their_visibility(tmp_path):
+    """A simulated episode's tracked keypoints (and their particles' visibility) reach the token
+    file and survive a round trip; keypoints without particle ids (a real demonstration) do not."""
+    synthetic = make_episode(0, "bottom_up", 0, 8, 16)
+    t = synthetic.num_frames
+    rng = np.random.default_rng(0)
+    visible = rng.random((t, 20)) > 0.3
+    particles = rng.normal(size=(t, 20, 3)).astype(np.float32)
+    ids = np.array([3, 5, 7, 11, 13, 17, 19], np.int32)
+    episode = simulated(synthetic, particles, visible, ids)
+    tokens = (synthetic.cloth_positions, synthetic.cloth_features, synthetic.cloth_valid)
+    tokenized = TokenizedEpisode.from_episode(episode, *tokens)
+    tokenized.save(tmp_path / "ep.npz")
+    loaded = TokenizedEpisode.load(tmp_path / "ep.npz")
+    assert loaded.keypoints is not None and loaded.keypoint_visible is not None
+    np.testing.assert_array_equal(loaded.keypoints, particles[:, ids])
+    np.testing.assert_array_equal(loaded.keypoint_visible, visible[:, ids])
+    untracked = dataclasses.replace(episode, keypoint_particle_ids=np.full(7, -1, np.int32))
+    assert TokenizedEpisode.from_episode(untracked, *tokens).keypoints is None
+    with pytest.raises(PolicyDataError, match="both or neither"):
+        dataclasses.replace(loaded, keypoint_visible=None).validate()
+    with pytest.raises(PolicyDataError, match="keypoints: expected shape"):
+        dataclasses.replace(loaded, keypoints=loaded.keypoints[:, :3]).validate()
 
 
 def test_mode_ids_follow_the_generator_or_sorted_names(episodes):

@@ -11,6 +11,9 @@
   docs/policy.md "Event targets").
 - parameter `grasp_refinement_m` (default 0, off): the window in which those strategies refine a
   demonstrated grasp mapped onto the cloth (docs/registration.md, "Local refinement").
+- parameter `keypoint_detector` (default "", none): a keypoint detector directory; those strategies
+  carry a demonstrated grasp made at a keypoint to that keypoint of the current cloth
+  (docs/registration.md, "Grasps carried by keypoints").
 - `policy/execute_fold` (ExecuteFold action): the closed loop — fresh `cloth/tokens` + `arms/state`
   -> chunk on `arms/command` -> the controller executes the first k steps -> repeat, until the arms
   are back home with open grippers after the demonstration's events, or the step limit; feedback
@@ -99,6 +102,7 @@ class PolicyServerNode(Node):
             int(p("max_keyframes", MAX_DEMONSTRATION_KEYFRAMES).value),
             str(p("event_targets", "policy").value),  # docs/policy.md, "Event targets"
             float(p("grasp_refinement_m", 0.0).value),  # docs/registration.md, "Local refinement"
+            str(p("keypoint_detector", "").value) or None,  # docs/registration.md, "Grasps carried by keypoints"
         )
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)

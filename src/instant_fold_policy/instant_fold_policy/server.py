@@ -25,6 +25,8 @@ from instant_fold_core.errors import ConfigError, InstantFoldError, InvalidInput
 from instant_fold_core.rgbd import RGBDFrame
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_learning.encoder.tokenize import tokenize_frame
+from instant_fold_learning.keypoints.mapping import KeypointCarrier
+from instant_fold_learning.keypoints.modeling import KeypointDetector
 from instant_fold_learning.policy.event_targets import DemonstrationTargets, EventTargets, ReleaseLatch, resolve
 
 #: Tokenizes one frame with its cloth mask.
@@ -69,12 +71,15 @@ class PolicyServer:
         max_keyframes: int = MAX_DEMONSTRATION_KEYFRAMES,
         event_targets: str = "policy",
         grasp_refinement_m: float = 0.0,
+        keypoints: KeypointCarrier | None = None,
     ) -> None:
         """`event_targets`: where the arms grasp and let go, one of `EVENT_TARGETS` or "auto"
         (`instant_fold_learning.policy.event_targets`; other than "policy" only for a learned policy
         with the anchored keypose head; "auto" picks for the policy). The strategy it resolves to
         is `self.event_targets`. `grasp_refinement_m`: the window in which a demonstrated grasp the
-        strategy maps onto the cloth is refined locally (`ReplayConfig.grasp_refinement_m`; 0: off)."""
+        strategy maps onto the cloth is refined locally (`ReplayConfig.grasp_refinement_m`; 0: off).
+        `keypoints`: the strategy carries a grasp made at a keypoint to that keypoint of the current
+        cloth (`instant_fold_learning.keypoints`; None: the registration alone)."""
         from instant_fold_learning.policy.replay import ReplayConfig
 
         cfg = getattr(runner, "cfg", None)
@@ -86,12 +91,14 @@ class PolicyServer:
             self.registration = ReplayConfig(grasp_refinement_m=grasp_refinement_m)
         except (ValueError, ConfigError) as exc:
             raise PolicyServerError(str(exc)) from None
-        if grasp_refinement_m and not event_targets.startswith("demonstration"):
-            # Set and silently unused, a results folder would record a refinement that never ran.
-            raise PolicyServerError(
-                f"grasp_refinement_m {grasp_refinement_m}: only the demonstration event targets map grasps "
-                f"(event targets here: {event_targets!r}; registration replay sets it in its config.json)"
-            )
+        for name, value in (("grasp_refinement_m", grasp_refinement_m), ("keypoints", keypoints)):
+            if value and not event_targets.startswith("demonstration"):
+                # Set and silently unused, a results folder would record a mapping that never ran.
+                raise PolicyServerError(
+                    f"{name}: only the demonstration event targets map grasps (event targets here: "
+                    f"{event_targets!r}; registration replay sets its own in its config.json)"
+                )
+        self.keypoints = keypoints
         self.runner = runner
         self.max_keyframes = max_keyframes
         self.tokenize = tokenize
@@ -123,9 +130,12 @@ class PolicyServer:
         max_keyframes: int = MAX_DEMONSTRATION_KEYFRAMES,
         event_targets: str = "policy",
         grasp_refinement_m: float = 0.0,
+        keypoint_detector: str | Path | None = None,
     ) -> PolicyServer:
         """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default);
-        `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `event_targets`, `grasp_refinement_m`: see `__init__`.
+        `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `event_targets`, `grasp_refinement_m`: see `__init__`;
+        `keypoint_detector`: a `KeypointDetector` directory trained on this encoder's tokens (the
+        `keypoints` of `__init__`; None or "": none).
 
         `policy_dir` is a learned policy's checkpoint, or a directory whose `config.json` names the
         `registration_replay` variant (`instant_fold_learning.policy.replay`: no weights, no training)."""
@@ -147,6 +157,16 @@ class PolicyServer:
                 f"encoder {encoder_dir} gives {encoder.num_tokens} x {encoder.feature_dim} tokens, the policy "
                 f"expects {runner.cfg.num_cloth_tokens} x {runner.cfg.cloth_feature_dim}"
             )
+        keypoints = None
+        if keypoint_detector:
+            detector = KeypointDetector.from_pretrained(keypoint_detector, device=dev)
+            m = detector.config.model
+            if (m.num_cloth_tokens, m.cloth_feature_dim) != (encoder.num_tokens, encoder.feature_dim):
+                raise PolicyServerError(
+                    f"keypoint detector {keypoint_detector} reads {m.num_cloth_tokens} x {m.cloth_feature_dim} "
+                    f"tokens, the encoder {encoder_dir} gives {encoder.num_tokens} x {encoder.feature_dim}"
+                )
+            keypoints = KeypointCarrier(detector)
         return cls(
             runner,
             lambda frame, mask: tokenize_frame(encoder, frame, mask),
@@ -155,6 +175,7 @@ class PolicyServer:
             max_keyframes,
             event_targets,
             grasp_refinement_m,
+            keypoints,
         )
 
     @property
@@ -217,6 +238,7 @@ class PolicyServer:
             self.demonstration.keypose,
             registration=self.registration,
             grasps=self.event_targets == "demonstration",
+            keypoints=self.keypoints,
         )
 
     @property

@@ -254,3 +254,35 @@ def test_the_demonstration_already_loaded_is_not_encoded_again(checkpoints) -> N
     other.keypose[0, 0, 0] += 0.01
     server.load_demonstration(other)
     assert encodings[0] == 2
+
+
+def test_a_keypoint_detector_serves_the_demonstration_event_targets(anchored, tmp_path) -> None:
+    """`keypoint_detector`: loaded for the demonstration event targets (which then carry grasps by
+    keypoint through a fold's queries), refused where no strategy maps grasps and where it reads
+    other tokens than the encoder gives."""
+    from instant_fold_core.config import override
+    from instant_fold_learning.keypoints import PRESETS as KEYPOINT_PRESETS
+    from instant_fold_learning.keypoints import KeypointDetector
+
+    encoder = ClothEncoder.from_pretrained(anchored[1])
+    dims = {"cloth_feature_dim": encoder.feature_dim, "num_cloth_tokens": encoder.num_tokens}
+    KeypointDetector(override(KEYPOINT_PRESETS.get("cpu-small"), {"model": dims})).save_pretrained(tmp_path / "kp")
+    server = PolicyServer.from_checkpoints(
+        *anchored, device="cpu", event_targets="demonstration", keypoint_detector=tmp_path / "kp"
+    )
+    assert (
+        server.keypoints is not None
+        and server.keypoints.detector.config.model.cloth_feature_dim == dims["cloth_feature_dim"]
+    )
+    server.load_demonstration(make_demonstration())
+    assert len(carry(server, server.fold_generator())) == 5  # the fold's queries map grasps with it
+    with pytest.raises(PolicyServerError, match="keypoints: only the demonstration event targets map grasps"):
+        PolicyServer.from_checkpoints(
+            *anchored, device="cpu", event_targets="policy", keypoint_detector=tmp_path / "kp"
+        )
+    other = {**dims, "cloth_feature_dim": encoder.feature_dim + 1}
+    KeypointDetector(override(KEYPOINT_PRESETS.get("cpu-small"), {"model": other})).save_pretrained(tmp_path / "kp2")
+    with pytest.raises(PolicyServerError, match="keypoint detector .* reads"):
+        PolicyServer.from_checkpoints(
+            *anchored, device="cpu", event_targets="demonstration", keypoint_detector=tmp_path / "kp2"
+        )

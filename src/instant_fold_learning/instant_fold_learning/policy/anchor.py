@@ -116,6 +116,13 @@ def windowed_mean(logits: torch.Tensor, positions: torch.Tensor, radius: float) 
     return torch.einsum("bhn,bnc->bhc", weights, positions)
 
 
+def nearest_token(target: torch.Tensor, cloth_pos: torch.Tensor, cloth_valid: torch.Tensor) -> torch.Tensor:
+    """[B, H, 3] targets, [B, N, 3] token positions, [B, N] validity -> [B, H]: the valid token
+    nearest each target in the image plane (x, y), what a pointer over the tokens is taught."""
+    xy = torch.cdist(target[..., :2].float(), cloth_pos[..., :2].float())  # [B, H, N]
+    return xy.masked_fill(~cloth_valid[:, None], float("inf")).argmin(-1)
+
+
 def anchor_losses(
     out: AnchorOutput,
     cloth_pos: torch.Tensor,
@@ -131,8 +138,7 @@ def anchor_losses(
     and the openness BCE; over the others, smooth-L1 of the home head against `target` (there the
     episode's end pose). Each is a mean over its arms (0 when there is none); whether an arm has
     an event left is the caller's BCE."""
-    xy = torch.cdist(target[..., :2].float(), cloth_pos[..., :2].float())  # [B, 2, N]
-    nearest = xy.masked_fill(~cloth_valid[:, None], float("inf")).argmin(-1)
+    nearest = nearest_token(target, cloth_pos, cloth_valid)
     w = valid.float()
     count, done = w.sum().clamp_min(1.0), (1 - w).sum().clamp_min(1.0)
     ce = F.cross_entropy(out.logits.flatten(0, 1), nearest.flatten(), reduction="none").view_as(w)

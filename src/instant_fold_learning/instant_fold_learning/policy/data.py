@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from instant_fold_core.dataset.schema import Episode
+from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
 from instant_fold_core.errors import InvalidInputError
 
 
@@ -156,7 +156,10 @@ class TokenizedEpisode:
     cloth_positions float32 [T, N, 3], cloth_features float32 [T, N, D], cloth_valid bool [T, N],
     arm_state / action float32 [T, 2, 4] (as in `Episode`), keyframes int32 [K], and meta
     with at least `garment_id` and `mode` (optionally `variant`, `description` and `family`, which
-    the language variant's instruction is made of, and `mode_id`).
+    the language variant's instruction is made of, and `mode_id`). Simulated episodes also carry
+    their semantic keypoints, float32 [T, 7, 3] (`KEYPOINT_NAMES` order, camera frame) and whether
+    each is seen by the camera, bool [T, 7]: what the keypoint detector trains on
+    (`instant_fold_learning.keypoints`); None for real demonstrations and older token files.
     """
 
     cloth_positions: np.ndarray
@@ -166,6 +169,8 @@ class TokenizedEpisode:
     action: np.ndarray
     keyframes: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
+    keypoints: np.ndarray | None = None
+    keypoint_visible: np.ndarray | None = None
 
     @property
     def num_frames(self) -> int:
@@ -175,8 +180,12 @@ class TokenizedEpisode:
     def from_episode(
         cls, episode: Episode, positions: np.ndarray, features: np.ndarray, valid: np.ndarray
     ) -> TokenizedEpisode:
-        """Attach per-frame cloth tokens ([T, N, 3], [T, N, D], [T, N]) to a validated `Episode`."""
+        """Attach per-frame cloth tokens ([T, N, 3], [T, N, D], [T, N]) to a validated `Episode`;
+        its keypoints come along where the simulator tracked them (every keypoint's particle id
+        known), with their visibility from the particles'."""
         episode.validate()
+        ids = episode.keypoint_particle_ids
+        tracked = ids.size > 0 and bool((ids >= 0).all()) and episode.particle_visible.shape[1] > int(ids.max())
         return cls(
             np.asarray(positions, np.float32),
             np.asarray(features, np.float32),
@@ -185,6 +194,8 @@ class TokenizedEpisode:
             episode.action,
             episode.keyframes,
             dict(episode.meta),
+            episode.keypoints if tracked else None,
+            episode.particle_visible[:, ids] if tracked else None,
         ).validate()
 
     def validate(self) -> TokenizedEpisode:
@@ -197,6 +208,13 @@ class TokenizedEpisode:
             "arm_state": (self.arm_state, (t, 2, 4)),
             "action": (self.action, (t, 2, 4)),
         }
+        if (self.keypoints is None) != (self.keypoint_visible is None):
+            raise PolicyDataError("keypoints and keypoint_visible: both or neither")
+        if self.keypoints is not None and self.keypoint_visible is not None:
+            checks["keypoints"] = (self.keypoints, (t, len(KEYPOINT_NAMES), 3))
+            checks["keypoint_visible"] = (self.keypoint_visible, (t, len(KEYPOINT_NAMES)))
+            if self.keypoint_visible.dtype != np.bool_:
+                raise PolicyDataError(f"keypoint_visible: expected bool, got {self.keypoint_visible.dtype}")
         for name, (arr, shape) in checks.items():
             if arr.shape != shape:
                 raise PolicyDataError(f"{name}: expected shape {shape}, got {arr.shape}")
@@ -216,6 +234,9 @@ class TokenizedEpisode:
 
     def save(self, path: str | Path) -> None:
         """Write as a pickle-free .npz (meta as a JSON string)."""
+        keypoints = (
+            {} if self.keypoints is None else {"keypoints": self.keypoints, "keypoint_visible": self.keypoint_visible}
+        )
         np.savez_compressed(
             path,
             cloth_positions=self.cloth_positions,
@@ -225,6 +246,7 @@ class TokenizedEpisode:
             action=self.action,
             keyframes=self.keyframes,
             meta_json=np.array(json.dumps(self.meta)),
+            **keypoints,
         )
 
     @classmethod

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from instant_fold_core.tokens import TokenArrays
+from instant_fold_learning.keypoints.mapping import KeypointCarrier, keypoint_shift
 from instant_fold_learning.policy.inference import _array
 from instant_fold_learning.policy.replay import (
     Event,
@@ -59,6 +60,10 @@ OPEN_THRESHOLD = 0.5
 #: A grasp farther than this (x, y) from where the demonstration's grasp maps onto the cloth is not
 #: that grasp (the policy grasped elsewhere): its carry keeps the policy's own targets.
 GRASP_MATCH_M = 0.08
+
+#: With a keypoint detector, an arm this close (x, y) to where its next grasp maps keeps the keypoint
+#: shift found before it came: over the cloth, the arm hides the part the detector reads.
+KEYPOINT_LATCH_M = 0.10
 
 
 class EventTargets(Protocol):
@@ -135,6 +140,11 @@ class DemonstrationTargets:
     reports a grasp target within `match_m` of where its next demonstrated grasp maps onto the
     current cloth, the arm holds that mapped point (registered again at every query) until the
     grasp is measured; a grasp the policy aims elsewhere stays its own.
+
+    With a keypoint detector (`keypoints`), a demonstrated grasp made at a named keypoint maps to
+    that keypoint of the current cloth (`keypoints.mapping`) instead of where the registration puts
+    it; the policy, which reads the registered demonstration, still names the grasp it means by
+    aiming (or grasping) within `match_m` of either point.
     """
 
     def __init__(
@@ -145,10 +155,14 @@ class DemonstrationTargets:
         match_m: float = GRASP_MATCH_M,
         open_threshold: float = OPEN_THRESHOLD,
         grasps: bool = False,
+        keypoints: KeypointCarrier | None = None,
+        keypoint_latch_m: float = KEYPOINT_LATCH_M,
     ) -> None:
         """`demo`: the demonstration's tokens per keyframe (positions [K, N, 3], features [K, N, D],
         validity [K, N]); `demo_arm_state` [K, 2, 4]; `registration`: the registration's settings
-        (registration replay's by default)."""
+        (registration replay's by default); `keypoints`: carry grasps made at a keypoint to that
+        keypoint of the current cloth (`keypoints.mapping.keypoint_shift`), the shift found anew at
+        each query until the arm comes within `keypoint_latch_m` of the grasp, then kept."""
         state = np.asarray(demo_arm_state, np.float64)
         self.demo = (
             np.asarray(demo.positions, np.float64),
@@ -160,6 +174,10 @@ class DemonstrationTargets:
         self.match_m = match_m
         self.open_threshold = open_threshold
         self.hold_grasps = grasps
+        self.keypoints = keypoints
+        self.keypoint_latch_m = keypoint_latch_m
+        # Per (arm, n-th grasp): the keypoint shift of the grasp's mapping (None: at no keypoint).
+        self._shifts: dict[tuple[int, int], np.ndarray | None] = {}
         # Per arm, its demonstrated carries in order: (grasp keyframe, release keyframe or None).
         self.carries: list[list[tuple[int, int | None]]] = [[], []]
         for stage in demo_stages(state):
@@ -173,6 +191,9 @@ class DemonstrationTargets:
         self.held = np.zeros(2, bool)
         self.aimed = np.zeros(2, bool)  # `grasps`: an open arm holds its mapped grasp
         self._mapped: dict[int, np.ndarray] = {}  # `grasps`: this query's mapped next grasp per open arm
+        # ... and where the registration alone puts it (what the policy, which reads the registered
+        # demonstration, means by that grasp; the same point without a keypoint detector)
+        self._registered: dict[int, np.ndarray] = {}
         self._closed: np.ndarray | None = None  # at the previous query
         self._cloth: TokenArrays | None = None  # of the previous query
 
@@ -187,17 +208,18 @@ class DemonstrationTargets:
         for a in np.flatnonzero(closed & ~before):
             self._start_carry(int(a), arm_state[a, :3], cloth if self._cloth is None else self._cloth)
         self._closed, self._cloth = closed, cloth
-        self._mapped = {}
+        self._mapped, self._registered = {}, {}
         if self.hold_grasps:
-            self._map_grasps(cloth, closed)
+            self._map_grasps(cloth, closed, arm_state)
         return self.target.copy(), self.held | self.aimed
 
     def observe(self, arm_state: np.ndarray, keypose: np.ndarray) -> None:
         """With `grasps`: an open arm that held nothing and reports a grasp near its mapped next
-        demonstrated grasp holds that from the next query on."""
+        demonstrated grasp (or near where the registration alone puts it) holds the mapped grasp
+        from the next query on."""
         for a, mapped in self._mapped.items():
             if not self.aimed[a] and keypose[a, 3] < self.open_threshold:
-                self.aimed[a] = np.linalg.norm(keypose[a, :2] - mapped[:2]) <= self.match_m
+                self.aimed[a] = self._near(keypose[a, :2], mapped, self._registered[a])
         for arm, point in self._mapped.items():
             if self.aimed[arm]:
                 self.target[arm] = point
@@ -209,19 +231,43 @@ class DemonstrationTargets:
             np.asarray(cloth.valid, bool),
         )
 
-    def _map_grasps(self, cloth: TokenArrays, closed: np.ndarray) -> None:
+    def _near(self, xy: np.ndarray, *points: np.ndarray) -> bool:
+        """Whether `xy` is within `match_m` (x, y) of any of `points`: the demonstrated grasp as
+        mapped, or as the registration alone maps it."""
+        return any(np.linalg.norm(xy - p[:2]) <= self.match_m for p in points)
+
+    def _shift(
+        self, a: int, n: int, transform: Any, current: tuple[np.ndarray, np.ndarray, np.ndarray], arm_xy: np.ndarray
+    ) -> np.ndarray | None:
+        """The keypoint shift of arm `a`'s n-th grasp: found on `current` while the arm is farther
+        than `keypoint_latch_m` from where the grasp maps (or when none was found yet), else the one
+        found before."""
+        if self.keypoints is None:
+            return None
+        k = self.carries[a][n][0]
+        if (a, n) in self._shifts:
+            kept = self._shifts[(a, n)]
+            at = map_grasp(self.cfg, transform, self.demo, k, a, current, kept)[0]
+            if np.linalg.norm(at[:2] - arm_xy) <= self.keypoint_latch_m:
+                return kept
+        self._shifts[(a, n)] = keypoint_shift(self.keypoints, transform, self.demo, k, a, current)
+        return self._shifts[(a, n)]
+
+    def _map_grasps(self, cloth: TokenArrays, closed: np.ndarray, arm_state: np.ndarray) -> None:
         current = self._current(cloth)
         transforms: dict[int, Any] = {}  # per keyframe: a stage of two grasps registers once
-        for a in np.flatnonzero(~closed):
+        for a in map(int, np.flatnonzero(~closed)):
             n = int(self.grasps[a])
             if n >= len(self.carries[a]):
                 continue
             k = self.carries[a][n][0]
             if k not in transforms:
                 transforms[k] = register_keyframe(self.cfg, self.demo, k, current)
-            self._mapped[int(a)] = map_grasp(self.cfg, transforms[k], self.demo, k, int(a), current)[0]
+            shift = self._shift(a, n, transforms[k], current, np.asarray(arm_state[a, :2], np.float64))
+            self._mapped[a] = map_grasp(self.cfg, transforms[k], self.demo, k, a, current, shift)[0]
+            self._registered[a] = map_grasp(self.cfg, transforms[k], self.demo, k, a, current)[0]
             if self.aimed[a]:
-                self.target[a] = self._mapped[int(a)]
+                self.target[a] = self._mapped[a]
 
     def _start_carry(self, a: int, grasped_at: np.ndarray, cloth: TokenArrays) -> None:
         n = int(self.grasps[a])
@@ -232,8 +278,10 @@ class DemonstrationTargets:
         assert release_k is not None
         current = self._current(cloth)
         transform = register_keyframe(self.cfg, self.demo, grasp_k, current)
-        grasp, depth_offset = map_grasp(self.cfg, transform, self.demo, grasp_k, a, current)
-        if np.linalg.norm(grasp[:2] - np.asarray(grasped_at, np.float64)[:2]) > self.match_m:
+        shift = self._shift(a, n, transform, current, np.asarray(grasped_at, np.float64)[:2])
+        grasp, depth_offset = map_grasp(self.cfg, transform, self.demo, grasp_k, a, current, shift)
+        registered = map_grasp(self.cfg, transform, self.demo, grasp_k, a, current)[0]
+        if not self._near(np.asarray(grasped_at, np.float64)[:2], grasp, registered):
             return
         self.target[a] = map_release(transform, depth_offset, self.demo[3][release_k, a, :3])
         self.held[a] = True

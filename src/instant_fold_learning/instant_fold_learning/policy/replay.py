@@ -217,14 +217,20 @@ def map_grasp(
     k: int,
     arm: int,
     cloth: tuple[np.ndarray, np.ndarray, np.ndarray],
+    shift_xy: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """`arm`'s demonstrated position at keyframe `k` carried onto the current cloth: x, y through
-    `transform` and, with `cfg.grasp_refinement_m`, the local refinement of that fit around the grasp
-    (`local_shift`), z as the demonstrated height above the cloth; and the depth offset (current
-    minus demonstration cloth depth there) that the arm's release is carried with."""
+    `transform` and then moved by `shift_xy` when given (a keypoint carry, `keypoints.mapping.
+    keypoint_shift`), else, with `cfg.grasp_refinement_m`, by the local refinement of that fit
+    around the grasp (`local_shift`); z as the demonstrated height above the cloth; and the depth
+    offset (current minus demonstration cloth depth there) that the arm's release is carried with
+    (the release itself goes through `transform`: where a part is laid down is read from the
+    garment as a whole)."""
     demo_point = demo[3][k, arm, :3]
     mapped = np.asarray(transform.apply(demo_point[None, None]))[0, 0]
-    if cfg.grasp_refinement_m > 0:
+    if shift_xy is not None:
+        mapped[:2] += shift_xy
+    elif cfg.grasp_refinement_m > 0:
         demo_feat, feat = registered_features(cfg, demo, k, cloth)
         mapped[:2] += local_shift(
             transform,
