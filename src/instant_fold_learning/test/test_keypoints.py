@@ -193,3 +193,19 @@ def test_map_grasp_moves_the_grasp_by_the_keypoint_shift(episodes):
     assert keypoint_shift(KeypointCarrier(detector, match_m=0.0), fit, demo, 0, 0, cloth) is None
     above = float(np.linalg.norm(shift)) + 1e-6  # a carry that moves the grasp less than min_shift_m is not taken
     assert keypoint_shift(KeypointCarrier(detector, 10.0, min_shift_m=above), fit, demo, 0, 0, cloth) is None
+
+
+@pytest.mark.parametrize("name", ["cpu-small", "paper"])
+def test_both_presets_read_their_encoders_tokens(name: str) -> None:
+    """Each preset takes the tokens of the encoder preset of its name (features and count)."""
+    from instant_fold_learning.encoder.configuration import preset as encoder_preset
+
+    cfg = PRESETS.get(name)
+    encoder = encoder_preset(name)
+    assert (cfg.model.cloth_feature_dim, cfg.model.num_cloth_tokens) == (encoder.feature_dim, encoder.num_tokens)
+    out = KeypointDetector(cfg)(
+        torch.rand(1, encoder.num_tokens, 3),
+        torch.randn(1, encoder.num_tokens, encoder.feature_dim),
+        torch.ones(1, encoder.num_tokens, dtype=torch.bool),
+    )
+    assert out.position.shape == (1, K, 3)
