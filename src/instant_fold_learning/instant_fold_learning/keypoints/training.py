@@ -108,13 +108,14 @@ def evaluate(model: KeypointDetector, frames: KeypointFrames, batch_size: int = 
     """x, y error of the visible keypoints, per keypoint and pooled: mean (cm), median (cm), the
     share within each of `WITHIN_M`; and the visibility accuracy."""
     model.eval()
+    device = next(model.parameters()).device
     errors, visible, correct = [], [], []
     for start in range(0, len(frames), batch_size):
-        b = frames.batch(list(range(start, min(start + batch_size, len(frames)))))
+        b = frames.batch(list(range(start, min(start + batch_size, len(frames))))).to(device)
         out = model(b.positions, b.features, b.valid)
-        errors.append(torch.linalg.norm(out.position[..., :2] - b.keypoints[..., :2], dim=-1))
-        visible.append(b.visible)
-        correct.append((out.visible_logit > 0) == b.visible)
+        errors.append(torch.linalg.norm(out.position[..., :2] - b.keypoints[..., :2], dim=-1).cpu())
+        visible.append(b.visible.cpu())
+        correct.append(((out.visible_logit > 0) == b.visible).cpu())
     err, vis = torch.cat(errors).numpy(), torch.cat(visible).numpy()
 
     def summary(e: np.ndarray) -> dict[str, float | int]:
@@ -157,7 +158,6 @@ def train(
     if start == 0:
         log.write({"event": "start", "config": cfg.name, "frames": len(frames), "episodes": len(frames.episodes)})
     model.train()
-    losses: dict[str, torch.Tensor] = {}
     for step in range(start, tr.steps):
         rng = np.random.default_rng([tr.seed, step])
         b = frames.batch(rng.integers(len(frames), size=tr.batch_size).tolist(), rng, tr)
