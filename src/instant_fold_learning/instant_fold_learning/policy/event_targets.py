@@ -247,11 +247,23 @@ class DemonstrationTargets:
         k = self.carries[a][n][0]
         if (a, n) in self._shifts:
             kept = self._shifts[(a, n)]
-            at = map_grasp(self.cfg, transform, self.demo, k, a, current, kept)[0]
-            if np.linalg.norm(at[:2] - arm_xy) <= self.keypoint_latch_m:
+            at = np.asarray(transform.apply(self.demo[3][k, a, :3][None, None]))[0, 0, :2]  # the fit's point
+            if np.linalg.norm(at + (0.0 if kept is None else kept) - arm_xy) <= self.keypoint_latch_m:
                 return kept
         self._shifts[(a, n)] = keypoint_shift(self.keypoints, transform, self.demo, k, a, current)
         return self._shifts[(a, n)]
+
+    def _grasp(
+        self, a: int, n: int, transform: Any, current: tuple[np.ndarray, np.ndarray, np.ndarray], arm_xy: np.ndarray
+    ) -> tuple[tuple[np.ndarray, float], np.ndarray]:
+        """Arm `a`'s n-th demonstrated grasp on `current`: as mapped (`map_grasp`'s point and depth
+        offset, moved by its keypoint shift when there is one) and as the registration alone maps it
+        (the same point without a shift)."""
+        k = self.carries[a][n][0]
+        registered = map_grasp(self.cfg, transform, self.demo, k, a, current)
+        shift = self._shift(a, n, transform, current, arm_xy)
+        mapped = registered if shift is None else map_grasp(self.cfg, transform, self.demo, k, a, current, shift)
+        return mapped, registered[0]
 
     def _map_grasps(self, cloth: TokenArrays, closed: np.ndarray, arm_state: np.ndarray) -> None:
         current = self._current(cloth)
@@ -263,9 +275,8 @@ class DemonstrationTargets:
             k = self.carries[a][n][0]
             if k not in transforms:
                 transforms[k] = register_keyframe(self.cfg, self.demo, k, current)
-            shift = self._shift(a, n, transforms[k], current, np.asarray(arm_state[a, :2], np.float64))
-            self._mapped[a] = map_grasp(self.cfg, transforms[k], self.demo, k, a, current, shift)[0]
-            self._registered[a] = map_grasp(self.cfg, transforms[k], self.demo, k, a, current)[0]
+            arm_xy = np.asarray(arm_state[a, :2], np.float64)
+            (self._mapped[a], _), self._registered[a] = self._grasp(a, n, transforms[k], current, arm_xy)
             if self.aimed[a]:
                 self.target[a] = self._mapped[a]
 
@@ -278,9 +289,9 @@ class DemonstrationTargets:
         assert release_k is not None
         current = self._current(cloth)
         transform = register_keyframe(self.cfg, self.demo, grasp_k, current)
-        shift = self._shift(a, n, transform, current, np.asarray(grasped_at, np.float64)[:2])
-        grasp, depth_offset = map_grasp(self.cfg, transform, self.demo, grasp_k, a, current, shift)
-        registered = map_grasp(self.cfg, transform, self.demo, grasp_k, a, current)[0]
+        (grasp, depth_offset), registered = self._grasp(
+            a, n, transform, current, np.asarray(grasped_at, np.float64)[:2]
+        )
         if not self._near(np.asarray(grasped_at, np.float64)[:2], grasp, registered):
             return
         self.target[a] = map_release(transform, depth_offset, self.demo[3][release_k, a, :3])
