@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import torch
 
+from instant_fold_core.checkpoint import CheckpointError
 from instant_fold_core.config import load_file, override
 from instant_fold_core.device import resolve_device
 from instant_fold_core.errors import ConfigError
 from instant_fold_learning.keypoints.configuration import PRESETS, KeypointDetectorConfig
 from instant_fold_learning.keypoints.training import DETECTOR_DIR, load_keypoint_episodes, train
-from instant_fold_learning.trainer import add_run_arguments
+from instant_fold_learning.policy.data import PolicyDataError
+from instant_fold_learning.trainer import TrainingDiverged, add_run_arguments
 
 
 def load_config(name_or_path: str) -> KeypointDetectorConfig:
@@ -47,20 +50,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """0 when trained; 2 for a bad config, device, token directory or run directory; 1 when the
+    loss diverged (the last train state stays the one to resume from)."""
     args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
-    cfg = load_config(args.config)
-    if args.steps is not None:
-        cfg = override(cfg, {"train": {"steps": args.steps}})
-    device = str(resolve_device(args.device))
-    end = train(
-        cfg,
-        load_keypoint_episodes(args.tokens),
-        args.out,
-        load_keypoint_episodes(args.eval_tokens) if args.eval_tokens else None,
-        device,
-        args.resume,
-    )
+    try:
+        cfg = load_config(args.config)
+        if args.steps is not None:
+            cfg = override(cfg, {"train": {"steps": args.steps}})
+        device = str(resolve_device(args.device))
+        end = train(
+            cfg,
+            load_keypoint_episodes(args.tokens),
+            args.out,
+            load_keypoint_episodes(args.eval_tokens) if args.eval_tokens else None,
+            device,
+            args.resume,
+        )
+    except (ConfigError, PolicyDataError, CheckpointError) as exc:
+        print(f"train_keypoints: {exc}", file=sys.stderr)
+        return 2
+    except TrainingDiverged as exc:
+        print(f"train_keypoints: {exc}", file=sys.stderr)
+        return 1
     print(json.dumps(end, indent=1))
     return 0
 

@@ -127,7 +127,7 @@ def test_frames_without_keypoints_are_refused(episodes):
         KeypointFrames(bare, 1)
 
 
-def test_cli_trains_refuses_to_overwrite_and_resumes(episodes, tmp_path):
+def test_cli_trains_refuses_to_overwrite_and_resumes(episodes, tmp_path, capsys):
     tokens = tmp_path / "tokens"
     tokens.mkdir()
     for i, e in enumerate(episodes[:2]):
@@ -135,8 +135,15 @@ def test_cli_trains_refuses_to_overwrite_and_resumes(episodes, tmp_path):
     args = ["--tokens", str(tokens), "--eval-tokens", str(tokens), "--out", str(tmp_path / "run"), "--device", "cpu"]
     assert train_keypoints.main([*args, "--steps", "4"]) == 0
     assert (tmp_path / "run" / "detector" / "model.safetensors").is_file()
-    with pytest.raises(CheckpointError, match="already holds a training run"):
-        train_keypoints.main([*args, "--steps", "4"])
+    assert train_keypoints.main([*args, "--steps", "4"]) == 2
+    assert "already holds a training run" in capsys.readouterr().err
+    for bad, message in (
+        (["--tokens", str(tmp_path / "none")], "no .npz tokenised episodes"),
+        (["--config", "cpu_small"], "neither a YAML file nor a keypoint detector preset"),
+        (["--device", "cuda:7"], "device 'cuda:7'"),
+    ):
+        assert train_keypoints.main([*args, "--out", str(tmp_path / "other"), *bad]) == 2
+        assert message in capsys.readouterr().err
     assert train_keypoints.main([*args, "--steps", "6", "--resume"]) == 0
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert [r["event"] for r in log].count("start") == 1
