@@ -4,6 +4,7 @@ summarised, and a results directory is re-scored from its rollouts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -242,6 +243,20 @@ def test_the_breadth_benchmarks_score_the_fold_split(name: str):
     if name == "cpu_folds_quick":  # the full benchmark's first garment: the same starts and contexts
         full = BenchmarkSpec.load("cpu_folds")
         assert spec.garments == full.garments[:1] and set(spec.bank_keys()) <= set(full.bank_keys())
+
+
+@pytest.mark.parametrize(
+    ("name", "of"), [("cpu_sleeve", "cpu"), ("cpu_garments_sleeve", "cpu_garments"), ("cpu_quick_sleeve", "cpu_quick")]
+)
+def test_the_hem_rigid_benchmarks_are_their_namesakes_on_the_sleeve_preset(name: str, of: str):
+    """Same garments, starts, folds and executions as the benchmark they remake; only the simulator
+    preset differs, so their banks can never be mixed with the old ones (a bank records its preset)."""
+    spec, old = BenchmarkSpec.load(name), BenchmarkSpec.load(of)
+    assert (spec.preset, old.preset) == ("cpu-small-sleeve", "cpu-small")
+    assert dataclasses.replace(spec, name=old.name, preset=old.preset) == old
+    if name == "cpu_quick_sleeve":  # its bank and demonstrations are the full benchmark's first ones
+        full = BenchmarkSpec.load("cpu_sleeve")
+        assert set(spec.bank_keys()) <= set(full.bank_keys()) and set(spec.jobs()) <= set(full.jobs())
 
 
 def _classified(context: str, predicted: str | None) -> RolloutScore:

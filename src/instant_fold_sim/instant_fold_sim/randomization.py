@@ -47,8 +47,7 @@ class DRRanges:
     #: every store, bank and result so far was made with; on a garment whose hem is wider than its
     #: shoulders it moves the hem corners too: docs/sim.md, "Known limitations"), or "sleeve", the
     #: sleeve's own particles (`GarmentMesh.sleeve_side`: procedural tops; a mesh without labels is
-    #: refused). No preset sets it yet: set it in code (`dataclasses.replace`) or with
-    #: benchmarks/bench_start_deformation.py --sleeve-selection.
+    #: refused). The cpu-small-sleeve preset sets it (the hem-rigid benchmarks, config/benchmarks/*_sleeve.yaml).
     sleeve_selection: str = "x"
 
     def __post_init__(self) -> None:

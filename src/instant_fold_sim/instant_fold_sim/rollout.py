@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -131,10 +131,19 @@ def _cpu_small() -> GenerationConfig:
     )
 
 
+def _cpu_small_sleeve() -> GenerationConfig:
+    # cpu-small whose sleeve disturbances move the sleeves alone (`DRRanges.sleeve_selection`), so
+    # a start's hem stays where the garment fell: the paper's disturbance as it means it. Its own
+    # name, because every store, bank and demonstration records the preset it was made with.
+    config = _cpu_small()
+    return replace(config, name="cpu-small-sleeve", dr=replace(config.dr, sleeve_selection="sleeve"))
+
+
 #: Named generation configs (the `--preset` of data generation, the sim node's `preset`).
 PRESETS: Presets[GenerationConfig] = Presets("sim")
 PRESETS.register("paper", GenerationConfig)
 PRESETS.register("cpu-small", _cpu_small)
+PRESETS.register("cpu-small-sleeve", _cpu_small_sleeve)
 
 
 def preset(name: str) -> GenerationConfig:

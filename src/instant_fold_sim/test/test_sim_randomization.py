@@ -109,3 +109,19 @@ def test_the_sleeve_selection_refuses_a_mesh_without_labels_and_wrong_labels(cpu
     canonical, kp, dr = _disturbed(garment, "left")
     with pytest.raises(ConfigError, match="one label per particle"):
         initial_layout(canonical, kp, dr, garment.sleeve_side[:-1])
+
+
+def test_the_cpu_small_sleeve_preset_is_cpu_small_with_the_sleeve_selection(cpu_small) -> None:
+    """The preset of the hem-rigid starts differs from cpu-small in the selection (and its name) only,
+    so stores, banks and demonstrations made with either say which they are."""
+    from instant_fold_sim.rollout import preset, sleeve_labels
+
+    by_sleeve = preset("cpu-small-sleeve")
+    assert (by_sleeve.name, by_sleeve.dr.sleeve_selection, cpu_small.dr.sleeve_selection) == (
+        "cpu-small-sleeve",
+        "sleeve",
+        "x",
+    )
+    assert dataclasses.replace(by_sleeve, name="cpu-small", dr=cpu_small.dr) == cpu_small
+    garment = make_procedural_garment(5, spacing=by_sleeve.garment_spacing)
+    assert sleeve_labels(garment, by_sleeve) is garment.sleeve_side
