@@ -39,7 +39,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ from instant_fold_core.fold_record import FoldRecord
 from instant_fold_core.fold_recording import FoldRecording
 from instant_fold_core.parallel import run_jobs
 from instant_fold_evaluation.oracle_bank import BankEntry, BankKey, OracleBank, OracleBankError
-from instant_fold_learning.policy.event_targets import AUTO, EVENT_TARGETS
+from instant_fold_learning.policy.event_targets import AUTO, EVENT_TARGETS, GRASP_CONFLICT_M
 from instant_fold_learning.policy.replay import ReplayConfig
 from instant_fold_policy.fold_loop import FoldLoopConfig
 from instant_fold_policy.server import PolicyServerError, policy_checkpoint_id
@@ -95,17 +95,29 @@ BRIDGE_START_TIMEOUT_S = 900.0
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """What a rollout worker needs besides its job (shipped once to every Ray worker)."""
+class ServerConfig:
+    """What a worker's policy server is built from (`PolicyServer.from_checkpoints`' arguments;
+    hashable: a worker builds one server per config)."""
 
     checkpoint: str
     encoder: str
     device: str
+    seed: int
+    event_targets: str = "policy"  # instant_fold_learning.policy.event_targets
+    grasp_refinement_m: float = 0.0  # docs/registration.md, "Local refinement"
+    keypoints: str = ""  # a keypoint detector (docs/registration.md, "Grasps carried by keypoints")
+    grasp_conflict_m: float = GRASP_CONFLICT_M  # docs/policy.md, "Event targets"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a rollout worker needs besides its job (shipped once to every Ray worker)."""
+
+    server: ServerConfig
     preset: str
     max_steps: int
     demo_dir: str
     video_dir: str
-    seed: int
     sim_backend: str = "newton"  # or a bridge backend (instant_fold_sim.isaac_lab)
     sim_device: str = "cpu"
     rrd_dir: str = ""  # a Rerun recording per rollout goes here (none when empty)
@@ -113,9 +125,6 @@ class RunConfig:
     fold: FoldLoopConfig = field(
         default_factory=FoldLoopConfig
     )  # the fold loop's options (home after the events, re-grasp guard)
-    event_targets: str = "policy"  # the policy server's (instant_fold_learning.policy.event_targets)
-    grasp_refinement_m: float = 0.0  # the policy server's (docs/registration.md, "Local refinement")
-    keypoints: str = ""  # the policy server's keypoint detector (docs/registration.md, "Grasps carried by keypoints")
 
 
 def default_bank(spec: BenchmarkSpec) -> Path:
@@ -147,19 +156,18 @@ def build_demo(job: RolloutJob, demo_dir: str, preset_name: str) -> str:
 
 
 @functools.lru_cache(maxsize=2)
-def _server(
-    checkpoint: str, encoder: str, device: str, seed: int, event_targets: str, grasp_refinement_m: float, keypoints: str
-):
+def _server(cfg: ServerConfig):
     from instant_fold_policy.server import PolicyServer
 
     return PolicyServer.from_checkpoints(
-        checkpoint,
-        encoder,
-        device,
-        seed,
-        event_targets=event_targets,
-        grasp_refinement_m=grasp_refinement_m,
-        keypoint_detector=keypoints or None,
+        cfg.checkpoint,
+        cfg.encoder,
+        cfg.device,
+        cfg.seed,
+        event_targets=cfg.event_targets,
+        grasp_refinement_m=cfg.grasp_refinement_m,
+        keypoint_detector=cfg.keypoints or None,
+        grasp_conflict_m=cfg.grasp_conflict_m,
     )
 
 
@@ -196,9 +204,7 @@ def _roll_out(job: RolloutJob, cfg: RunConfig, world: Any) -> dict[str, Any]:
 
     from .closed_loop import POLICY_ERRORS, load_condition, not_run, run_rollout
 
-    server = _server(
-        cfg.checkpoint, cfg.encoder, cfg.device, cfg.seed, cfg.event_targets, cfg.grasp_refinement_m, cfg.keypoints
-    )
+    server = _server(cfg.server)
     demo = load_demonstration(demo_path(cfg.demo_dir, job)) if server.conditioning == "demo" else None
     recording = FoldRecording(Path(cfg.rrd_dir) / f"{job.id}.rrd") if cfg.rrd_dir else None
     if recording is not None and demo is not None:
@@ -331,12 +337,20 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         ReplayConfig(grasp_refinement_m=args.grasp_refinement_m)
     except ConfigError as exc:
         raise EvaluationError(f"--grasp-refinement-m: {exc}") from None
+    server_cfg = ServerConfig(
+        checkpoint,
+        encoder,
+        args.device,
+        args.seed,
+        args.event_targets,
+        args.grasp_refinement_m,
+        keypoints,
+        args.grasp_conflict_m,
+    )
     fingerprint: dict[str, Any] = {"benchmark": spec.to_dict()}
     if checkpoint:  # load it now: a bad checkpoint is refused before anything is simulated
         try:
-            server = _server(
-                checkpoint, encoder, args.device, args.seed, args.event_targets, args.grasp_refinement_m, keypoints
-            )
+            server = _server(server_cfg)
             policy_conditioning, event_targets = server.conditioning, server.event_targets  # "auto" resolved
         except PolicyServerError as exc:
             raise EvaluationError(str(exc)) from None
@@ -356,6 +370,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             fingerprint["grasp_refinement_m"] = args.grasp_refinement_m
         if keypoints:  # only when set, as above
             fingerprint["keypoints_id"] = checkpoint_id(keypoints)
+        if event_targets == "demonstration" and args.grasp_conflict_m:  # runs before 2026-11-28 had none
+            fingerprint["grasp_conflict_m"] = args.grasp_conflict_m
         if args.sim_backend != "newton":  # rollouts of one simulator are never mixed with another's
             fingerprint["sim_backend"] = args.sim_backend
             if args.sim_backend == "isaac_lab":  # nor one grasp model's with another's
@@ -403,21 +419,15 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             )
         timing["demos_s"] = time.perf_counter() - t0
         cfg = RunConfig(
-            checkpoint,
-            encoder,
-            args.device,
+            replace(server_cfg, event_targets=event_targets),  # "auto" resolved
             spec.preset,
             max_steps,
             str(demo_dir),
             str((out / "videos").resolve()) if args.video else "",
-            args.seed,
             args.sim_backend,
             args.sim_device,
             str((out / "videos").resolve()) if args.rrd else "",
             sim_grasp=args.sim_grasp,
-            event_targets=event_targets,
-            grasp_refinement_m=args.grasp_refinement_m,
-            keypoints=keypoints,
             fold=fold,
         )
         t0 = time.perf_counter()
@@ -447,6 +457,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "home_after_events": args.home_after_events,
         "regrasp_guard_m": args.regrasp_guard_m,
         "grasp_refinement_m": args.grasp_refinement_m,
+        "grasp_conflict_m": args.grasp_conflict_m if event_targets == "demonstration" else None,
         "keypoints": args.keypoints or None,
         **scored,
         "outcomes": outcomes,
@@ -689,6 +700,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="an arm that let go stays open until it has moved this far (x, y, metres) from where it let go "
         "(the fold loop's regrasp_guard_m; 0, the default: off; docs/policy.md)",
+    )
+    p.add_argument(
+        "--grasp-conflict-m",
+        type=float,
+        default=GRASP_CONFLICT_M,
+        help="demonstration event targets: two grasps the policy aims nearer than this (x, y, metres) to each other "
+        "send each arm to its own demonstrated grasp (the policy server's grasp_conflict_m; 0: off, as every run "
+        f'before 2026-11-28; default {GRASP_CONFLICT_M}; docs/policy.md, "Event targets")',
     )
     p.add_argument(
         "--grasp-refinement-m",

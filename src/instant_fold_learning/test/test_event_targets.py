@@ -118,6 +118,35 @@ def test_with_grasps_an_arm_aiming_near_its_demonstrated_grasp_holds_the_mapped_
     np.testing.assert_allclose(target[0], pos[10] + [0, 0, -0.02], atol=0.01)  # now its release
 
 
+def test_with_grasps_two_arms_aimed_at_one_point_each_take_their_demonstrated_grasp():
+    """Both arms report grasps within `conflict_m` of each other (here both at the right arm's
+    demonstrated grasp, a hem corner the left arm cannot share): each holds its own mapped grasp
+    from the next query. The same aims farther apart keep the policy's target for the far arm."""
+    pos = CLOTH.positions
+    state = arms(pos[3] + [0, 0, -0.1], True, pos[40] + [0, 0, -0.1], True)
+    both_at_40 = np.array([[*(pos[40] + [0.04, 0.0, 0.0]), 0.0], [*pos[40], 0.0]])
+    assert np.linalg.norm(pos[3, :2] - pos[40, :2]) > 0.2  # the left arm's own grasp is far from it
+    for conflict_m, left_held in ((0.10, True), (0.03, False)):
+        guide = DemonstrationTargets(*demonstration_releases_args(), grasps=True, conflict_m=conflict_m)
+        guide.targets(CLOTH, state)
+        guide.observe(state, both_at_40)
+        target, held = guide.targets(CLOTH, state)
+        np.testing.assert_array_equal(held, [left_held, True])
+        np.testing.assert_allclose(target[1, :2], pos[40, :2], atol=0.01)
+        if left_held:
+            np.testing.assert_allclose(target[0, :2], pos[3, :2], atol=0.01)
+    # An arm already holding its grasp reports it; the other aiming there later is sent to its own.
+    guide = DemonstrationTargets(*demonstration_releases_args(), grasps=True)
+    guide.targets(CLOTH, state)
+    guide.observe(state, np.array([[*pos[3], 1.0], [*pos[40], 0.0]]))  # the left arm not grasping yet
+    target, held = guide.targets(CLOTH, state)
+    np.testing.assert_array_equal(held, [False, True])
+    guide.observe(state, np.array([[*(pos[40] + [0.05, 0.0, 0.0]), 0.0], [*target[1], 0.0]]))
+    target, held = guide.targets(CLOTH, state)
+    np.testing.assert_array_equal(held, [True, True])
+    np.testing.assert_allclose(target[0, :2], pos[3, :2], atol=0.01)
+
+
 def demonstration_releases_args(**demo_kw) -> tuple[TokenArrays, np.ndarray, ReplayConfig]:
     cloths, feat, state, valid = demonstration(**demo_kw)
     return TokenArrays(cloths, feat, valid), state, ReplayConfig(num_cloth_tokens=N, cloth_feature_dim=D)

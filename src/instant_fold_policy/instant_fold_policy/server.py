@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 import weakref
 from collections.abc import Callable
@@ -27,7 +28,13 @@ from instant_fold_core.tokens import TokenArrays
 from instant_fold_learning.encoder.tokenize import tokenize_frame
 from instant_fold_learning.keypoints.mapping import KeypointCarrier
 from instant_fold_learning.keypoints.modeling import KeypointDetector
-from instant_fold_learning.policy.event_targets import DemonstrationTargets, EventTargets, ReleaseLatch, resolve
+from instant_fold_learning.policy.event_targets import (
+    GRASP_CONFLICT_M,
+    DemonstrationTargets,
+    EventTargets,
+    ReleaseLatch,
+    resolve,
+)
 
 #: Tokenizes one frame with its cloth mask.
 FrameTokenizer = Callable[[RGBDFrame, np.ndarray], TokenArrays]
@@ -72,6 +79,7 @@ class PolicyServer:
         event_targets: str = "policy",
         grasp_refinement_m: float = 0.0,
         keypoints: KeypointCarrier | None = None,
+        grasp_conflict_m: float = GRASP_CONFLICT_M,
     ) -> None:
         """`event_targets`: where the arms grasp and let go, one of `EVENT_TARGETS` or "auto"
         (`instant_fold_learning.policy.event_targets`; other than "policy" only for a learned policy
@@ -79,7 +87,9 @@ class PolicyServer:
         is `self.event_targets`. `grasp_refinement_m`: the window in which a demonstrated grasp the
         strategy maps onto the cloth is refined locally (`ReplayConfig.grasp_refinement_m`; 0: off).
         `keypoints`: the strategy carries a grasp made at a keypoint to that keypoint of the current
-        cloth (`instant_fold_learning.keypoints`; None: the registration alone)."""
+        cloth (`instant_fold_learning.keypoints`; None: the registration alone). `grasp_conflict_m`: the
+        demonstration strategy sends each arm to its own demonstrated grasp when the policy aims both
+        this close to each other (`DemonstrationTargets.observe`; 0: off)."""
         from instant_fold_learning.policy.replay import ReplayConfig
 
         cfg = getattr(runner, "cfg", None)
@@ -91,6 +101,9 @@ class PolicyServer:
             self.registration = ReplayConfig(grasp_refinement_m=grasp_refinement_m)
         except (ValueError, ConfigError) as exc:
             raise PolicyServerError(str(exc)) from None
+        if not (math.isfinite(grasp_conflict_m) and grasp_conflict_m >= 0):
+            raise PolicyServerError(f"grasp_conflict_m: must be a finite distance >= 0, got {grasp_conflict_m}")
+        self.grasp_conflict_m = grasp_conflict_m
         for name, value in (("grasp_refinement_m", grasp_refinement_m), ("keypoints", keypoints)):
             if value and not event_targets.startswith("demonstration"):
                 # Set and silently unused, a results folder would record a mapping that never ran.
@@ -131,9 +144,11 @@ class PolicyServer:
         event_targets: str = "policy",
         grasp_refinement_m: float = 0.0,
         keypoint_detector: str | Path | None = None,
+        grasp_conflict_m: float = GRASP_CONFLICT_M,
     ) -> PolicyServer:
         """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default);
-        `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `event_targets`, `grasp_refinement_m`: see `__init__`;
+        `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `event_targets`, `grasp_refinement_m`,
+        `grasp_conflict_m`: see `__init__`;
         `keypoint_detector`: a `KeypointDetector` directory trained on this encoder's tokens (the
         `keypoints` of `__init__`; None or "": none).
 
@@ -176,6 +191,7 @@ class PolicyServer:
             event_targets,
             grasp_refinement_m,
             keypoints,
+            grasp_conflict_m,
         )
 
     @property
@@ -239,6 +255,7 @@ class PolicyServer:
             registration=self.registration,
             grasps=self.event_targets == "demonstration",
             keypoints=self.keypoints,
+            conflict_m=self.grasp_conflict_m,
         )
 
     @property

@@ -225,6 +225,20 @@ def test_the_grasp_refinement_reaches_the_fold_strategy_and_must_be_a_distance(a
             )
 
 
+def test_the_grasp_conflict_distance_reaches_the_fold_strategy_and_must_be_a_distance(anchored) -> None:
+    """`grasp_conflict_m` (the node's parameter, evaluate's flag; 0.10 by default) is what every
+    fold's demonstration targets take as one point; not a distance: refused when the server is built."""
+    default = PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration")
+    off = PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration", grasp_conflict_m=0.0)
+    for server, expected in ((default, 0.10), (off, 0.0)):
+        server.load_demonstration(make_demonstration())
+        strategy = server._release_strategy()
+        assert isinstance(strategy, DemonstrationTargets) and strategy.conflict_m == expected
+    for bad in (float("nan"), -0.1, float("inf")):
+        with pytest.raises(PolicyServerError, match="grasp_conflict_m"):
+            PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration", grasp_conflict_m=bad)
+
+
 def _count_encodings(server: PolicyServer) -> list[int]:
     """Count the runner's demonstration encodings (the real runner still does the work)."""
     count = [0]

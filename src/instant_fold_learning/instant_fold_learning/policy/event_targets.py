@@ -22,7 +22,8 @@ let go. Strategies (the policy server's `event_targets`):
   replay does (`policy/replay.py`).
 - `demonstration` (`DemonstrationTargets(grasps=True)`): those releases, and a grasp the policy
   aims within `GRASP_MATCH_M` of the demonstrated one is made at the demonstrated one, registered
-  onto the current cloth.
+  onto the current cloth; so are both arms' grasps when the policy aims them within
+  `GRASP_CONFLICT_M` of each other (one point, which two grippers cannot share).
 
 A strategy's state belongs to one stream of queries, a fold: `PolicyServer` keeps one per fold (and
 starts it empty), so the fold loop's hosts, the policy server node and the in-process evaluator,
@@ -60,6 +61,11 @@ OPEN_THRESHOLD = 0.5
 #: A grasp farther than this (x, y) from where the demonstration's grasp maps onto the cloth is not
 #: that grasp (the policy grasped elsewhere): its carry keeps the policy's own targets.
 GRASP_MATCH_M = 0.08
+
+#: Two grasps the policy aims nearer than this (x, y) to each other are one point, which two
+#: grippers cannot both take (the controller refuses the chunks that bring them this close,
+#: config/robots/*.yaml `min_gripper_distance`, and the arms would hold there for good).
+GRASP_CONFLICT_M = 0.10
 
 #: With a keypoint detector, an arm this close (x, y) to where its next grasp maps keeps the keypoint
 #: shift found before it came: over the cloth, the arm hides the part the detector reads.
@@ -136,10 +142,10 @@ class DemonstrationTargets:
     holds that target until it is measured open. A grasp with no demonstrated counterpart, or more
     than `match_m` from where the counterpart maps, keeps the policy's own targets.
 
-    With `grasps`, an open arm's grasp is held too: once a query in which the arm held nothing
-    reports a grasp target within `match_m` of where its next demonstrated grasp maps onto the
-    current cloth, the arm holds that mapped point (registered again at every query) until the
-    grasp is measured; a grasp the policy aims elsewhere stays its own.
+    With `grasps`, an open arm's grasp is held too: once a query reports a grasp target within
+    `match_m` of where the arm's next demonstrated grasp maps onto the current cloth, or both arms'
+    grasp targets within `conflict_m` of each other, the arm holds that mapped point (registered
+    again at every query) until the grasp is measured; a grasp the policy aims elsewhere stays its own.
 
     With a keypoint detector (`keypoints`), a demonstrated grasp made at a named keypoint maps to
     that keypoint of the current cloth (`keypoints.mapping`) instead of where the registration puts
@@ -157,12 +163,14 @@ class DemonstrationTargets:
         grasps: bool = False,
         keypoints: KeypointCarrier | None = None,
         keypoint_latch_m: float = KEYPOINT_LATCH_M,
+        conflict_m: float = GRASP_CONFLICT_M,
     ) -> None:
         """`demo`: the demonstration's tokens per keyframe (positions [K, N, 3], features [K, N, D],
         validity [K, N]); `demo_arm_state` [K, 2, 4]; `registration`: the registration's settings
         (registration replay's by default); `keypoints`: carry grasps made at a keypoint to that
         keypoint of the current cloth (`keypoints.mapping.keypoint_shift`), the shift found anew at
-        each query until the arm comes within `keypoint_latch_m` of the grasp, then kept."""
+        each query until the arm comes within `keypoint_latch_m` of the grasp, then kept;
+        `conflict_m`: two grasps aimed this close are one point (`observe`)."""
         state = np.asarray(demo_arm_state, np.float64)
         self.demo = (
             np.asarray(demo.positions, np.float64),
@@ -176,6 +184,7 @@ class DemonstrationTargets:
         self.hold_grasps = grasps
         self.keypoints = keypoints
         self.keypoint_latch_m = keypoint_latch_m
+        self.conflict_m = conflict_m
         # Per (arm, n-th grasp): the keypoint shift of the grasp's mapping (None: at no keypoint).
         self._shifts: dict[tuple[int, int], np.ndarray | None] = {}
         # Per arm, its demonstrated carries in order: (grasp keyframe, release keyframe or None).
@@ -214,12 +223,16 @@ class DemonstrationTargets:
         return self.target.copy(), self.held | self.aimed
 
     def observe(self, arm_state: np.ndarray, keypose: np.ndarray) -> None:
-        """With `grasps`: an open arm that held nothing and reports a grasp near its mapped next
-        demonstrated grasp (or near where the registration alone puts it) holds the mapped grasp
-        from the next query on."""
-        for a, mapped in self._mapped.items():
-            if not self.aimed[a] and keypose[a, 3] < self.open_threshold:
-                self.aimed[a] = self._near(keypose[a, :2], mapped, self._registered[a])
+        """With `grasps`: an open arm that reports a grasp near its mapped next demonstrated grasp
+        (or near where the registration alone puts it) holds the mapped grasp from the next query
+        on. When both open arms report grasps within `conflict_m` of each other, the policy has sent
+        both to one point: each holds its own mapped grasp (the demonstration says which part each
+        arm takes)."""
+        grasping = {a: keypose[a, :2] for a in self._mapped if keypose[a, 3] < self.open_threshold}
+        for a, xy in grasping.items():
+            self.aimed[a] |= self._near(xy, self._mapped[a], self._registered[a])
+        if len(grasping) == 2 and np.linalg.norm(grasping[0] - grasping[1]) < self.conflict_m:
+            self.aimed[:] = True
         for arm, point in self._mapped.items():
             if self.aimed[arm]:
                 self.target[arm] = point
