@@ -98,7 +98,9 @@ def test_evaluate_table_of_a_folder_without_a_summary_says_so(tmp_path, capsys):
 def test_evaluate_refuses_a_regrasp_guard_that_is_not_a_distance_before_anything_runs(tmp_path, capsys, guard):
     out = tmp_path / "eval"
     assert evaluate.main(["--benchmark", "tiny", "--out", str(out), "--regrasp-guard-m", guard]) == 2
-    assert "--regrasp-guard-m: regrasp_guard_m: expected a finite distance >= 0" in _one_line(capsys.readouterr().err)
+    assert "--regrasp-guard-m: regrasp_guard_m: expected a finite number >= 0 (metres, 0: off)" in _one_line(
+        capsys.readouterr().err
+    )
     assert not out.exists()
 
 
@@ -107,7 +109,7 @@ def test_evaluate_refuses_a_grasp_refinement_that_is_not_a_distance_before_anyth
     out = tmp_path / "eval"
     assert evaluate.main(["--benchmark", "tiny", "--out", str(out), "--grasp-refinement-m", window]) == 2
     line = _one_line(capsys.readouterr().err)
-    assert "--grasp-refinement-m: grasp_refinement_m: must be a finite distance >= 0" in line
+    assert "--grasp-refinement-m: grasp_refinement_m: expected a finite number >= 0 (metres)" in line
     assert not out.exists()
 
 

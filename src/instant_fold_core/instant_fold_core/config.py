@@ -14,13 +14,14 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import yaml
 
 from instant_fold_core.errors import ConfigError
 
 T = TypeVar("T")
+R = TypeVar("R", bound="ModelRecipe")
 
 
 def dotted(where: str, key: object) -> str:
@@ -63,6 +64,33 @@ def check_keys(
 def build(kind: type[T], data: Any, where: str = "") -> T:
     """A `kind` dataclass from a mapping (YAML or a checkpoint's JSON): `override(kind(), data)`."""
     return override(kind(), data, where)
+
+
+class ModelRecipe:
+    """Base of a checkpoint's `config.json` (LeRobot's shape): a dataclass of a `name`, the network
+    (`model`) and the run that trained it (`train`), each section validating itself. One place for
+    what the policy's and the keypoint detector's configs both do."""
+
+    #: What an error calls it ("policy config").
+    what: ClassVar[str] = "config"
+    model: Any
+    train: Any
+
+    def validate(self: R) -> R:
+        self.model.validate()
+        self.train.validate()
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls: type[R], data: Any) -> R:
+        """From a nested mapping (a checkpoint's config.json); unknown keys are errors, so typos
+        never pass silently."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"{cls.what}: expected a mapping, got {type(data).__name__}")
+        return build(cls, data).validate()
 
 
 def override(config: T, overrides: Any, where: str = "") -> T:
@@ -152,6 +180,14 @@ def check_numbers(
             value = getattr(config, name)
             if not ok(value):
                 raise ConfigError(f"{dotted(where, name)}: {requirement}, got {value!r}")
+
+
+def at_least_zero(name: str, value: float, unit: str = "metres") -> float:
+    """`value`, when it is a finite number >= 0 (a distance, a wait; 0 often means off); else a
+    ConfigError naming `name` (a NaN would compare False everywhere and switch a check off silently)."""
+    if not (math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{name}: expected a finite number >= 0 ({unit}), got {value!r}")
+    return value
 
 
 def _kind(default: Any) -> str:

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from instant_fold_core.config import Presets, build, check_keys, load_file, override, read_yaml
+from instant_fold_core.config import (
+    ModelRecipe,
+    Presets,
+    at_least_zero,
+    build,
+    check_keys,
+    load_file,
+    override,
+    read_yaml,
+)
 from instant_fold_core.errors import ConfigError, InstantFoldError
 
 
@@ -93,3 +102,40 @@ def test_a_file_overrides_its_preset_or_the_default(tmp_path: Path) -> None:
         load_file(path, presets, Outer)
     path.write_text("")
     assert read_yaml(path) == {}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -0.01])
+def test_a_distance_or_wait_is_finite_and_not_negative(value: float) -> None:
+    """NaN compares False with everything: unchecked, it would switch a guard off silently."""
+    assert at_least_zero("guard_m", 0.0) == 0.0 and at_least_zero("guard_m", 0.25) == 0.25
+    with pytest.raises(ConfigError, match=r"guard_m: expected a finite number >= 0 \(seconds\), got"):
+        at_least_zero("guard_m", value, "seconds")
+
+
+@dataclass
+class _Section:
+    size: int = 1
+
+    def validate(self) -> _Section:
+        if self.size < 1:
+            raise ConfigError("size: must be positive")
+        return self
+
+
+@dataclass
+class _Recipe(ModelRecipe):
+    name: str = "custom"
+    model: _Section = field(default_factory=_Section)
+    train: _Section = field(default_factory=_Section)
+
+
+def test_a_recipe_round_trips_and_validates_each_section() -> None:
+    recipe = _Recipe.from_dict({"name": "mine", "model": {"size": 3}})
+    assert recipe == _Recipe("mine", _Section(3), _Section(1))
+    assert _Recipe.from_dict(recipe.to_dict()) == recipe
+    with pytest.raises(ConfigError, match="size: must be positive"):
+        _Recipe.from_dict({"train": {"size": 0}})
+    with pytest.raises(ConfigError, match="config: expected a mapping, got list"):
+        _Recipe.from_dict([])
+    with pytest.raises(ConfigError, match="model.width"):
+        _Recipe.from_dict({"model": {"width": 2}})

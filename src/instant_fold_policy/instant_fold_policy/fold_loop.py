@@ -40,8 +40,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from instant_fold_core.config import at_least_zero
 from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
-from instant_fold_core.errors import ConfigError
 
 NANOSECONDS = 1_000_000_000
 
@@ -66,10 +66,7 @@ class FoldLoopConfig:
     regrasp_guard_m: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.regrasp_guard_m) and self.regrasp_guard_m >= 0):
-            raise ConfigError(
-                f"regrasp_guard_m: expected a finite distance >= 0 in metres (0: off), got {self.regrasp_guard_m}"
-            )
+        at_least_zero("regrasp_guard_m", self.regrasp_guard_m, "metres, 0: off")
 
 
 @dataclass(frozen=True)

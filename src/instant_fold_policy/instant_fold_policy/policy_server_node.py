@@ -43,7 +43,6 @@ loaded machine never aborts a fold), the monotonic clock otherwise.
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 import time
 
@@ -54,9 +53,10 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.time import Time
 
+from instant_fold_core.config import at_least_zero
 from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
 from instant_fold_core.demonstration import load_demonstration
-from instant_fold_core.errors import ConfigError, InvalidInputError
+from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.paths import resolve_under
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_interfaces.action import ExecuteFold
@@ -111,9 +111,10 @@ class PolicyServerNode(Node):
         )
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)
-        self.controller_wait_s = float(p("controller_wait_s", CONTROLLER_WAIT_S).value)
-        if not (math.isfinite(self.controller_wait_s) and self.controller_wait_s >= 0):  # NaN: wait forever
-            raise ConfigError(f"controller_wait_s: expected finite seconds >= 0, got {self.controller_wait_s}")
+        # NaN would wait forever
+        self.controller_wait_s = at_least_zero(
+            "controller_wait_s", float(p("controller_wait_s", CONTROLLER_WAIT_S).value), "seconds"
+        )
         self.fold_config = FoldLoopConfig(**declare_config(self, "fold", FoldLoopConfig()))
         self.file_roots = declare_file_roots(self, ["."])
         # Guards the running fold loop; observations notify the fold's thread through it.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import time
 import weakref
 from collections.abc import Callable
@@ -19,6 +18,7 @@ import numpy as np
 import torch
 
 from instant_fold_core.checkpoint import checkpoint_id
+from instant_fold_core.config import at_least_zero
 from instant_fold_core.contracts import ActionChunk, KeyframeEvent
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.device import resolve_device
@@ -99,11 +99,9 @@ class PolicyServer:
             )
             #: The registration the event-target strategies map the demonstration with.
             self.registration = ReplayConfig(grasp_refinement_m=grasp_refinement_m)
+            self.grasp_conflict_m = at_least_zero("grasp_conflict_m", grasp_conflict_m)
         except (ValueError, ConfigError) as exc:
             raise PolicyServerError(str(exc)) from None
-        if not (math.isfinite(grasp_conflict_m) and grasp_conflict_m >= 0):
-            raise PolicyServerError(f"grasp_conflict_m: must be a finite distance >= 0, got {grasp_conflict_m}")
-        self.grasp_conflict_m = grasp_conflict_m
         for name, value in (("grasp_refinement_m", grasp_refinement_m), ("keypoints", keypoints)):
             if value and not event_targets.startswith("demonstration"):
                 # Set and silently unused, a results folder would record a mapping that never ran.

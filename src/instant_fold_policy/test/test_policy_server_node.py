@@ -267,4 +267,4 @@ def test_a_controller_wait_that_is_not_finite_seconds_stops_the_node(
     runner = ProcessRunner(graph, env=ros_env, output=out)
     runner.start()
     assert runner.wait() != 0
-    assert "controller_wait_s: expected finite seconds >= 0, got nan" in out.getvalue(), out.getvalue()
+    assert "controller_wait_s: expected a finite number >= 0 (seconds), got nan" in out.getvalue(), out.getvalue()

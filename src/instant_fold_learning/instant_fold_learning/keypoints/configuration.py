@@ -4,11 +4,10 @@ part has: `paper` (the paper's encoder features, D = 256, at the policy's width 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
-from instant_fold_core.config import Presets, build, check_numbers
+from instant_fold_core.config import ModelRecipe, Presets, check_numbers
 from instant_fold_core.errors import ConfigError
 
 
@@ -83,27 +82,13 @@ class KeypointTrainingConfig:
 
 
 @dataclass
-class KeypointDetectorConfig:
+class KeypointDetectorConfig(ModelRecipe):
     """What `KeypointDetector.save_pretrained` writes to `config.json` (and rebuilds from)."""
 
+    what: ClassVar[str] = "keypoint detector config"
     name: str = "custom"
     model: KeypointConfig = field(default_factory=KeypointConfig)
     train: KeypointTrainingConfig = field(default_factory=KeypointTrainingConfig)
-
-    def validate(self) -> KeypointDetectorConfig:
-        self.model.validate()
-        self.train.validate()
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> KeypointDetectorConfig:
-        """From a nested mapping (a checkpoint's config.json); unknown keys are errors."""
-        if not isinstance(data, dict):
-            raise ConfigError(f"keypoint detector config: expected a mapping, got {type(data).__name__}")
-        return build(cls, data).validate()
 
 
 def _cpu_small() -> KeypointDetectorConfig:

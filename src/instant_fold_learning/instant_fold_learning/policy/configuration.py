@@ -8,14 +8,13 @@ checkpoint always rebuilds the exact model that produced it.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
-from instant_fold_core.config import Presets, build, check_numbers, load_file
+from instant_fold_core.config import ModelRecipe, Presets, check_numbers, load_file
 from instant_fold_core.errors import ConfigError
 
 #: Values of `PolicyConfig.demo_alignment`.
@@ -254,28 +253,19 @@ class TrainingConfig:
 
 
 @dataclass
-class InstantFoldPolicyConfig:
+class InstantFoldPolicyConfig(ModelRecipe):
     """Full policy configuration: `model` rebuilds the network, `train` reproduces the run."""
 
+    what: ClassVar[str] = "policy config"
     name: str = "paper"
     model: PolicyConfig = field(default_factory=PolicyConfig)
     train: TrainingConfig = field(default_factory=TrainingConfig)
 
-    def validate(self) -> InstantFoldPolicyConfig:
-        self.model.validate()
-        self.train.validate()
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> InstantFoldPolicyConfig:
-        """Build from a nested dict (a checkpoint's config.json); unknown keys are errors so typos
-        never pass silently. Without a `name` the config is called "custom"."""
-        if not isinstance(data, dict):
-            raise ConfigError(f"policy config: expected a mapping, got {type(data).__name__}")
-        model = data.get("model")
+    def from_dict(cls, data: Any) -> InstantFoldPolicyConfig:
+        """`ModelRecipe.from_dict`, for checkpoints of every version. Without a `name` the config is
+        called "custom"."""
+        model = data.get("model") if isinstance(data, dict) else None
         if isinstance(model, dict) and LEGACY_MODES in model:
             if model.get("conditioning") == "language":
                 raise ConfigError(
@@ -284,7 +274,7 @@ class InstantFoldPolicyConfig:
                 )
             # Demonstration-conditioned checkpoints saved it without using it (v5 and older).
             data = {**data, "model": {k: v for k, v in model.items() if k != LEGACY_MODES}}
-        return build(cls, {"name": "custom", **data}).validate()
+        return super().from_dict({"name": "custom", **data} if isinstance(data, dict) else data)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> InstantFoldPolicyConfig:

@@ -55,6 +55,7 @@ import numpy as np
 import torch
 
 from instant_fold_core.checkpoint import CONFIG_FILE, read_json
+from instant_fold_core.config import at_least_zero
 from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.pick_place import SCRIPTED, SIM_TO_REAL
@@ -108,8 +109,7 @@ class ReplayConfig:
                 raise ConfigError(f"{name}: must be positive, got {getattr(self, name)}")
         if self.feature_weight < 0 or self.iterations < 0:
             raise ConfigError("feature_weight and iterations must not be negative")
-        if not (self.grasp_refinement_m >= 0 and np.isfinite(self.grasp_refinement_m)):
-            raise ConfigError(f"grasp_refinement_m: must be a finite distance >= 0, got {self.grasp_refinement_m}")
+        at_least_zero("grasp_refinement_m", self.grasp_refinement_m)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayConfig:
