@@ -114,6 +114,10 @@ class PlanarRigid:
         out = torch.cat((xy, p[..., 2:]), -1)
         return out.numpy() if is_numpy else out
 
+    def apply_point(self, point: np.ndarray) -> np.ndarray:
+        """One point [3] moved by a single motion (B = 1): where a demonstrated grasp or release lands."""
+        return np.asarray(self.apply(np.asarray(point)[None, None]))[0, 0]
+
     def inverse(self) -> PlanarRigid:
         """The motion back: rotation^T, -rotation^T translation (same residual)."""
         rot_t = self.rotation.transpose(-1, -2)

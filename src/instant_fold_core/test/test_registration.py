@@ -265,3 +265,10 @@ def test_local_shift_needs_tokens_in_its_window_and_valid_arguments():
         local_shift(two, source, valid, source, valid, source[0], radius=0.1)
     with pytest.raises(NonFiniteError):
         local_shift(fit, source, valid, source, valid, torch.tensor([math.nan, 0.0, 1.1]), radius=0.1)
+
+
+def test_one_point_moves_as_in_a_batch():
+    motion = PlanarRigid.from_angle(torch.tensor([math.pi / 2]), torch.tensor([[0.1, -0.2]]))
+    point = np.array([0.3, 0.0, 0.05])
+    np.testing.assert_allclose(motion.apply_point(point), [0.1, 0.1, 0.05], atol=1e-6)
+    np.testing.assert_allclose(motion.apply_point(point), motion.apply(point[None, None])[0, 0])

@@ -94,5 +94,5 @@ def keypoint_shift(
     match = carrier.carry(transform, TokenArrays(demo[0][k], demo[1][k], demo[2][k]), TokenArrays(*cloth), point)
     if match is None:
         return None
-    shift = match.point_xy - np.asarray(transform.apply(point[None, None]))[0, 0, :2]
+    shift = match.point_xy - transform.apply_point(point)[:2]
     return shift if np.linalg.norm(shift) >= carrier.min_shift_m else None

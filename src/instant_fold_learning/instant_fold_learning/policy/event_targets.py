@@ -32,10 +32,11 @@ run the same code. Not in the paper (docs/policy.md, "Event targets").
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from instant_fold_core.registration import PlanarRigid
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_learning.keypoints.mapping import KeypointCarrier, keypoint_shift
 from instant_fold_learning.policy.inference import _array
@@ -47,6 +48,9 @@ from instant_fold_learning.policy.replay import (
     map_release,
     register_keyframe,
 )
+
+#: A cloth's token positions [N, 3], features [N, D] and validity [N], as `replay.map_grasp` takes them.
+ClothArrays = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 #: The strategies a policy server can run (`event_targets`), the default first.
 EVENT_TARGETS = ("policy", "latched", "demonstration_releases", "demonstration")
@@ -237,7 +241,7 @@ class DemonstrationTargets:
             if self.aimed[arm]:
                 self.target[arm] = point
 
-    def _current(self, cloth: TokenArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _current(self, cloth: TokenArrays) -> ClothArrays:
         return (
             np.asarray(cloth.positions, np.float64),
             np.asarray(cloth.features, np.float32),
@@ -250,7 +254,7 @@ class DemonstrationTargets:
         return any(np.linalg.norm(xy - p[:2]) <= self.match_m for p in points)
 
     def _shift(
-        self, a: int, n: int, transform: Any, current: tuple[np.ndarray, np.ndarray, np.ndarray], arm_xy: np.ndarray
+        self, a: int, n: int, transform: PlanarRigid, current: ClothArrays, arm_xy: np.ndarray
     ) -> np.ndarray | None:
         """The keypoint shift of arm `a`'s n-th grasp: found on `current` while the arm is farther
         than `keypoint_latch_m` from where the grasp maps (or when none was found yet), else the one
@@ -260,14 +264,14 @@ class DemonstrationTargets:
         k = self.carries[a][n][0]
         if (a, n) in self._shifts:
             kept = self._shifts[(a, n)]
-            at = np.asarray(transform.apply(self.demo[3][k, a, :3][None, None]))[0, 0, :2]  # the fit's point
+            at = transform.apply_point(self.demo[3][k, a, :3])[:2]  # the fit's point
             if np.linalg.norm(at + (0.0 if kept is None else kept) - arm_xy) <= self.keypoint_latch_m:
                 return kept
         self._shifts[(a, n)] = keypoint_shift(self.keypoints, transform, self.demo, k, a, current)
         return self._shifts[(a, n)]
 
     def _grasp(
-        self, a: int, n: int, transform: Any, current: tuple[np.ndarray, np.ndarray, np.ndarray], arm_xy: np.ndarray
+        self, a: int, n: int, transform: PlanarRigid, current: ClothArrays, arm_xy: np.ndarray
     ) -> tuple[tuple[np.ndarray, float], np.ndarray]:
         """Arm `a`'s n-th demonstrated grasp on `current`: as mapped (`map_grasp`'s point and depth
         offset, moved by its keypoint shift when there is one) and as the registration alone maps it
@@ -280,7 +284,7 @@ class DemonstrationTargets:
 
     def _map_grasps(self, cloth: TokenArrays, closed: np.ndarray, arm_state: np.ndarray) -> None:
         current = self._current(cloth)
-        transforms: dict[int, Any] = {}  # per keyframe: a stage of two grasps registers once
+        transforms: dict[int, PlanarRigid] = {}  # per keyframe: a stage of two grasps registers once
         for a in map(int, np.flatnonzero(~closed)):
             n = int(self.grasps[a])
             if n >= len(self.carries[a]):

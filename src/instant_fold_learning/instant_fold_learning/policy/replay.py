@@ -227,7 +227,7 @@ def map_grasp(
     (the release itself goes through `transform`: where a part is laid down is read from the
     garment as a whole)."""
     demo_point = demo[3][k, arm, :3]
-    mapped = np.asarray(transform.apply(demo_point[None, None]))[0, 0]
+    mapped = transform.apply_point(demo_point)
     if shift_xy is not None:
         mapped[:2] += shift_xy
     elif cfg.grasp_refinement_m > 0:
@@ -252,7 +252,7 @@ def map_grasp(
 def map_release(transform: PlanarRigid, depth_offset: float, demo_point: np.ndarray) -> np.ndarray:
     """A demonstrated release position carried through its grasp's registration and depth offset
     (the demonstration's cloth at a release is folded: it is not registered itself)."""
-    mapped = np.asarray(transform.apply(demo_point[None, None]))[0, 0]
+    mapped = transform.apply_point(demo_point)
     return np.array([mapped[0], mapped[1], demo_point[2] + depth_offset])
 
 
