@@ -5,6 +5,8 @@ seeds `episode_seed(seed_base, garment id, k)` for k in `start_ks`), the folding
 into *seen* (the policy trained on them) and *held-out* folds, where each rollout's demonstration
 comes from (the scripted fold of the same garment and context from the start of `demo_k`, a
 different start, as in the paper), the oracle executions per context and the policy's step limit.
+A spec may be a cut of another (`part_of`: fewer garments, starts or folds, nothing else changed):
+it then scores against that spec's oracle bank and reuses its demonstrations, never a copy.
 
 A rollout depends on its start and its demonstration only, so rollouts are keyed by
 (garment, k, demonstrated context); the rows of the table decide what each rollout is scored
@@ -37,6 +39,8 @@ FIELDS = (
     "oracle_runs",
     "max_steps",
 )
+#: Keys a spec may leave out.
+OPTIONAL_FIELDS = ("part_of",)
 
 
 @dataclass(frozen=True)
@@ -77,11 +81,13 @@ class BenchmarkSpec:
     heldout: tuple[Context, ...]
     oracle_runs: int
     max_steps: int
+    #: The spec this one is a cut of (its bank and demonstrations are that spec's), or None.
+    part_of: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchmarkSpec:
         try:
-            check_keys("", data, FIELDS)
+            check_keys("", data, FIELDS, OPTIONAL_FIELDS)
         except ConfigError as exc:
             raise ConfigError(f"benchmark spec: {exc}") from None
         try:
@@ -100,6 +106,7 @@ class BenchmarkSpec:
             heldout,
             int(data["oracle_runs"]),
             int(data["max_steps"]),
+            str(data["part_of"]) if data.get("part_of") else None,
         )
         spec.validate()
         return spec
@@ -120,15 +127,40 @@ class BenchmarkSpec:
         if self.oracle_runs < 2 or self.max_steps < 1:
             raise ConfigError("benchmark spec: oracle_runs must be >= 2 and max_steps >= 1")
 
+    @property
+    def store(self) -> str:
+        """The name the oracle bank and the demonstrations are kept under: the whole spec's for a cut."""
+        return self.part_of or self.name
+
+    def check_cut_of(self, whole: BenchmarkSpec) -> None:
+        """ConfigError unless this spec only leaves out garments, starts or folds of `whole`: then
+        every oracle execution and demonstration it needs is one of `whole`'s."""
+        same = ("preset", "seed_base", "demo_k", "oracle_runs")
+        differ = [f for f in same if getattr(self, f) != getattr(whole, f)]
+        if whole.part_of or differ:
+            why = f"its {differ} differ" if differ else f"that is itself part of {whole.part_of!r}"
+            raise ConfigError(f"benchmark spec {self.name!r}: part_of {whole.name!r}, but {why}")
+        for part, mine, theirs in (
+            ("garments", self.garments, whole.garments),
+            ("start_ks", self.start_ks, whole.start_ks),
+            ("folds", [c.label for c in self.contexts], [c.label for c in whole.contexts]),
+        ):
+            extra = sorted(map(str, set(mine) - set(theirs)))
+            if extra:
+                raise ConfigError(f"benchmark spec {self.name!r}: {part} {extra} are not in {whole.name!r}")
+
     @classmethod
     def load(cls, name_or_path: str) -> BenchmarkSpec:
-        """A spec file, or a name under config/benchmarks/."""
+        """A spec file, or a name under config/benchmarks/; a cut (`part_of`) is checked against its whole."""
         path = Path(name_or_path)
         if not path.is_file():
             path = config_dir() / "benchmarks" / f"{name_or_path}.yaml"
             if not path.is_file():
                 raise ConfigError(f"benchmark {name_or_path!r}: no such file (nor {path})")
-        return cls.from_dict(read_yaml(path, "the benchmark spec"))
+        spec = cls.from_dict(read_yaml(path, "the benchmark spec"))
+        if spec.part_of:
+            spec.check_cut_of(cls.load(spec.part_of))
+        return spec
 
     @property
     def contexts(self) -> tuple[Context, ...]:
@@ -170,4 +202,5 @@ class BenchmarkSpec:
             "heldout": [c.label for c in self.heldout],
             "oracle_runs": self.oracle_runs,
             "max_steps": self.max_steps,
+            **({"part_of": self.part_of} if self.part_of else {}),
         }

@@ -8,7 +8,8 @@
 
 Steps, each resumable (finished work is never redone):
 1. the oracle bank of the benchmark (K noisy scripted executions per start and context;
-   `--bank`, by default the shipped `models/oracle_banks/<name>` or else `data/oracle_banks/<name>`);
+   `--bank`, by default the shipped `models/oracle_banks/<name>` or else `data/oracle_banks/<name>`,
+   where a cut of another spec (`part_of`) is kept under that spec's name);
 2. the demonstrations (the scripted fold of each garment and context from the spec's `demo_k`
    start, cached under `data/benchmark_demos/<name>`), for a demonstration-conditioned policy;
 3. one in-process closed-loop rollout per (start, demonstrated context): `rollouts.jsonl`;
@@ -128,8 +129,8 @@ class RunConfig:
 
 
 def default_bank(spec: BenchmarkSpec) -> Path:
-    shipped = models_dir() / "oracle_banks" / spec.name
-    return shipped if shipped.is_dir() else DATA / "oracle_banks" / spec.name
+    shipped = models_dir() / "oracle_banks" / spec.store
+    return shipped if shipped.is_dir() else DATA / "oracle_banks" / spec.store
 
 
 def demo_path(demo_dir: str | Path, job: RolloutJob) -> Path:
@@ -405,7 +406,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     rollouts: dict[tuple[Init, str], FoldRecord] | None = None
     lines: list[dict[str, Any]] = []
     if checkpoint:
-        demo_dir = Path(args.demo_dir or DATA / "benchmark_demos" / spec.name).resolve()
+        demo_dir = Path(args.demo_dir or DATA / "benchmark_demos" / spec.store).resolve()
         t0 = time.perf_counter()
         if policy_conditioning == "demo":
             need = {demo_path(demo_dir, j): j for j in spec.jobs() if not demo_path(demo_dir, j).is_file()}
@@ -641,7 +642,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--bank",
         default="",
-        help="oracle bank directory (default: the installed models/oracle_banks/<benchmark>, else data/oracle_banks/<benchmark>)",
+        help="oracle bank directory (default: the installed models/oracle_banks/<benchmark>, else "
+        "data/oracle_banks/<benchmark>; a cut's (part_of) under its whole's name)",
     )
     p.add_argument(
         "--grow-bank",
@@ -650,7 +652,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(run k uses noise seed k: they are the first ones of the larger bank)",
     )
     p.add_argument(
-        "--demo-dir", default="", help="demonstration cache directory (default data/benchmark_demos/<benchmark>)"
+        "--demo-dir",
+        default="",
+        help="demonstration cache directory (default data/benchmark_demos/<benchmark>, a cut's under its whole's name)",
     )
     p.add_argument("--max-steps", type=int, default=0, help="policy queries per rollout (default: the spec's)")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (Ray when > 1)")

@@ -106,4 +106,4 @@ def test_the_prose_is_the_measured_one() -> None:
     assert_quoted(
         flat_doc("docs/evaluation.md"), [f"the first 21 of `cpu_sleeve`'s 84 contexts, {minutes} min with 2 workers"]
     )
-    assert_quoted(flat_doc("models/oracle_banks/cpu_quick_sleeve/README.md"), [f"the first 21 took {minutes} min"])
+    assert_quoted(flat_doc("models/oracle_banks/cpu_sleeve/README.md"), [f"the first 21 took {minutes} min"])

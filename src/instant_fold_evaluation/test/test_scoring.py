@@ -10,10 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
+from instant_fold_core.errors import ConfigError
 from instant_fold_core.fold_record import FoldRecord, GraspEpisode, InitInfo
 from instant_fold_evaluation.benchmark import BenchmarkSpec
-from instant_fold_evaluation.evaluate import main, merge_tables, row_labels, tables
+from instant_fold_evaluation.evaluate import default_bank, main, merge_tables, row_labels, tables
 from instant_fold_evaluation.metrics import OracleReference, RolloutScore
 from instant_fold_evaluation.oracle_bank import BankEntry, Family, OracleBank, OracleBankError
 from instant_fold_evaluation.scoring import (
@@ -253,10 +255,9 @@ def test_the_hem_rigid_benchmarks_are_their_namesakes_on_the_sleeve_preset(name:
     preset differs, so their banks can never be mixed with the old ones (a bank records its preset)."""
     spec, old = BenchmarkSpec.load(name), BenchmarkSpec.load(of)
     assert (spec.preset, old.preset) == ("cpu-small-sleeve", "cpu-small")
-    assert dataclasses.replace(spec, name=old.name, preset=old.preset) == old
-    if name == "cpu_quick_sleeve":  # its bank and demonstrations are the full benchmark's first ones
-        full = BenchmarkSpec.load("cpu_sleeve")
-        assert set(spec.bank_keys()) <= set(full.bank_keys()) and set(spec.jobs()) <= set(full.jobs())
+    assert dataclasses.replace(spec, name=old.name, preset=old.preset, part_of=old.part_of) == old
+    if name == "cpu_quick_sleeve":  # its bank and demonstrations are the full benchmark's
+        assert spec.store == "cpu_sleeve" and old.store == "cpu"
 
 
 def _classified(context: str, predicted: str | None) -> RolloutScore:
@@ -277,3 +278,29 @@ def test_primitives_say_which_half_of_a_missed_fold_went_to_a_trained_neighbour(
     text = primitive_table([("p", {"heldout": {"primitives": found}}), ("q", {"seen": {}})])
     assert "| p | – | – | – | 50.0 | 50.0 | 25.0 |" in text and "| q |" not in text
     assert primitive_table([("q", {"seen": {}})]) == ""
+
+
+@pytest.mark.parametrize(("name", "whole"), [("cpu_quick", "cpu"), ("cpu_quick_sleeve", "cpu_sleeve")])
+def test_a_quick_yardstick_scores_against_its_whole_benchmarks_bank(name: str, whole: str):
+    """A cut (`part_of`) keeps no bank or demonstrations of its own: a copy could drift from the
+    executions the full benchmark is scored against."""
+    spec, full = BenchmarkSpec.load(name), BenchmarkSpec.load(whole)
+    assert default_bank(spec) == default_bank(full) and spec.store == whole
+    assert set(spec.bank_keys()) < set(full.bank_keys()) and set(spec.jobs()) < set(full.jobs())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("oracle_runs: 4", r"\['oracle_runs'\] differ"),
+        ("garments: [proc:0, proc:5]", r"garments \['proc:5'\] are not in 'cpu'"),
+        ("seen: [sleeves_down__shoulders_down/S, sleeves_cross__side_fold/LL]", r"folds \['sleeves_cross"),
+        ("part_of: cpu_quick", "itself part of 'cpu'"),
+    ],
+)
+def test_a_cut_that_needs_executions_its_whole_lacks_is_refused(tmp_path, change: str, message: str):
+    data = {**BenchmarkSpec.load("cpu_quick").to_dict(), **yaml.safe_load(change)}
+    path = tmp_path / "cut.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=message):
+        BenchmarkSpec.load(str(path))
