@@ -104,12 +104,13 @@ def test_evaluate_refuses_a_regrasp_guard_that_is_not_a_distance_before_anything
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flag", ["--grasp-refinement-m", "--grasp-conflict-m"])
 @pytest.mark.parametrize("window", ["nan", "-0.1", "inf"])
-def test_evaluate_refuses_a_grasp_refinement_that_is_not_a_distance_before_anything_runs(tmp_path, capsys, window):
+def test_evaluate_refuses_a_grasp_distance_that_is_not_a_distance_before_anything_runs(tmp_path, capsys, flag, window):
     out = tmp_path / "eval"
-    assert evaluate.main(["--benchmark", "tiny", "--out", str(out), "--grasp-refinement-m", window]) == 2
+    assert evaluate.main(["--benchmark", "tiny", "--out", str(out), flag, window]) == 2
     line = _one_line(capsys.readouterr().err)
-    assert "--grasp-refinement-m: grasp_refinement_m: expected a finite number >= 0 (metres)" in line
+    assert f"{flag}: {flag[2:].replace('-', '_')}: expected a finite number >= 0 (metres)" in line
     assert not out.exists()
 
 

@@ -11,7 +11,8 @@ Steps, each resumable (finished work is never redone):
    `--bank`, by default the shipped `models/oracle_banks/<name>` or else `data/oracle_banks/<name>`,
    where a cut of another spec (`part_of`) is kept under that spec's name);
 2. the demonstrations (the scripted fold of each garment and context from the spec's `demo_k`
-   start, cached under `data/benchmark_demos/<name>`), for a demonstration-conditioned policy;
+   start, cached under `data/benchmark_demos/<name>`, a cut's under its whole's), for a
+   demonstration-conditioned policy;
 3. one in-process closed-loop rollout per (start, demonstrated context): `rollouts.jsonl`;
 4. the scores: `scores.jsonl` (every scored fold of every row), `summary.json`, `table.md`
    (rows policy, wrong-demo, oracle in-sample and out-of-sample, do-nothing; seen / held-out
@@ -49,13 +50,13 @@ from tqdm import tqdm
 
 from instant_fold_core.checkpoint import CheckpointError, checkpoint_id
 from instant_fold_core.compute_threads import machine_record
+from instant_fold_core.config import at_least_zero
 from instant_fold_core.errors import ConfigError, InstantFoldError
 from instant_fold_core.fold_record import FoldRecord
 from instant_fold_core.fold_recording import FoldRecording
 from instant_fold_core.parallel import run_jobs
 from instant_fold_evaluation.oracle_bank import BankEntry, BankKey, OracleBank, OracleBankError
 from instant_fold_learning.policy.event_targets import AUTO, EVENT_TARGETS, GRASP_CONFLICT_M
-from instant_fold_learning.policy.replay import ReplayConfig
 from instant_fold_policy.fold_loop import FoldLoopConfig
 from instant_fold_policy.server import PolicyServerError, policy_checkpoint_id
 from instant_fold_ros.bringup_share import models_dir
@@ -334,10 +335,12 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         fold = FoldLoopConfig(home_after_events=args.home_after_events, regrasp_guard_m=args.regrasp_guard_m)
     except ConfigError as exc:
         raise EvaluationError(f"--regrasp-guard-m: {exc}") from None
-    try:
-        ReplayConfig(grasp_refinement_m=args.grasp_refinement_m)
-    except ConfigError as exc:
-        raise EvaluationError(f"--grasp-refinement-m: {exc}") from None
+    for flag in ("--grasp-refinement-m", "--grasp-conflict-m"):
+        name = flag[2:].replace("-", "_")
+        try:
+            at_least_zero(name, getattr(args, name))
+        except ConfigError as exc:
+            raise EvaluationError(f"{flag}: {exc}") from None
     server_cfg = ServerConfig(
         checkpoint,
         encoder,

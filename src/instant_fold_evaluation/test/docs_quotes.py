@@ -48,6 +48,11 @@ def successes(row: dict) -> int:
     return count(row, "csr95")
 
 
+def csr_cell(row: dict) -> str:
+    """A table's C-SR@95 cell: the rate and the successes it counts, "79.4 (50/63)"."""
+    return f"{row['csr95']['mean']:.1f} ({successes(row)}/{row['rollouts']})"
+
+
 def issue_28_bars(
     benchmark: str = "eval_cpu_k10_reference.json", garments: str = "eval_cpu_garments_k10_reference.json"
 ) -> dict[str, float]:

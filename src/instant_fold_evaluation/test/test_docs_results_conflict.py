@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from docs_quotes import assert_quoted, count, doc, flat_doc, issue_28_bars, result, successes
+from docs_quotes import assert_quoted, count, csr_cell, doc, flat_doc, issue_28_bars, result, successes
 from test_docs_results_keypoints import start_subset
 
 #: v6 on one machine (AMD EPYC): (label, CPU benchmark, held-out garments).
@@ -57,9 +57,9 @@ def conflict_table() -> str:
         seen, other = _seen(cpu), _seen(garments)
         wins, _, n = start_subset(result(cpu))
         lines.append(
-            f"| {label} | {seen['ctx_acc']['mean']:.1f} | {seen['csr95']['mean']:.1f} ({successes(seen)}/{seen['rollouts']}) | "
+            f"| {label} | {seen['ctx_acc']['mean']:.1f} | {csr_cell(seen)} | "
             f"{seen['geom']['mean']:.2f} | {100 * seen['events']['grasp 1']['within_5cm']:.1f} | {wins} of {n} | "
-            f"{other['csr95']['mean']:.1f} ({successes(other)}/{other['rollouts']}) | {other['geom']['mean']:.2f} |"
+            f"{csr_cell(other)} | {other['geom']['mean']:.2f} |"
         )
     return "\n".join(lines)
 
@@ -68,7 +68,7 @@ def sleeve_row(label: str, row: dict[str, Any]) -> str:
     first = row["first_grasp"]
     return (
         f"| {label} | {row['ctx_acc']['mean']:.1f} ({count(row, 'ctx_acc')}/{row['rollouts']}) | "
-        f"{row['csr95']['mean']:.1f} ({successes(row)}/{row['rollouts']}) | {row['geom']['mean']:.2f} | "
+        f"{csr_cell(row)} | {row['geom']['mean']:.2f} | "
         f"{100 * first['xy_m']['mean']:.1f} / {100 * first['within_5cm']:.1f} |"
     )
 
@@ -125,9 +125,9 @@ def test_the_prose_is_the_measured_one() -> None:
 def hem_rigid_row(label: str, seen: dict[str, Any], other: dict[str, Any]) -> str:
     first = seen["first_grasp"]
     return (
-        f"| {label} | {seen['ctx_acc']['mean']:.1f} | {seen['csr95']['mean']:.1f} ({successes(seen)}/{seen['rollouts']}) | "
+        f"| {label} | {seen['ctx_acc']['mean']:.1f} | {csr_cell(seen)} | "
         f"{seen['geom']['mean']:.2f} | {100 * first['xy_m']['mean']:.1f} / {100 * first['within_5cm']:.1f} | "
-        f"{other['csr95']['mean']:.1f} ({successes(other)}/{other['rollouts']}) | {other['geom']['mean']:.2f} |"
+        f"{csr_cell(other)} | {other['geom']['mean']:.2f} |"
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from docs_quotes import assert_quoted, counted, doc, flat_doc, result, successes
+from docs_quotes import assert_quoted, counted, csr_cell, doc, flat_doc, result, successes
 
 #: The closed-loop runs of the keypoint carry on the quick yardstick, in the order they were made.
 QUICK_RUNS = (
@@ -160,10 +160,10 @@ def full_table() -> str:
         (wi, wn), (bi, bn) = _split_by_transfer([("cpu", cpu)], "policy")
         events = seen["events"]
         lines.append(
-            f"| {label} | {seen['ctx_acc']['mean']:.1f} | {seen['csr95']['mean']:.1f} ({successes(seen)}/{seen['rollouts']}) | "
+            f"| {label} | {seen['ctx_acc']['mean']:.1f} | {csr_cell(seen)} | "
             f"{seen['geom']['mean']:.2f} | {wi} of {wn} / {bi} of {bn} | "
             f"{100 * events['grasp 1']['within_5cm']:.1f} / {100 * events['grasp 2']['within_5cm']:.1f} | "
-            f"{other['csr95']['mean']:.1f} ({successes(other)}/{other['rollouts']}) | {other['geom']['mean']:.2f} |"
+            f"{csr_cell(other)} | {other['geom']['mean']:.2f} |"
         )
     return "\n".join(lines)
 
