@@ -27,7 +27,9 @@ Method (batched, pure torch, deterministic, no gradients):
    set lacks, drops out once the rest fits, but not while nothing fits yet);
 3. after `coarse_iterations` only each element's best start goes on (the others rarely overtake it
    and cost most of the time); starts are compared on the mean hard nearest-neighbour cost capped
-   at `CAP` token spacings² (a token without counterpart costs the same for every start).
+   at `CAP` token spacings² (a token without counterpart costs the same for every start);
+4. with a `prior` (the previous registration of a fold, `RegistrationTrack`), ICP also runs from
+   the prior, and that fit stays unless step 3's winner costs less than `KEEP_RATIO` x its cost.
 
 Tokens with `valid` False never enter a sum, a nearest-neighbour search or a quantile: their
 positions may be anything, NaN included. `residual` is the geometric fit (root mean square of the
@@ -39,7 +41,9 @@ on one scale.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,6 +74,15 @@ SIGMA_END = 0.05
 
 #: Hypotheses are compared on costs capped at this many squared token spacings (2 spacings).
 CAP = 4.0
+
+#: A registration continued from its stream's previous one (`prior`) is kept unless the search from
+#: the start angles finds a fit whose objective is below this fraction of the continued one's. Why:
+#: a garment whose outline is nearly symmetric (hem about as wide as the shoulders, sleeves lying
+#: along the body) fits about as well turned by 180°, and from one query to the next small changes
+#: of the observation decided which turn won: the mapped grasps jumped between opposite corners
+#: while the arm approached (held-out garment proc_00005, the two fits' objectives within 10 % of
+#: each other; docs/registration.md, "Tracking through a fold").
+KEEP_RATIO = 0.7
 
 
 class RegistrationError(InvalidInputError):
@@ -313,6 +326,8 @@ def register_planar(
     trim: float = 0.8,
     feature_weight: float = DEFAULT_FEATURE_WEIGHT,
     coarse_iterations: int = 2,
+    prior: PlanarRigid | None = None,
+    keep_ratio: float = KEEP_RATIO,
 ) -> PlanarRigid:
     """The rigid planar motion carrying each source cloth onto its target cloth.
 
@@ -326,15 +341,18 @@ def register_planar(
         rotations: start angles, equally spaced over the full turn (1: no rotation).
         trim: fraction of the valid source tokens whose correspondences always count, in (0, 1].
         coarse_iterations: iterations every start angle runs before only each element's best goes on.
+        prior: the previous registration of the same stream (`RegistrationTrack`), one per element:
+            ICP also runs from it, and that fit is kept unless the search from the start angles
+            finds one whose objective is below `keep_ratio` x its own.
 
     Numpy or torch in, a `PlanarRigid` of CPU tensors out (dtype: float64 for float64 positions,
     else float32). Raises `RegistrationError` on bad shapes, arguments or an element without a
     valid token, `NonFiniteError` on a NaN or infinite valid position.
     """
-    if iterations < 0 or rotations < 1 or coarse_iterations < 0 or not 0.0 < trim <= 1.0:
+    if iterations < 0 or rotations < 1 or coarse_iterations < 0 or not 0.0 < trim <= 1.0 or not 0.0 < keep_ratio <= 1.0:
         raise RegistrationError(
-            f"iterations, coarse_iterations >= 0, rotations >= 1, trim in (0, 1]: got {iterations}, "
-            f"{coarse_iterations}, {rotations}, {trim}"
+            f"iterations, coarse_iterations >= 0, rotations >= 1, trim and keep_ratio in (0, 1]: got {iterations}, "
+            f"{coarse_iterations}, {rotations}, {trim}, {keep_ratio}"
         )
     xs, sv = _cloth("source", source_pos, source_valid, None)
     xt, tv = _cloth("target", target_pos, target_valid, xs.shape[0])
@@ -348,7 +366,27 @@ def register_planar(
     rot = _rotation(torch.arange(rotations, dtype=dtype) * (2 * math.pi / rotations)).repeat(b, 1, 1)
     cs = _masked_mean(xs, sv.to(dtype)).repeat_interleave(rotations, 0)
     shift = _masked_mean(xt, tv.to(dtype)).repeat_interleave(rotations, 0) - (rot @ cs[..., None])[..., 0]
-    current, starts = problem.repeat(rotations), rotations
+    rot, shift = _icp(problem, rot, shift, rotations, iterations, coarse_iterations)
+    if prior is not None:
+        if prior.rotation.shape[0] != b:
+            raise RegistrationError(f"prior: expected {b} element(s), got {prior.rotation.shape[0]}")
+        kept_rot, kept_shift = _icp(problem, prior.rotation.to(dtype), prior.translation.to(dtype), 1, iterations, 0)
+        fresh = problem.objective(problem.nearest(rot, shift))
+        kept = problem.objective(problem.nearest(kept_rot, kept_shift))
+        switch = fresh < keep_ratio * kept
+        rot = torch.where(switch[:, None, None], rot, kept_rot)
+        shift = torch.where(switch[:, None], shift, kept_shift)
+    geometric = problem if fcost is None else _Problem.build(xs, sv, xt, tv, None, trim)
+    return PlanarRigid(rot, shift, geometric.residual(geometric.nearest(rot, shift)))
+
+
+def _icp(
+    problem: _Problem, rot: torch.Tensor, shift: torch.Tensor, starts: int, iterations: int, coarse_iterations: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ICP from `starts` consecutive hypotheses per element (rot [P * starts, 2, 2], shift
+    [P * starts, 2]); after `coarse_iterations` only each element's best goes on. Each element's
+    final motion."""
+    current = problem.repeat(starts) if starts > 1 else problem
     for it in range(iterations):
         if it == coarse_iterations and starts > 1:
             rot, shift = _best(current, rot, shift, starts)
@@ -358,8 +396,31 @@ def register_planar(
         rot, shift = _procrustes(current.xs, matched, weight)
     if starts > 1:
         rot, shift = _best(current, rot, shift, starts)
-    geometric = problem if fcost is None else _Problem.build(xs, sv, xt, tv, None, trim)
-    return PlanarRigid(rot, shift, geometric.residual(geometric.nearest(rot, shift)))
+    return rot, shift
+
+
+class RegistrationTrack:
+    """The registrations of one stream of observations (a fold): each continues the stream's
+    previous registration of the same source (`key`, e.g. a demonstration keyframe), or else its
+    latest registration of any source, with `register_planar`'s `prior` (see `KEEP_RATIO` for why).
+
+    A track belongs to one fold: a new fold, with the cloth laid out anew, starts a new track.
+    """
+
+    def __init__(self, keep_ratio: float = KEEP_RATIO) -> None:
+        if not 0.0 < keep_ratio <= 1.0:
+            raise RegistrationError(f"keep_ratio: expected a number in (0, 1], got {keep_ratio}")
+        self.keep_ratio = keep_ratio
+        self._by_key: dict[Hashable, PlanarRigid] = {}
+        self._latest: PlanarRigid | None = None
+
+    def register(self, key: Hashable, *args: Any, **kwargs: Any) -> PlanarRigid:
+        """`register_planar(*args, **kwargs)` continued from this track's prior for `key`; the
+        result becomes the track's prior for `key` and for sources it has not registered yet."""
+        prior = self._by_key.get(key, self._latest)
+        transform = register_planar(*args, prior=prior, keep_ratio=self.keep_ratio, **kwargs)
+        self._by_key[key] = self._latest = transform
+        return transform
 
 
 #: Iterations of `local_shift` (hard nearest neighbours from a fit that is already close).

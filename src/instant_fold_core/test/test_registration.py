@@ -10,7 +10,13 @@ import torch
 
 from instant_fold_core.errors import InvalidInputError, NonFiniteError
 from instant_fold_core.geometry import farthest_point_sampling
-from instant_fold_core.registration import PlanarRigid, RegistrationError, local_shift, register_planar
+from instant_fold_core.registration import (
+    PlanarRigid,
+    RegistrationError,
+    RegistrationTrack,
+    local_shift,
+    register_planar,
+)
 
 N = 64
 
@@ -272,3 +278,72 @@ def test_one_point_moves_as_in_a_batch():
     point = np.array([0.3, 0.0, 0.05])
     np.testing.assert_allclose(motion.apply_point(point), [0.1, 0.1, 0.05], atol=1e-6)
     np.testing.assert_allclose(motion.apply_point(point), motion.apply(point[None, None])[0, 0])
+
+
+def rectangle() -> torch.Tensor:
+    """[1, N, 3] a regular 8 x 8 grid on a 0.5 x 0.3 m rectangle: it fits itself turned by 180°
+    exactly, the limit of a garment whose outline is nearly symmetric."""
+    xs, ys = torch.meshgrid(torch.linspace(0, 0.5, 8), torch.linspace(0, 0.3, 8), indexing="ij")
+    return torch.stack((xs.flatten(), ys.flatten(), torch.full((N,), 1.1)), -1)[None].double()
+
+
+def test_a_prior_keeps_its_turn_of_a_symmetric_cloth():
+    """Both turns of a rectangle fit equally well: continued from a prior, the registration keeps
+    the prior's turn, whichever it is, where a fresh search picks one by chance."""
+    grid, valid = rectangle(), torch.ones(1, N, dtype=torch.bool)
+    gen = torch.Generator().manual_seed(5)
+    truth = PlanarRigid.from_angle(
+        torch.tensor([math.radians(10.0)], dtype=torch.float64), torch.tensor([[0.1, -0.05]])
+    )
+    target = truth.apply(grid) + torch.randn(1, N, 3, generator=gen, dtype=torch.float64) * 0.002
+    for turn in (10.0, 190.0):
+        prior = PlanarRigid.from_angle(
+            torch.tensor([math.radians(turn + 3.0)], dtype=torch.float64), torch.tensor([[0.1, -0.05]])
+        )
+        est = register_planar(grid, valid, target, valid, prior=prior)
+        assert angle_error(est.angle, torch.tensor([math.radians(turn)], dtype=torch.float64)) < math.radians(2.0)
+
+
+def test_a_prior_the_cloth_refutes_is_left():
+    """A prior turned 180° from the truth on a shirt (no symmetry) fits far worse than the fresh
+    search's result, which replaces it."""
+    gen = torch.Generator().manual_seed(6)
+    source, target_tokens = tokens(gen, 1), tokens(gen, 1)
+    truth = random_motion(gen, 1)
+    target = truth.apply(target_tokens)
+    valid = torch.ones(1, N, dtype=torch.bool)
+    wrong = PlanarRigid(-truth.rotation, truth.translation, torch.zeros(1))
+    est = register_planar(source, valid, target, valid, prior=wrong)
+    assert angle_error(est.angle, truth.angle) < math.radians(3.0)
+
+
+def test_a_track_keeps_one_turn_through_resampled_observations():
+    """A symmetric cloth observed again and again with fresh noise: a fresh search each time flips
+    between the two turns; a track keeps the one it found first, for every key."""
+    grid, valid = rectangle(), torch.ones(1, N, dtype=torch.bool)
+    gen = torch.Generator().manual_seed(7)
+    truth = PlanarRigid.from_angle(torch.tensor([0.3], dtype=torch.float64), torch.tensor([[0.05, 0.02]]))
+    observations = [
+        truth.apply(grid) + torch.randn(1, N, 3, generator=gen, dtype=torch.float64) * 0.004 for _ in range(12)
+    ]
+    fresh = [float(register_planar(grid, valid, obs, valid).angle[0]) for obs in observations]
+    track = RegistrationTrack()
+    tracked = [float(track.register(i % 3, grid, valid, obs, valid).angle[0]) for i, obs in enumerate(observations)]
+
+    def turns(angles: list[float]) -> set[int]:
+        return {round(float(angle_error(torch.tensor(a), torch.tensor(angles[0]))) / math.pi) for a in angles}
+
+    assert turns(fresh) == {0, 1}  # the fresh searches flip
+    assert turns(tracked) == {0}
+
+
+def test_prior_and_track_arguments_are_checked():
+    grid, valid = rectangle(), torch.ones(1, N, dtype=torch.bool)
+    two = PlanarRigid.from_angle(torch.zeros(2, dtype=torch.float64), torch.zeros(2, 2))
+    with pytest.raises(RegistrationError, match="prior: expected 1 element"):
+        register_planar(grid, valid, grid, valid, prior=two)
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(RegistrationError, match="keep_ratio"):
+            register_planar(grid, valid, grid, valid, keep_ratio=bad)
+        with pytest.raises(RegistrationError, match="keep_ratio"):
+            RegistrationTrack(bad)

@@ -118,6 +118,18 @@ def test_with_grasps_an_arm_aiming_near_its_demonstrated_grasp_holds_the_mapped_
     np.testing.assert_allclose(target[0], pos[10] + [0, 0, -0.02], atol=0.01)  # now its release
 
 
+def test_a_folds_mapped_grasps_continue_its_registrations():
+    """Each strategy (one per fold) registers on a track of its own: the grasp keyframe's
+    registration at a query continues the previous query's."""
+    first, second = (DemonstrationTargets(*demonstration_releases_args(), grasps=True) for _ in range(2))
+    assert first.track is not second.track
+    state = arms(HOME[0, :3], True, HOME[1, :3], True)
+    first.targets(CLOTH, state)
+    kept = first.track._by_key[1]  # the first grasp's keyframe
+    first.targets(CLOTH, state)
+    assert first.track._by_key[1] is not kept and not second.track._by_key
+
+
 def test_with_grasps_two_arms_aimed_at_one_point_each_take_their_demonstrated_grasp():
     """Both arms report grasps within `conflict_m` of each other (here both at the right arm's
     demonstrated grasp, a hem corner the left arm cannot share): each holds its own mapped grasp

@@ -123,6 +123,18 @@ def test_grasps_land_on_the_corresponding_current_points():
         assert abs(where[2] - CURRENT_DEPTH) < 0.01  # the current cloth's depth, not the demonstration's
 
 
+def test_a_fold_continues_its_registrations_and_a_load_starts_afresh():
+    """Each query's registration continues the fold's track; a demonstration load (a new fold)
+    starts a new one."""
+    pos, feat, valid = current_cloth()
+    runner = replay()
+    runner.predict(pos, feat, HOME.copy(), valid)
+    track = runner._track
+    assert set(track._by_key) == {1}  # the first stage's grasp keyframe
+    runner.load_demonstration(*demonstration())
+    assert runner._track is not track and not runner._track._by_key
+
+
 def test_grasp_refinement_moves_the_mapped_grasp_by_the_local_fit():
     """`grasp_refinement_m` > 0: the mapped grasp is the rigid fit's plus `local_shift` around the
     demonstrated grasp (its own test: tests of `instant_fold_core.registration`); 0: the rigid

@@ -36,7 +36,7 @@ from typing import Protocol
 
 import numpy as np
 
-from instant_fold_core.registration import PlanarRigid
+from instant_fold_core.registration import PlanarRigid, RegistrationTrack
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_learning.keypoints.mapping import KeypointCarrier, keypoint_shift
 from instant_fold_learning.policy.inference import _array
@@ -149,7 +149,8 @@ class DemonstrationTargets:
     With `grasps`, an open arm's grasp is held too: once a query reports a grasp target within
     `match_m` of where the arm's next demonstrated grasp maps onto the current cloth, or both arms'
     grasp targets within `conflict_m` of each other, the arm holds that mapped point (registered
-    again at every query) until the grasp is measured; a grasp the policy aims elsewhere stays its own.
+    again at every query, continuing the fold's previous registration: `track`) until the grasp is
+    measured; a grasp the policy aims elsewhere stays its own.
 
     With a keypoint detector (`keypoints`), a demonstrated grasp made at a named keypoint maps to
     that keypoint of the current cloth (`keypoints.mapping`) instead of where the registration puts
@@ -168,13 +169,16 @@ class DemonstrationTargets:
         keypoints: KeypointCarrier | None = None,
         keypoint_latch_m: float = KEYPOINT_LATCH_M,
         conflict_m: float = GRASP_CONFLICT_M,
+        track: RegistrationTrack | None = None,
     ) -> None:
         """`demo`: the demonstration's tokens per keyframe (positions [K, N, 3], features [K, N, D],
         validity [K, N]); `demo_arm_state` [K, 2, 4]; `registration`: the registration's settings
         (registration replay's by default); `keypoints`: carry grasps made at a keypoint to that
         keypoint of the current cloth (`keypoints.mapping.keypoint_shift`), the shift found anew at
         each query until the arm comes within `keypoint_latch_m` of the grasp, then kept;
-        `conflict_m`: two grasps aimed this close are one point (`observe`)."""
+        `conflict_m`: two grasps aimed this close are one point (`observe`); `track`: the fold's
+        registrations (`registration.RegistrationTrack`: each continues the previous one; default: a
+        new one, as a strategy belongs to one fold)."""
         state = np.asarray(demo_arm_state, np.float64)
         self.demo = (
             np.asarray(demo.positions, np.float64),
@@ -189,6 +193,7 @@ class DemonstrationTargets:
         self.keypoints = keypoints
         self.keypoint_latch_m = keypoint_latch_m
         self.conflict_m = conflict_m
+        self.track = track or RegistrationTrack()
         # Per (arm, n-th grasp): the keypoint shift of the grasp's mapping (None: at no keypoint).
         self._shifts: dict[tuple[int, int], np.ndarray | None] = {}
         # Per arm, its demonstrated carries in order: (grasp keyframe, release keyframe or None).
@@ -291,7 +296,7 @@ class DemonstrationTargets:
                 continue
             k = self.carries[a][n][0]
             if k not in transforms:
-                transforms[k] = register_keyframe(self.cfg, self.demo, k, current)
+                transforms[k] = register_keyframe(self.cfg, self.demo, k, current, self.track)
             arm_xy = np.asarray(arm_state[a, :2], np.float64)
             (self._mapped[a], _), self._registered[a] = self._grasp(a, n, transforms[k], current, arm_xy)
             if self.aimed[a]:
@@ -305,7 +310,7 @@ class DemonstrationTargets:
         grasp_k, release_k = self.carries[a][n]
         assert release_k is not None
         current = self._current(cloth)
-        transform = register_keyframe(self.cfg, self.demo, grasp_k, current)
+        transform = register_keyframe(self.cfg, self.demo, grasp_k, current, self.track)
         (grasp, depth_offset), registered = self._grasp(
             a, n, transform, current, np.asarray(grasped_at, np.float64)[:2]
         )

@@ -44,6 +44,7 @@ together. "Up" is -z: the camera looks down at the table. Each chunk samples the
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -59,7 +60,13 @@ from instant_fold_core.config import at_least_zero
 from instant_fold_core.contracts import ActionChunk
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.pick_place import SCRIPTED, SIM_TO_REAL
-from instant_fold_core.registration import DEFAULT_FEATURE_WEIGHT, PlanarRigid, local_shift, register_planar
+from instant_fold_core.registration import (
+    DEFAULT_FEATURE_WEIGHT,
+    PlanarRigid,
+    RegistrationTrack,
+    local_shift,
+    register_planar,
+)
 from instant_fold_learning.policy.inference import Array, PolicyInputError, _array, checked_cloth
 
 #: `config.json` "variant" of a registration-replay checkpoint directory.
@@ -184,13 +191,16 @@ def register_keyframe(
     demo: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     k: int,
     cloth: tuple[np.ndarray, np.ndarray, np.ndarray],
+    track: RegistrationTrack | None = None,
 ) -> PlanarRigid:
     """The rigid planar registration of demonstration keyframe `k` (`demo`: positions, features,
-    validity, arm states of all keyframes) onto the current `cloth` (positions, features, validity)."""
+    validity, arm states of all keyframes) onto the current `cloth` (positions, features, validity),
+    continued from the fold's previous registrations when its `track` is given."""
     demo_pos, _, demo_val, _ = demo
     pos, _, val = cloth
     demo_feat, feat = registered_features(cfg, demo, k, cloth)
-    return register_planar(
+    register = register_planar if track is None else functools.partial(track.register, k)
+    return register(
         demo_pos[k][None],
         demo_val[k][None],
         pos[None],
@@ -324,6 +334,7 @@ class RegistrationReplay:
         self._stage = 0
         self._switched = False  # the current stage's gripper switch was commanded
         self._arms = [_Arm(), _Arm()]
+        self._track = RegistrationTrack()
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, step_duration: float | None = None) -> RegistrationReplay:
@@ -345,6 +356,7 @@ class RegistrationReplay:
         self._stages = demo_stages(state)
         self._stage, self._switched = 0, False
         self._arms = [_Arm(), _Arm()]
+        self._track = RegistrationTrack()
 
     def load_instruction(self, text: str) -> None:
         raise PolicyInputError(f"registration replay replays a demonstration and reads no instruction ({text!r})")
@@ -377,7 +389,9 @@ class RegistrationReplay:
         generator: torch.Generator | None = None,
     ) -> ActionChunk:
         """One query: [N, 3] positions, [N, D] features, [2, 4] measured arm states -> an ABSOLUTE
-        chunk; `generator` is accepted for the runner interface (nothing here is random)."""
+        chunk; `generator` is accepted for the runner interface (nothing here is random). Its
+        registrations continue the fold's previous ones (`RegistrationTrack`, started afresh by every
+        `load_demonstration`)."""
         if self._demo is None:
             raise PolicyInputError("no demonstration loaded: call load_demonstration() first")
         cloth = cloth_arrays(self.cfg, "", cloth_positions, cloth_features, cloth_valid, ())
@@ -447,7 +461,7 @@ class RegistrationReplay:
         if not grasping:
             return
         assert self._demo is not None
-        transform = register_keyframe(self.cfg, self._demo, stage.keyframe, cloth)
+        transform = register_keyframe(self.cfg, self._demo, stage.keyframe, cloth, self._track)
         for a in grasping:
             arm = self._arms[a]
             arm.target, arm.depth_offset = map_grasp(self.cfg, transform, self._demo, stage.keyframe, a, cloth)
