@@ -349,11 +349,12 @@ def register_planar(
     else float32). Raises `RegistrationError` on bad shapes, arguments or an element without a
     valid token, `NonFiniteError` on a NaN or infinite valid position.
     """
-    if iterations < 0 or rotations < 1 or coarse_iterations < 0 or not 0.0 < trim <= 1.0 or not 0.0 < keep_ratio <= 1.0:
+    if iterations < 0 or rotations < 1 or coarse_iterations < 0 or not 0.0 < trim <= 1.0:
         raise RegistrationError(
-            f"iterations, coarse_iterations >= 0, rotations >= 1, trim and keep_ratio in (0, 1]: got {iterations}, "
-            f"{coarse_iterations}, {rotations}, {trim}, {keep_ratio}"
+            f"iterations, coarse_iterations >= 0, rotations >= 1, trim in (0, 1]: got {iterations}, "
+            f"{coarse_iterations}, {rotations}, {trim}"
         )
+    _check_keep_ratio(keep_ratio)
     xs, sv = _cloth("source", source_pos, source_valid, None)
     xt, tv = _cloth("target", target_pos, target_valid, xs.shape[0])
     dtype = torch.float64 if xs.dtype == torch.float64 else torch.float32
@@ -378,6 +379,13 @@ def register_planar(
         shift = torch.where(switch[:, None], shift, kept_shift)
     geometric = problem if fcost is None else _Problem.build(xs, sv, xt, tv, None, trim)
     return PlanarRigid(rot, shift, geometric.residual(geometric.nearest(rot, shift)))
+
+
+def _check_keep_ratio(keep_ratio: float) -> float:
+    """`keep_ratio`, refused (`RegistrationError`) unless in (0, 1] (NaN included)."""
+    if not 0.0 < keep_ratio <= 1.0:
+        raise RegistrationError(f"keep_ratio: expected a number in (0, 1], got {keep_ratio}")
+    return keep_ratio
 
 
 def _icp(
@@ -408,9 +416,7 @@ class RegistrationTrack:
     """
 
     def __init__(self, keep_ratio: float = KEEP_RATIO) -> None:
-        if not 0.0 < keep_ratio <= 1.0:
-            raise RegistrationError(f"keep_ratio: expected a number in (0, 1], got {keep_ratio}")
-        self.keep_ratio = keep_ratio
+        self.keep_ratio = _check_keep_ratio(keep_ratio)
         self._by_key: dict[Hashable, PlanarRigid] = {}
         self._latest: PlanarRigid | None = None
 

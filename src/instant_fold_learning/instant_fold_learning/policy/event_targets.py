@@ -169,16 +169,14 @@ class DemonstrationTargets:
         keypoints: KeypointCarrier | None = None,
         keypoint_latch_m: float = KEYPOINT_LATCH_M,
         conflict_m: float = GRASP_CONFLICT_M,
-        track: RegistrationTrack | None = None,
     ) -> None:
         """`demo`: the demonstration's tokens per keyframe (positions [K, N, 3], features [K, N, D],
         validity [K, N]); `demo_arm_state` [K, 2, 4]; `registration`: the registration's settings
         (registration replay's by default); `keypoints`: carry grasps made at a keypoint to that
         keypoint of the current cloth (`keypoints.mapping.keypoint_shift`), the shift found anew at
         each query until the arm comes within `keypoint_latch_m` of the grasp, then kept;
-        `conflict_m`: two grasps aimed this close are one point (`observe`); `track`: the fold's
-        registrations (`registration.RegistrationTrack`: each continues the previous one; default: a
-        new one, as a strategy belongs to one fold)."""
+        `conflict_m`: two grasps aimed this close are one point (`observe`). A strategy belongs to
+        one fold, so it keeps the fold's registrations (`track`: each continues the previous one)."""
         state = np.asarray(demo_arm_state, np.float64)
         self.demo = (
             np.asarray(demo.positions, np.float64),
@@ -193,7 +191,7 @@ class DemonstrationTargets:
         self.keypoints = keypoints
         self.keypoint_latch_m = keypoint_latch_m
         self.conflict_m = conflict_m
-        self.track = track or RegistrationTrack()
+        self.track = RegistrationTrack()
         # Per (arm, n-th grasp): the keypoint shift of the grasp's mapping (None: at no keypoint).
         self._shifts: dict[tuple[int, int], np.ndarray | None] = {}
         # Per arm, its demonstrated carries in order: (grasp keyframe, release keyframe or None).
