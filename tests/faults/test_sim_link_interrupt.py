@@ -31,7 +31,7 @@ def test_an_interrupted_connect_leaves_no_link_thread_or_node(ros_env: dict[str,
         link = SimLink(connect_timeout_s=60.0)
         with pytest.raises(KeyboardInterrupt):
             link.connect()
-        assert link._thread is None and link._node is None and link._executor is None
+        assert link._spinner is None and link._node is None
         assert not [t for t in threading.enumerate() if t.name == "sim_driver_link"]
     finally:
         rclpy.try_shutdown()

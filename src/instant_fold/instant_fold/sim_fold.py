@@ -44,7 +44,7 @@ from instant_fold_core.output_dir import OutputDirError, claimed_output_dir, mak
 from instant_fold_ros.bringup_share import models_dir
 from instant_fold_ros.dds_profile import use_project_dds_profile
 from instant_fold_ros.graph_spec import GraphSpec
-from instant_fold_ros.node_main import spin_until_shutdown
+from instant_fold_ros.node_main import ExecutorThread
 from instant_fold_ros.recording_tap import RecordingTap
 from instant_fold_ros.standins.process_runner import ProcessRunner
 
@@ -369,7 +369,7 @@ def run_fold(args: argparse.Namespace) -> dict:
         node = rclpy.create_node("sim_fold")
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        spinner = threading.Thread(target=spin_until_shutdown, args=(executor,), daemon=True)
+        spinner = ExecutorThread(executor, "sim_fold")
         spinner.start()
         try:
             probe = LatencyProbe()
@@ -439,8 +439,7 @@ def run_fold(args: argparse.Namespace) -> dict:
                     recording, outcome, f"{fold_result.message} ({fold_result.steps} queries)", sim_metrics
                 )
         finally:
-            executor.shutdown(timeout_sec=2)
-            node.destroy_node()
+            spinner.stop(node)
             rclpy.try_shutdown()
             code = runner.shutdown()
     outputs = {}

@@ -42,24 +42,50 @@ def is_shutdown_error(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and not rclpy.ok()  # RCLError is a RuntimeError
 
 
-def spin_until_shutdown(executor) -> None:
-    """Spin in a helper thread until the context is shut down, without a traceback on Ctrl-C."""
-    try:
-        executor.spin()
-    except (ExternalShutdownException, RuntimeError) as exc:
-        if not is_shutdown_error(exc):
-            raise
+class ExecutorThread:
+    """An executor spun on a thread of its own until `stop()` or the context's shutdown (Ctrl-C).
 
+    Why not `executor.spin()` ended by `executor.shutdown()` from the stopping thread: shutdown
+    destroys the executor's guard conditions while the spinning thread may still wait on a wait
+    set that holds them (ros2/rclpy#968, open). After Ctrl-C it segfaulted the controller in a CI
+    run (2026-11-28), and 5 of 210 processes that closed a side node after SIGINT on a loaded
+    development machine (none unloaded). This thread waits in short spins, leaves when asked (woken
+    at once), and the executor is shut down only after it has left.
+    """
 
-def stop_spinning(executor, thread: threading.Thread | None, node: Node | None) -> None:
-    """Shut `executor` down, wait for `thread` (which spins it; never started is fine) to end, then
-    destroy `node`; a node whose thread still runs after that is left to the process's end instead:
-    destroying a node that another thread spins is a known crash of rclpy (ros2/rclpy#663, a segfault)."""
-    executor.shutdown(timeout_sec=1.0)
-    if thread is not None and thread.is_alive():
-        thread.join(timeout=2.0)
-    if node is not None and not (thread is not None and thread.is_alive()):
-        node.destroy_node()
+    def __init__(self, executor: SingleThreadedExecutor | MultiThreadedExecutor, name: str) -> None:
+        self.executor = executor
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _spin(self) -> None:
+        try:
+            while not self._stop.is_set() and self.executor.context.ok():
+                self.executor.spin_once(timeout_sec=SPIN_PERIOD_S)
+        except (ExternalShutdownException, RuntimeError) as exc:
+            if not is_shutdown_error(exc):
+                raise
+
+    def stop(self, node: Node | None = None) -> None:
+        """End the thread (never started is fine), then shut the executor down and destroy `node`.
+        A callback still running after 2 s keeps its thread: executor and node are then left to
+        the process's end, since destroying a node that another thread spins is a known crash of
+        rclpy (ros2/rclpy#663, a segfault)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self.executor.wake()  # out of its wait now, not after SPIN_PERIOD_S
+            self._thread.join(timeout=2.0)
+            if self._thread.is_alive():
+                return
+        self.executor.shutdown(timeout_sec=1.0)
+        if node is not None:
+            node.destroy_node()
 
 
 def wait_for_future(future, timeout_s: float) -> bool:
@@ -94,15 +120,15 @@ class SideNode:
             else MultiThreadedExecutor(num_threads=threads, context=owner.context)
         )
         self._executor.add_node(self.node)
-        self._thread = threading.Thread(target=spin_until_shutdown, args=(self._executor,), name=suffix, daemon=True)
+        self._spinner = ExecutorThread(self._executor, suffix)
 
     def start(self) -> None:
-        self._thread.start()
+        self._spinner.start()
 
     def close(self) -> None:
-        """Stop spinning, destroy the node (`stop_spinning`: a callback still running leaves both
-        to end with the process)."""
-        stop_spinning(self._executor, self._thread, self.node)
+        """Stop spinning, destroy the node (`ExecutorThread.stop`: a callback still running leaves
+        both to end with the process)."""
+        self._spinner.stop(self.node)
 
 
 def run_node(factory: Callable[[], Node], args: Sequence[str] | None = None, threads: int = 1) -> int:

@@ -32,7 +32,7 @@ from rclpy.node import Node
 from instant_fold_control.config import RobotConfig
 from instant_fold_control.drivers.base import DriverConnectionError, DriverError, RobotDrivers
 from instant_fold_interfaces.srv import SimStep
-from instant_fold_ros.node_main import spin_until_shutdown, stop_spinning
+from instant_fold_ros.node_main import ExecutorThread
 
 from .sim_arms import SimLinkBase, sim_robot
 
@@ -60,8 +60,7 @@ class SimLink(SimLinkBase):
         self.connect_timeout_s = connect_timeout_s
         self._node: Node | None = None
         self._client: Any = None
-        self._executor: SingleThreadedExecutor | None = None
-        self._thread: threading.Thread | None = None
+        self._spinner: ExecutorThread | None = None
         self._lock = threading.Lock()
 
     def _open(self) -> None:
@@ -69,10 +68,10 @@ class SimLink(SimLinkBase):
         # Not the process's global arguments: those rename every node to the controller's name.
         node = self._node = rclpy.create_node("sim_driver_link", use_global_arguments=False)
         self._client = node.create_client(SimStep, self.service)
-        self._executor = SingleThreadedExecutor()
-        self._executor.add_node(node)
-        self._thread = threading.Thread(target=self._spin, name="sim_driver_link", daemon=True)
-        self._thread.start()
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        self._spinner = ExecutorThread(executor, "sim_driver_link")
+        self._spinner.start()
         try:
             ready = self._client.wait_for_service(timeout_sec=wait_s)
         except BaseException:
@@ -87,11 +86,6 @@ class SimLink(SimLinkBase):
             raise DriverConnectionError(
                 f"sim driver: no simulator answers on '{self.service}' after {wait_s:g} s (is the sim node running?)"
             )
-
-    def _spin(self) -> None:
-        # Ctrl-C shuts the process's context down before the controller closes its drivers.
-        if self._executor is not None:
-            spin_until_shutdown(self._executor)
 
     def _exchange(self, until: float) -> tuple[np.ndarray, float]:
         if self._client is None:
@@ -151,10 +145,10 @@ class SimLink(SimLinkBase):
         return answered[0]
 
     def _close(self) -> None:
-        """Stop the executor thread, then destroy the node (`stop_spinning`)."""
-        if self._executor is not None:
-            stop_spinning(self._executor, self._thread, self._node)
-        self._node = self._client = self._executor = self._thread = None
+        """Stop the executor thread, then destroy the node (`ExecutorThread.stop`)."""
+        if self._spinner is not None:
+            self._spinner.stop(self._node)
+        self._node = self._client = self._spinner = None
 
 
 def make_robot(config: RobotConfig) -> RobotDrivers:
