@@ -104,7 +104,7 @@ def test_evaluate_refuses_a_regrasp_guard_that_is_not_a_distance_before_anything
     assert not out.exists()
 
 
-@pytest.mark.parametrize("flag", ["--grasp-refinement-m", "--grasp-conflict-m"])
+@pytest.mark.parametrize("flag", ["--grasp-refinement-m", "--grasp-conflict-m", "--grasp-match-m"])
 @pytest.mark.parametrize("window", ["nan", "-0.1", "inf"])
 def test_evaluate_refuses_a_grasp_distance_that_is_not_a_distance_before_anything_runs(tmp_path, capsys, flag, window):
     out = tmp_path / "eval"

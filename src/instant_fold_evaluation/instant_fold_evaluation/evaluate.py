@@ -56,7 +56,7 @@ from instant_fold_core.fold_record import FoldRecord
 from instant_fold_core.fold_recording import FoldRecording
 from instant_fold_core.parallel import run_jobs
 from instant_fold_evaluation.oracle_bank import BankEntry, BankKey, OracleBank, OracleBankError
-from instant_fold_learning.policy.event_targets import AUTO, EVENT_TARGETS, GRASP_CONFLICT_M
+from instant_fold_learning.policy.event_targets import AUTO, EVENT_TARGETS, GRASP_CONFLICT_M, GRASP_MATCH_M
 from instant_fold_policy.fold_loop import FoldLoopConfig
 from instant_fold_policy.server import PolicyServerError, policy_checkpoint_id
 from instant_fold_ros.bringup_share import models_dir
@@ -109,6 +109,7 @@ class ServerConfig:
     grasp_refinement_m: float = 0.0  # docs/registration.md, "Local refinement"
     keypoints: str = ""  # a keypoint detector (docs/registration.md, "Grasps carried by keypoints")
     grasp_conflict_m: float = GRASP_CONFLICT_M  # docs/policy.md, "Event targets"
+    grasp_match_m: float = GRASP_MATCH_M  # docs/policy.md, "Event targets"
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ def _server(cfg: ServerConfig):
         grasp_refinement_m=cfg.grasp_refinement_m,
         keypoint_detector=cfg.keypoints or None,
         grasp_conflict_m=cfg.grasp_conflict_m,
+        grasp_match_m=cfg.grasp_match_m,
     )
 
 
@@ -335,7 +337,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         fold = FoldLoopConfig(home_after_events=args.home_after_events, regrasp_guard_m=args.regrasp_guard_m)
     except ConfigError as exc:
         raise EvaluationError(f"--regrasp-guard-m: {exc}") from None
-    for flag in ("--grasp-refinement-m", "--grasp-conflict-m"):
+    for flag in ("--grasp-refinement-m", "--grasp-conflict-m", "--grasp-match-m"):
         name = flag[2:].replace("-", "_")
         try:
             at_least_zero(name, getattr(args, name))
@@ -350,6 +352,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         args.grasp_refinement_m,
         keypoints,
         args.grasp_conflict_m,
+        args.grasp_match_m,
     )
     fingerprint: dict[str, Any] = {"benchmark": spec.to_dict()}
     if checkpoint:  # load it now: a bad checkpoint is refused before anything is simulated
@@ -376,6 +379,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             fingerprint["keypoints_id"] = checkpoint_id(keypoints)
         if event_targets == "demonstration" and args.grasp_conflict_m:  # runs before 2026-11-28 had none
             fingerprint["grasp_conflict_m"] = args.grasp_conflict_m
+        if event_targets == "demonstration" and args.grasp_match_m != GRASP_MATCH_M:  # as above: only when set
+            fingerprint["grasp_match_m"] = args.grasp_match_m
         if args.sim_backend != "newton":  # rollouts of one simulator are never mixed with another's
             fingerprint["sim_backend"] = args.sim_backend
             if args.sim_backend == "isaac_lab":  # nor one grasp model's with another's
@@ -453,6 +458,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "checkpoint": args.checkpoint or None,
         "encoder": (args.encoder or "models/encoder") if args.checkpoint else None,
         "conditioning": policy_conditioning or None,
+        "seed": args.seed if args.checkpoint else None,  # the flow sampler's (recorded since 2026-11-28)
         "label": args.label,
         "max_steps": max_steps,
         "sim_backend": args.sim_backend,
@@ -462,6 +468,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "regrasp_guard_m": args.regrasp_guard_m,
         "grasp_refinement_m": args.grasp_refinement_m,
         "grasp_conflict_m": args.grasp_conflict_m if event_targets == "demonstration" else None,
+        "grasp_match_m": args.grasp_match_m if event_targets == "demonstration" else None,
         "keypoints": args.keypoints or None,
         **scored,
         "outcomes": outcomes,
@@ -715,6 +722,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="demonstration event targets: two grasps the policy aims nearer than this (x, y, metres) to each other "
         "send each arm to its own demonstrated grasp (the policy server's grasp_conflict_m; 0: off, as every run "
         f'before 2026-11-28; default {GRASP_CONFLICT_M}; docs/policy.md, "Event targets")',
+    )
+    p.add_argument(
+        "--grasp-match-m",
+        type=float,
+        default=GRASP_MATCH_M,
+        help="demonstration event targets: a grasp the policy aims this close (x, y, metres) to where the arm's next "
+        "demonstrated grasp maps onto the cloth is made at that mapped point (the policy server's grasp_match_m; "
+        f'0: never; default {GRASP_MATCH_M}; docs/policy.md, "Event targets")',
     )
     p.add_argument(
         "--grasp-refinement-m",

@@ -30,6 +30,7 @@ from instant_fold_learning.keypoints.mapping import KeypointCarrier
 from instant_fold_learning.keypoints.modeling import KeypointDetector
 from instant_fold_learning.policy.event_targets import (
     GRASP_CONFLICT_M,
+    GRASP_MATCH_M,
     DemonstrationTargets,
     EventTargets,
     ReleaseLatch,
@@ -80,6 +81,7 @@ class PolicyServer:
         grasp_refinement_m: float = 0.0,
         keypoints: KeypointCarrier | None = None,
         grasp_conflict_m: float = GRASP_CONFLICT_M,
+        grasp_match_m: float = GRASP_MATCH_M,
     ) -> None:
         """`event_targets`: where the arms grasp and let go, one of `EVENT_TARGETS` or "auto"
         (`instant_fold_learning.policy.event_targets`; other than "policy" only for a learned policy
@@ -89,7 +91,9 @@ class PolicyServer:
         `keypoints`: the strategy carries a grasp made at a keypoint to that keypoint of the current
         cloth (`instant_fold_learning.keypoints`; None: the registration alone). `grasp_conflict_m`: the
         demonstration strategy sends each arm to its own demonstrated grasp when the policy aims both
-        this close to each other (`DemonstrationTargets.observe`; 0: off)."""
+        this close to each other (`DemonstrationTargets.observe`; 0: off). `grasp_match_m`: the
+        demonstration strategy makes a grasp the policy aims this close to where the arm's next
+        demonstrated grasp maps at that mapped point (`DemonstrationTargets.observe`; 0: never)."""
         from instant_fold_learning.policy.replay import ReplayConfig
 
         cfg = getattr(runner, "cfg", None)
@@ -100,6 +104,7 @@ class PolicyServer:
             #: The registration the event-target strategies map the demonstration with.
             self.registration = ReplayConfig(grasp_refinement_m=grasp_refinement_m)
             self.grasp_conflict_m = at_least_zero("grasp_conflict_m", grasp_conflict_m)
+            self.grasp_match_m = at_least_zero("grasp_match_m", grasp_match_m)
         except (ValueError, ConfigError) as exc:
             raise PolicyServerError(str(exc)) from None
         for name, value in (("grasp_refinement_m", grasp_refinement_m), ("keypoints", keypoints)):
@@ -143,10 +148,11 @@ class PolicyServer:
         grasp_refinement_m: float = 0.0,
         keypoint_detector: str | Path | None = None,
         grasp_conflict_m: float = GRASP_CONFLICT_M,
+        grasp_match_m: float = GRASP_MATCH_M,
     ) -> PolicyServer:
         """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default);
         `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `event_targets`, `grasp_refinement_m`,
-        `grasp_conflict_m`: see `__init__`;
+        `grasp_conflict_m`, `grasp_match_m`: see `__init__`;
         `keypoint_detector`: a `KeypointDetector` directory trained on this encoder's tokens (the
         `keypoints` of `__init__`; None or "": none).
 
@@ -190,6 +196,7 @@ class PolicyServer:
             grasp_refinement_m,
             keypoints,
             grasp_conflict_m,
+            grasp_match_m,
         )
 
     @property
@@ -254,6 +261,7 @@ class PolicyServer:
             grasps=self.event_targets == "demonstration",
             keypoints=self.keypoints,
             conflict_m=self.grasp_conflict_m,
+            match_m=self.grasp_match_m,
         )
 
     @property

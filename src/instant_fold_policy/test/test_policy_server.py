@@ -225,18 +225,23 @@ def test_the_grasp_refinement_reaches_the_fold_strategy_and_must_be_a_distance(a
             )
 
 
-def test_the_grasp_conflict_distance_reaches_the_fold_strategy_and_must_be_a_distance(anchored) -> None:
-    """`grasp_conflict_m` (the node's parameter, evaluate's flag; 0.10 by default) is what every
-    fold's demonstration targets take as one point; not a distance: refused when the server is built."""
-    default = PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration")
-    off = PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration", grasp_conflict_m=0.0)
-    for server, expected in ((default, 0.10), (off, 0.0)):
+@pytest.mark.parametrize(
+    ("name", "attribute", "default"), [("grasp_conflict_m", "conflict_m", 0.10), ("grasp_match_m", "match_m", 0.08)]
+)
+def test_the_grasp_distances_reach_the_fold_strategy_and_must_be_distances(anchored, name, attribute, default) -> None:
+    """`grasp_conflict_m` and `grasp_match_m` (the node's parameters, evaluate's flags) are what every
+    fold's demonstration targets take as one point and as the policy naming the demonstrated grasp;
+    not a distance: refused when the server is built."""
+    made = PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration")
+    zero = PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration", **{name: 0.0})
+    wide = PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration", **{name: 0.3})
+    for server, expected in ((made, default), (zero, 0.0), (wide, 0.3)):
         server.load_demonstration(make_demonstration())
         strategy = server._release_strategy()
-        assert isinstance(strategy, DemonstrationTargets) and strategy.conflict_m == expected
+        assert isinstance(strategy, DemonstrationTargets) and getattr(strategy, attribute) == expected
     for bad in (float("nan"), -0.1, float("inf")):
-        with pytest.raises(PolicyServerError, match="grasp_conflict_m"):
-            PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration", grasp_conflict_m=bad)
+        with pytest.raises(PolicyServerError, match=name):
+            PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration", **{name: bad})
 
 
 def _count_encodings(server: PolicyServer) -> list[int]:

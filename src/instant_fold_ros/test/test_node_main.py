@@ -120,8 +120,9 @@ def test_the_thread_ends_with_the_context(context: Context, executor_type: type)
 @pytest.mark.slow
 def test_side_nodes_stopped_after_sigint_never_crash(tmp_path) -> None:
     """The CI crash, reproduced: a process with a side node gets SIGINT and closes it as run_node
-    does. Before, 5 of 210 such processes died of SIGSEGV on a loaded machine (a rare crash: this
-    test could pass with the old code; the ordering test above is the one that cannot)."""
+    does. Before, 5 of 210 such processes died of SIGSEGV while the fuzz tests ran beside them (a
+    rare crash: this test could pass with the old code; the ordering test above is the one that
+    cannot)."""
     script = tmp_path / "side.py"
     script.write_text(SIGINT_SCRIPT)
     for run in range(30):
