@@ -1,6 +1,6 @@
 """docs/evaluation.md's "The demonstrated grasp taken wherever the policy aims" tables and prose are
 the measured JSONs: v6 with the demonstration event targets taking an arm's demonstrated grasp only
-when the policy aims within 8 cm of it (before) or within 50 cm (the default since 2026-11-28)."""
+when the policy aims within 8 cm of it (the default) or within 50 cm (measured, not adopted)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ TABLES = (
     ),
 )
 
-#: The old starts' further draws: (match 8 cm, match 20 cm, match 50 cm) with `--seed 1` where named.
+#: The old starts' second draws (`--seed 1`: match 8 cm, match 50 cm) and the 20 cm run (seed 0).
 SEED1 = ("eval_cpu_v6_tracked_seed1.json", "eval_cpu_v6_match50_seed1.json")
 MATCH20 = "eval_cpu_v6_match20.json"
 

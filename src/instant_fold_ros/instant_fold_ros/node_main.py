@@ -49,8 +49,9 @@ class ExecutorThread:
     destroys the executor's guard conditions while the spinning thread may still wait on a wait
     set that holds them (ros2/rclpy#968, open). After Ctrl-C it segfaulted the controller in a CI
     run (2026-11-28), and 5 of 210 processes that closed a side node after SIGINT while the fuzz
-    tests ran beside them; with this class none of 960 (300 beside the same tests). This thread waits in short spins, leaves when asked (woken
-    at once), and the executor is shut down only after it has left.
+    tests ran beside them; with this class none of 960 (300 beside the same tests). This thread
+    waits in short spins, leaves when asked (woken at once), and the executor is shut down only
+    after it has left.
     """
 
     def __init__(self, executor: SingleThreadedExecutor | MultiThreadedExecutor, name: str) -> None:
@@ -114,13 +115,13 @@ class SideNode:
             use_global_arguments=False,
             start_parameter_services=False,
         )
-        self._executor: SingleThreadedExecutor | MultiThreadedExecutor = (
+        executor: SingleThreadedExecutor | MultiThreadedExecutor = (
             SingleThreadedExecutor(context=owner.context)
             if threads == 1
             else MultiThreadedExecutor(num_threads=threads, context=owner.context)
         )
-        self._executor.add_node(self.node)
-        self._spinner = ExecutorThread(self._executor, suffix)
+        executor.add_node(self.node)
+        self._spinner = ExecutorThread(executor, suffix)
 
     def start(self) -> None:
         self._spinner.start()
