@@ -163,7 +163,15 @@ def run_rollout(
         world.record(),
         time.perf_counter() - started,
         policy_s,
-        {k: v for k, v in {**controller.safety.counts, "regrasp_guarded": loop.regrasps_guarded}.items() if v},
+        {
+            k: v
+            for k, v in {
+                **controller.safety.counts,
+                "regrasp_guarded": loop.regrasps_guarded,
+                "grasp_gated": loop.grasps_gated,
+            }.items()
+            if v
+        },
     )
 
 

@@ -56,7 +56,13 @@ from instant_fold_core.fold_record import FoldRecord
 from instant_fold_core.fold_recording import FoldRecording
 from instant_fold_core.parallel import run_jobs
 from instant_fold_evaluation.oracle_bank import BankEntry, BankKey, OracleBank, OracleBankError
-from instant_fold_learning.policy.event_targets import AUTO, EVENT_TARGETS, GRASP_CONFLICT_M, GRASP_MATCH_M
+from instant_fold_learning.policy.event_targets import (
+    AUTO,
+    EVENT_TARGETS,
+    FIRST_GRASP_MATCH_M,
+    GRASP_CONFLICT_M,
+    GRASP_MATCH_M,
+)
 from instant_fold_policy.fold_loop import FoldLoopConfig
 from instant_fold_policy.server import PolicyServerError, policy_checkpoint_id
 from instant_fold_ros.bringup_share import models_dir
@@ -110,6 +116,7 @@ class ServerConfig:
     keypoints: str = ""  # a keypoint detector (docs/registration.md, "Grasps carried by keypoints")
     grasp_conflict_m: float = GRASP_CONFLICT_M  # docs/policy.md, "Event targets"
     grasp_match_m: float = GRASP_MATCH_M  # docs/policy.md, "Event targets"
+    first_grasp_match_m: float = FIRST_GRASP_MATCH_M  # docs/policy.md, "Event targets"
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,7 @@ def _server(cfg: ServerConfig):
         keypoint_detector=cfg.keypoints or None,
         grasp_conflict_m=cfg.grasp_conflict_m,
         grasp_match_m=cfg.grasp_match_m,
+        first_grasp_match_m=cfg.first_grasp_match_m,
     )
 
 
@@ -334,10 +342,14 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     max_steps = args.max_steps or spec.max_steps
     policy_conditioning, event_targets = "", args.event_targets
     try:  # refused here, before anything is simulated, not in every rollout's worker
-        fold = FoldLoopConfig(home_after_events=args.home_after_events, regrasp_guard_m=args.regrasp_guard_m)
+        fold = FoldLoopConfig(
+            home_after_events=args.home_after_events,
+            regrasp_guard_m=args.regrasp_guard_m,
+            grasp_gate_m=args.grasp_gate_m,
+        )
     except ConfigError as exc:
-        raise EvaluationError(f"--regrasp-guard-m: {exc}") from None
-    for flag in ("--grasp-refinement-m", "--grasp-conflict-m", "--grasp-match-m"):
+        raise EvaluationError(f"--regrasp-guard-m / --grasp-gate-m: {exc}") from None
+    for flag in ("--grasp-refinement-m", "--grasp-conflict-m", "--grasp-match-m", "--first-grasp-match-m"):
         name = flag[2:].replace("-", "_")
         try:
             at_least_zero(name, getattr(args, name))
@@ -353,6 +365,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         keypoints,
         args.grasp_conflict_m,
         args.grasp_match_m,
+        args.first_grasp_match_m,
     )
     fingerprint: dict[str, Any] = {"benchmark": spec.to_dict()}
     if checkpoint:  # load it now: a bad checkpoint is refused before anything is simulated
@@ -371,6 +384,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             fingerprint["home_after_events"] = True
         if args.regrasp_guard_m:  # only when set, as above
             fingerprint["regrasp_guard_m"] = args.regrasp_guard_m
+        if args.grasp_gate_m:  # only when set, as above
+            fingerprint["grasp_gate_m"] = args.grasp_gate_m
         if event_targets != "policy":  # only when set: the results directories of earlier runs stay resumable
             fingerprint["event_targets"] = event_targets
         if args.grasp_refinement_m:  # only when set, as above
@@ -381,6 +396,9 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             fingerprint["grasp_conflict_m"] = args.grasp_conflict_m
         if event_targets == "demonstration" and args.grasp_match_m != GRASP_MATCH_M:  # as above: only when set
             fingerprint["grasp_match_m"] = args.grasp_match_m
+        # Runs before 2026-11-28 took first grasps with grasp_match_m like the others.
+        if event_targets == "demonstration" and args.first_grasp_match_m != args.grasp_match_m:
+            fingerprint["first_grasp_match_m"] = args.first_grasp_match_m
         if args.sim_backend != "newton":  # rollouts of one simulator are never mixed with another's
             fingerprint["sim_backend"] = args.sim_backend
             if args.sim_backend == "isaac_lab":  # nor one grasp model's with another's
@@ -466,9 +484,11 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "event_targets": event_targets,
         "home_after_events": args.home_after_events,
         "regrasp_guard_m": args.regrasp_guard_m,
+        "grasp_gate_m": args.grasp_gate_m,
         "grasp_refinement_m": args.grasp_refinement_m,
         "grasp_conflict_m": args.grasp_conflict_m if event_targets == "demonstration" else None,
         "grasp_match_m": args.grasp_match_m if event_targets == "demonstration" else None,
+        "first_grasp_match_m": args.first_grasp_match_m if event_targets == "demonstration" else None,
         "keypoints": args.keypoints or None,
         **scored,
         "outcomes": outcomes,
@@ -716,6 +736,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(the fold loop's regrasp_guard_m; 0, the default: off; docs/policy.md)",
     )
     p.add_argument(
+        "--grasp-gate-m",
+        type=float,
+        default=0.0,
+        help="an open arm closes only at chunk steps within this (x, y, metres) of the grasp the chunk's keypose "
+        'reports (the fold loop\'s grasp_gate_m; 0, the default: off; docs/policy.md, "Grasp gate")',
+    )
+    p.add_argument(
         "--grasp-conflict-m",
         type=float,
         default=GRASP_CONFLICT_M,
@@ -730,6 +757,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="demonstration event targets: a grasp the policy aims this close (x, y, metres) to where the arm's next "
         "demonstrated grasp maps onto the cloth is made at that mapped point (the policy server's grasp_match_m; "
         f'0: never; default {GRASP_MATCH_M}; docs/policy.md, "Event targets")',
+    )
+    p.add_argument(
+        "--first-grasp-match-m",
+        type=float,
+        default=FIRST_GRASP_MATCH_M,
+        help="--grasp-match-m for each arm's first grasp of a fold (the policy server's first_grasp_match_m; "
+        f'default {FIRST_GRASP_MATCH_M}; docs/policy.md, "Event targets")',
     )
     p.add_argument(
         "--grasp-refinement-m",

@@ -7,46 +7,26 @@ from __future__ import annotations
 from typing import Any
 
 from docs_quotes import assert_quoted, doc, flat_doc, issue_28_bars, result, successes
-from test_docs_results_tracking import tracking_table
+from test_docs_results_tracking import table_spec, tracking_table
 
 #: As `test_docs_results_tracking.TABLES`: (title, benchmark, held-out garments, references, rows).
 TABLES = (
-    (
-        "old starts",
+    table_spec(
         "cpu",
-        "cpu_garments",
-        ("eval_cpu_k10_reference.json", "eval_cpu_garments_k10_reference.json"),
         (
             ("v6, grasp match 8 cm (the default)", "eval_cpu_v6_tracked.json", "eval_cpu_garments_v6_tracked.json"),
             ("v6, grasp match 50 cm", "eval_cpu_v6_match50.json", "eval_cpu_garments_v6_match50.json"),
-            (
-                "registration replay, tracked",
-                "eval_cpu_registration_replay_tracked.json",
-                "eval_cpu_garments_registration_replay_tracked.json",
-            ),
         ),
     ),
-    (
-        "hem-rigid starts",
+    table_spec(
         "cpu_sleeve",
-        "cpu_garments_sleeve",
-        ("eval_cpu_sleeve_reference.json", "eval_cpu_garments_sleeve_reference.json"),
         (
             (
                 "v6, grasp match 8 cm (the default)",
                 "eval_cpu_sleeve_v6_tracked.json",
                 "eval_cpu_garments_sleeve_v6_tracked.json",
             ),
-            (
-                "v6, grasp match 50 cm",
-                "eval_cpu_sleeve_v6_match50.json",
-                "eval_cpu_garments_sleeve_v6_match50.json",
-            ),
-            (
-                "registration replay, tracked",
-                "eval_cpu_sleeve_registration_replay_tracked.json",
-                "eval_cpu_garments_sleeve_registration_replay_tracked.json",
-            ),
+            ("v6, grasp match 50 cm", "eval_cpu_sleeve_v6_match50.json", "eval_cpu_garments_sleeve_v6_match50.json"),
         ),
     ),
 )

@@ -9,7 +9,7 @@ import pytest
 from test_replay import CURRENT_DEPTH, HOME, D, N, current_cloth, demonstration
 
 from instant_fold_core.tokens import TokenArrays
-from instant_fold_learning.policy.event_targets import DemonstrationTargets, ReleaseLatch
+from instant_fold_learning.policy.event_targets import GRASP_MATCH_M, DemonstrationTargets, ReleaseLatch
 from instant_fold_learning.policy.inference import PolicyInputError
 from instant_fold_learning.policy.replay import ReplayConfig
 
@@ -80,11 +80,16 @@ def test_each_carry_lets_go_where_the_demonstration_did_on_this_cloth():
 
 
 def test_a_grasp_the_demonstration_did_not_make_keeps_the_policys_targets():
-    """A grasp far from the demonstrated one, and one more grasp than the demonstration has, hold
-    nothing; nor does a grasp by an arm that never grasped in the demonstration."""
-    far = demonstration_releases()
-    _, held = far.targets(CLOTH, arms(grasp_at(3) + np.array([0.12, 0.0, 0.0]), False))
+    """A grasp farther than the match distance from the demonstrated one (a first grasp here, with
+    the first grasps' distance set to the others'), and one more grasp than the demonstration has,
+    hold nothing; nor does a grasp by an arm that never grasped in the demonstration. By default a
+    first grasp 12 cm off is still the demonstrated one (`FIRST_GRASP_MATCH_M`)."""
+    off = arms(grasp_at(3) + np.array([0.12, 0.0, 0.0]), False)
+    far = DemonstrationTargets(*demonstration_releases_args(), first_match_m=GRASP_MATCH_M)
+    _, held = far.targets(CLOTH, off)
     assert not held.any()
+    _, held = demonstration_releases().targets(CLOTH, off)
+    np.testing.assert_array_equal(held, [True, False])
     only_left = demonstration_releases(right_moves=False)
     _, held = only_left.targets(CLOTH, arms(HOME[0, :3], True, grasp_at(40), False))
     assert not held.any()
@@ -102,7 +107,7 @@ def test_with_grasps_an_arm_aiming_near_its_demonstrated_grasp_holds_the_mapped_
     demonstrated grasp (mapped onto this cloth) the arm holds the mapped point from the next
     query until the grasp is measured; aimed elsewhere, the policy's own target stays."""
     pos = CLOTH.positions
-    guide = DemonstrationTargets(*demonstration_releases_args(), grasps=True)
+    guide = DemonstrationTargets(*demonstration_releases_args(), grasps=True, first_match_m=GRASP_MATCH_M)
     state = arms(pos[3] + [0, 0, -0.1], True, pos[40] + [0, 0, -0.1], True)
     _, held = guide.targets(CLOTH, state)
     assert not held.any()  # nothing reported yet
@@ -116,6 +121,31 @@ def test_with_grasps_an_arm_aiming_near_its_demonstrated_grasp_holds_the_mapped_
     target, held = guide.targets(CLOTH, arms(pos[3], False, pos[40] + [0, 0, -0.1], True))  # grasped
     np.testing.assert_array_equal(held, [True, False])
     np.testing.assert_allclose(target[0], pos[10] + [0, 0, -0.02], atol=0.01)  # now its release
+
+
+def test_each_arms_first_grasp_takes_the_first_match_distance_and_later_grasps_the_other():
+    """`first_match_m` (here 50 cm) decides whether an arm's first grasp of the fold is the
+    demonstrated one, `match_m` (8 cm) its later grasps: the left arm aimed 15 cm off both its first
+    and its second demonstrated grasp holds the first mapped grasp, not the second."""
+    pos = CLOTH.positions
+    guide = DemonstrationTargets(*demonstration_releases_args(), grasps=True, first_match_m=0.5)
+    away = np.array([0.15, 0.0, 0.0])
+    state = arms(pos[3] + [0, 0, -0.1], True, pos[40] + [0, 0, -0.1], True)
+    guide.targets(CLOTH, state)
+    guide.observe(state, np.array([[*(pos[3] + away), 0.0], [*(pos[40] + away), 0.0]]))
+    target, held = guide.targets(CLOTH, state)
+    np.testing.assert_array_equal(held, [True, True])
+    np.testing.assert_allclose(target[:, :2], pos[[3, 40], :2], atol=0.01)
+    guide.targets(CLOTH, arms(grasp_at(3), False, grasp_at(40), False))
+    state = arms(pos[10], True, pos[50], True)  # both carries let go; the left arm's second grasp is next
+    guide.targets(CLOTH, state)
+    guide.observe(state, np.array([[*(pos[20] + away), 0.0], [*pos[50], 1.0]]))
+    _, held = guide.targets(CLOTH, state)
+    assert not held.any()  # 15 cm is no second grasp's match
+    guide.observe(state, np.array([[*(pos[20] + [0.03, 0.0, 0.0]), 0.0], [*pos[50], 1.0]]))
+    target, held = guide.targets(CLOTH, state)
+    np.testing.assert_array_equal(held, [True, False])
+    np.testing.assert_allclose(target[0, :2], pos[20, :2], atol=0.01)
 
 
 def test_a_folds_mapped_grasps_continue_its_registrations():

@@ -41,7 +41,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from instant_fold_core.config import at_least_zero
-from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
+from instant_fold_core.contracts import ActionChunk, ChunkRepresentation, FoldOutcome, FoldPhase
 
 NANOSECONDS = 1_000_000_000
 
@@ -64,9 +64,14 @@ class FoldLoopConfig:
     #: An arm that let go stays open until it has moved this far (x, y) from where it let go: a
     #: close there picks the cloth it just placed up again (docs/policy.md, "Re-grasp guard"). 0: off.
     regrasp_guard_m: float = 0.0
+    #: An open arm closes only at steps within this (x, y) of the grasp its chunk's keypose reports:
+    #: a close elsewhere grasps whatever cloth lies under the arm on its way (docs/policy.md,
+    #: "Grasp gate"). 0: off; needs chunks that report a keypose.
+    grasp_gate_m: float = 0.0
 
     def __post_init__(self) -> None:
         at_least_zero("regrasp_guard_m", self.regrasp_guard_m, "metres, 0: off")
+        at_least_zero("grasp_gate_m", self.grasp_gate_m, "metres, 0: off")
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,7 @@ class FoldLoop(Generic[Tokens]):
         self._last_open: np.ndarray | None = None
         self._released_at = np.full((2, 2), np.nan)  # per arm: x, y of its last release while guarded
         self.regrasps_guarded = 0  # queries in which the guard held an arm's close open
+        self.grasps_gated = 0  # queries in which the grasp gate held an arm's close open
         self._next_observation_ns = 0
         self._queried_ns = -1  # stamp of the observation the last `Query` answers
         self._waiting_since = now_s
@@ -263,7 +269,7 @@ class FoldLoop(Generic[Tokens]):
         from a fresh measurement."""
         phase = self.phase_after(chunk.keypose)
         if phase is not FoldPhase.RETURNING_HOME:
-            return Steer(self._guard_regrasps(chunk), phase)
+            return Steer(self._gate_grasps(self._guard_regrasps(chunk)), phase)
         assert self._state is not None
         start = self._state[:, :3].astype(np.float64)
         distance = float(np.linalg.norm(self.home - start, axis=1).max())
@@ -289,6 +295,28 @@ class FoldLoop(Generic[Tokens]):
         self.regrasps_guarded += 1
         openness = chunk.openness.copy()
         openness[:, closes] = 1.0
+        return dataclasses.replace(chunk, openness=openness)
+
+    def _gate_grasps(self, chunk: ActionChunk) -> ActionChunk:
+        """`chunk` with the closes of arms measured open held open at the steps whose position is
+        farther than `grasp_gate_m` (x, y) from the grasp the chunk's keypose reports for that arm
+        (every step, when the keypose does not report a grasp for it)."""
+        if self.config.grasp_gate_m <= 0 or chunk.keypose is None or self._state is None:
+            return chunk
+        threshold = self.config.open_threshold
+        positions = np.asarray(chunk.positions, np.float64)
+        if chunk.representation == ChunkRepresentation.DELTA:
+            positions = np.asarray(self._state[:, :3], np.float64)[None] + np.cumsum(positions, axis=0)
+        keypose = np.asarray(chunk.keypose, np.float64)
+        away = np.linalg.norm(positions[:, :, :2] - keypose[None, :, :2], axis=-1) > self.config.grasp_gate_m
+        aims = keypose[:, 3] <= threshold  # the keypose is a grasp
+        is_open = self._state[:, 3] > threshold
+        gated = (chunk.openness <= threshold) & is_open[None] & (away | ~aims[None])
+        if not gated.any():
+            return chunk
+        self.grasps_gated += 1
+        openness = chunk.openness.copy()
+        openness[gated] = 1.0
         return dataclasses.replace(chunk, openness=openness)
 
     def _finish(self, outcome: FoldOutcome, message: str, hold: bool) -> Finish:

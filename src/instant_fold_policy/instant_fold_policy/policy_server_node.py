@@ -17,6 +17,8 @@
 - parameter `grasp_match_m` (default `GRASP_MATCH_M`): the demonstration strategy makes a grasp the
   policy aims this close to where the arm's next demonstrated grasp maps at that mapped point (0:
   never; docs/policy.md, "Event targets").
+- parameter `first_grasp_match_m` (default `FIRST_GRASP_MATCH_M`): `grasp_match_m` for each arm's
+  first grasp of a fold.
 - parameter `keypoint_detector` (default "", none): a keypoint detector directory; those strategies
   carry a demonstrated grasp made at a keypoint to that keypoint of the current cloth
   (docs/registration.md, "Grasps carried by keypoints").
@@ -66,7 +68,7 @@ from instant_fold_interfaces.action import ExecuteFold
 from instant_fold_interfaces.msg import ActionChunk as ActionChunkMsg
 from instant_fold_interfaces.msg import ClothTokens, DualArmState
 from instant_fold_interfaces.srv import LoadDemonstration, PredictActionChunk
-from instant_fold_learning.policy.event_targets import GRASP_CONFLICT_M, GRASP_MATCH_M
+from instant_fold_learning.policy.event_targets import FIRST_GRASP_MATCH_M, GRASP_CONFLICT_M, GRASP_MATCH_M
 from instant_fold_learning.policy.inference import DEFAULT_STEP_DURATION
 from instant_fold_policy.fold_loop import Finish, FoldLoop, FoldLoopConfig, Wait
 from instant_fold_policy.server import MAX_DEMONSTRATION_KEYFRAMES, PolicyServer, PolicyServerError
@@ -112,6 +114,7 @@ class PolicyServerNode(Node):
             str(p("keypoint_detector", "").value) or None,  # docs/registration.md, "Grasps carried by keypoints"
             float(p("grasp_conflict_m", GRASP_CONFLICT_M).value),  # docs/policy.md, "Event targets"
             float(p("grasp_match_m", GRASP_MATCH_M).value),  # docs/policy.md, "Event targets"
+            float(p("first_grasp_match_m", FIRST_GRASP_MATCH_M).value),  # docs/policy.md, "Event targets"
         )
         self.steps_to_execute = int(p("steps_to_execute", 0).value)
         self.frame_id = str(p("frame_id", "camera_color_optical_frame").value)

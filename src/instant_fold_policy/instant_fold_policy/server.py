@@ -29,6 +29,7 @@ from instant_fold_learning.encoder.tokenize import tokenize_frame
 from instant_fold_learning.keypoints.mapping import KeypointCarrier
 from instant_fold_learning.keypoints.modeling import KeypointDetector
 from instant_fold_learning.policy.event_targets import (
+    FIRST_GRASP_MATCH_M,
     GRASP_CONFLICT_M,
     GRASP_MATCH_M,
     DemonstrationTargets,
@@ -82,6 +83,7 @@ class PolicyServer:
         keypoints: KeypointCarrier | None = None,
         grasp_conflict_m: float = GRASP_CONFLICT_M,
         grasp_match_m: float = GRASP_MATCH_M,
+        first_grasp_match_m: float = FIRST_GRASP_MATCH_M,
     ) -> None:
         """`event_targets`: where the arms grasp and let go, one of `EVENT_TARGETS` or "auto"
         (`instant_fold_learning.policy.event_targets`; other than "policy" only for a learned policy
@@ -93,7 +95,8 @@ class PolicyServer:
         demonstration strategy sends each arm to its own demonstrated grasp when the policy aims both
         this close to each other (`DemonstrationTargets.observe`; 0: off). `grasp_match_m`: the
         demonstration strategy makes a grasp the policy aims this close to where the arm's next
-        demonstrated grasp maps at that mapped point (`DemonstrationTargets.observe`; 0: never)."""
+        demonstrated grasp maps at that mapped point (`DemonstrationTargets.observe`; 0: never);
+        `first_grasp_match_m`: the same for each arm's first grasp of a fold."""
         from instant_fold_learning.policy.replay import ReplayConfig
 
         cfg = getattr(runner, "cfg", None)
@@ -105,6 +108,7 @@ class PolicyServer:
             self.registration = ReplayConfig(grasp_refinement_m=grasp_refinement_m)
             self.grasp_conflict_m = at_least_zero("grasp_conflict_m", grasp_conflict_m)
             self.grasp_match_m = at_least_zero("grasp_match_m", grasp_match_m)
+            self.first_grasp_match_m = at_least_zero("first_grasp_match_m", first_grasp_match_m)
         except (ValueError, ConfigError) as exc:
             raise PolicyServerError(str(exc)) from None
         for name, value in (("grasp_refinement_m", grasp_refinement_m), ("keypoints", keypoints)):
@@ -149,10 +153,11 @@ class PolicyServer:
         keypoint_detector: str | Path | None = None,
         grasp_conflict_m: float = GRASP_CONFLICT_M,
         grasp_match_m: float = GRASP_MATCH_M,
+        first_grasp_match_m: float = FIRST_GRASP_MATCH_M,
     ) -> PolicyServer:
         """`step_duration`: seconds between the steps of the predicted chunks (None: the runner's default);
         `max_keyframes`: see `MAX_DEMONSTRATION_KEYFRAMES`; `event_targets`, `grasp_refinement_m`,
-        `grasp_conflict_m`, `grasp_match_m`: see `__init__`;
+        `grasp_conflict_m`, `grasp_match_m`, `first_grasp_match_m`: see `__init__`;
         `keypoint_detector`: a `KeypointDetector` directory trained on this encoder's tokens (the
         `keypoints` of `__init__`; None or "": none).
 
@@ -197,6 +202,7 @@ class PolicyServer:
             keypoints,
             grasp_conflict_m,
             grasp_match_m,
+            first_grasp_match_m,
         )
 
     @property
@@ -262,6 +268,7 @@ class PolicyServer:
             keypoints=self.keypoints,
             conflict_m=self.grasp_conflict_m,
             match_m=self.grasp_match_m,
+            first_match_m=self.first_grasp_match_m,
         )
 
     @property

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -462,6 +464,52 @@ def test_a_regrasp_guard_that_is_not_a_distance_is_refused(guard_m: float) -> No
 def test_without_the_regrasp_guard_a_close_after_a_release_passes() -> None:
     chunk = closing_chunk()
     assert guarded_loop(0.0).steer(chunk).chunk is chunk
+
+
+def gated_loop(gate_m: float, open_left: float = 1.0) -> FoldLoop[str]:
+    """A loop (grasp gate `gate_m`) with the left arm at the origin (open unless `open_left` = 0), the right open."""
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(grasp_gate_m=gate_m), HOME, expected_events=4)
+    loop.on_state(state(left=(0.0, 0.0, 1.0), right=(0.6, 0.0, 1.0), open_left=open_left), 0)
+    return loop
+
+
+def sweeping_chunk(representation: ChunkRepresentation = ChunkRepresentation.ABSOLUTE) -> ActionChunk:
+    """Both grippers commanded closed at every step; the left arm sweeps x 0 -> 0.3 in 10 cm steps
+    towards its reported grasp at x = 0.3, the right stays at x = 0.6 and reports no grasp (open)."""
+    absolute = np.zeros((4, 2, 3), np.float32)
+    absolute[:, 0, 0] = [0.0, 0.1, 0.2, 0.3]
+    absolute[:, :, 2] = 1.0
+    absolute[:, 1, 0] = 0.6
+    positions = absolute
+    if representation == ChunkRepresentation.DELTA:  # steps from the measured state
+        positions = np.diff(absolute, axis=0, prepend=np.array([[[0.0, 0.0, 1.0], [0.6, 0.0, 1.0]]], np.float32))
+    keypose = np.array([[0.3, 0.0, 1.0, 0.0], [0.6, 0.0, 1.0, 1.0]], np.float32)
+    return ActionChunk(positions, np.zeros((4, 2), np.float32), 2, 0.05, representation, keypose)
+
+
+@pytest.mark.parametrize("representation", [ChunkRepresentation.ABSOLUTE, ChunkRepresentation.DELTA])
+def test_the_grasp_gate_lets_an_open_arm_close_only_at_the_grasp_its_chunk_reports(representation) -> None:
+    """Closes farther than the gate (x, y) from the keypose's grasp are held open; an arm whose
+    keypose is no grasp closes nowhere; an arm already closed, a chunk without a keypose and a
+    loop without the gate pass untouched."""
+    loop = gated_loop(0.05)
+    steered = loop.steer(sweeping_chunk(representation)).chunk
+    assert steered.openness[:, 0].tolist() == [1.0, 1.0, 1.0, 0.0]  # closes only on arrival
+    assert steered.openness[:, 1].tolist() == [1.0, 1.0, 1.0, 1.0]  # its keypose is open
+    assert loop.grasps_gated == 1
+    holding = gated_loop(0.05, open_left=0.0)
+    assert holding.steer(sweeping_chunk(representation)).chunk.openness[:, 0].tolist() == [0.0] * 4
+    no_keypose = dataclasses.replace(sweeping_chunk(representation), keypose=None)
+    assert loop.steer(no_keypose).chunk is no_keypose
+    chunk = sweeping_chunk(representation)
+    assert gated_loop(0.0).steer(chunk).chunk is chunk
+    assert loop.grasps_gated == 1
+
+
+@pytest.mark.parametrize("gate_m", [-0.01, float("nan"), float("inf")])
+def test_a_grasp_gate_that_is_not_a_distance_is_refused(gate_m: float) -> None:
+    with pytest.raises(ConfigError, match="grasp_gate_m"):
+        FoldLoopConfig(grasp_gate_m=gate_m)
 
 
 def test_steer_moves_home_in_a_straight_line_at_the_configured_speed() -> None:

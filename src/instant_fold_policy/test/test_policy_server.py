@@ -226,12 +226,18 @@ def test_the_grasp_refinement_reaches_the_fold_strategy_and_must_be_a_distance(a
 
 
 @pytest.mark.parametrize(
-    ("name", "attribute", "default"), [("grasp_conflict_m", "conflict_m", 0.10), ("grasp_match_m", "match_m", 0.08)]
+    ("name", "attribute", "default"),
+    [
+        ("grasp_conflict_m", "conflict_m", 0.10),
+        ("grasp_match_m", "match_m", 0.08),
+        ("first_grasp_match_m", "first_match_m", 0.5),
+    ],
 )
 def test_the_grasp_distances_reach_the_fold_strategy_and_must_be_distances(anchored, name, attribute, default) -> None:
-    """`grasp_conflict_m` and `grasp_match_m` (the node's parameters, evaluate's flags) are what every
-    fold's demonstration targets take as one point and as the policy naming the demonstrated grasp;
-    not a distance: refused when the server is built."""
+    """`grasp_conflict_m`, `grasp_match_m` and `first_grasp_match_m` (the node's parameters,
+    evaluate's flags) are what every fold's demonstration targets take as one point and as the
+    policy naming the demonstrated grasp (its first, its later ones); not a distance: refused when
+    the server is built."""
     made = PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration")
     zero = PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration", **{name: 0.0})
     wide = PolicyServer.from_checkpoints(*anchored, device="cpu", event_targets="demonstration", **{name: 0.3})

@@ -21,8 +21,8 @@ let go. Strategies (the policy server's `event_targets`):
   keyframe onto the cloth as the arm found it (the query before the grasp), as registration
   replay does (`policy/replay.py`).
 - `demonstration` (`DemonstrationTargets(grasps=True)`): those releases, and a grasp the policy
-  aims within `GRASP_MATCH_M` of the demonstrated one is made at the demonstrated one, registered
-  onto the current cloth; so are both arms' grasps when the policy aims them within
+  aims within `GRASP_MATCH_M` of the demonstrated one (`FIRST_GRASP_MATCH_M` for each arm's first
+  grasp) is made at the demonstrated one, registered onto the current cloth; so are both arms' grasps when the policy aims them within
   `GRASP_CONFLICT_M` of each other (one point, which two grippers cannot share).
 
 A strategy's state belongs to one stream of queries, a fold: `PolicyServer` keeps one per fold (and
@@ -65,6 +65,12 @@ OPEN_THRESHOLD = 0.5
 #: A grasp farther than this (x, y) from where the demonstration's grasp maps onto the cloth is not
 #: that grasp (the policy grasped elsewhere): its carry keeps the policy's own targets.
 GRASP_MATCH_M = 0.08
+
+#: `GRASP_MATCH_M` for each arm's first grasp of the fold. That grasp is made on the cloth as it lay
+#: when the fold started, where the registration of the demonstration's first keyframe is at its most
+#: reliable: within 50 cm (about anywhere on a garment) the demonstration decides where it is made
+#: (measured: docs/evaluation.md, "First grasps where the demonstration made them").
+FIRST_GRASP_MATCH_M = 0.5
 
 #: Two grasps the policy aims nearer than this (x, y) to each other are one point, which two
 #: grippers cannot both take (the controller refuses the chunks that bring them this close,
@@ -144,7 +150,8 @@ class DemonstrationTargets:
     demonstration keyframe of that grasp is registered onto the cloth of the previous query (as
     the arm found it, not yet lifted) and the demonstrated release is carried through it; the arm
     holds that target until it is measured open. A grasp with no demonstrated counterpart, or more
-    than `match_m` from where the counterpart maps, keeps the policy's own targets.
+    than `match_m` (`first_match_m` for the arm's first grasp) from where the counterpart maps,
+    keeps the policy's own targets.
 
     With `grasps`, an open arm's grasp is held too: once a query reports a grasp target within
     `match_m` of where the arm's next demonstrated grasp maps onto the current cloth, or both arms'
@@ -169,13 +176,15 @@ class DemonstrationTargets:
         keypoints: KeypointCarrier | None = None,
         keypoint_latch_m: float = KEYPOINT_LATCH_M,
         conflict_m: float = GRASP_CONFLICT_M,
+        first_match_m: float = FIRST_GRASP_MATCH_M,
     ) -> None:
         """`demo`: the demonstration's tokens per keyframe (positions [K, N, 3], features [K, N, D],
         validity [K, N]); `demo_arm_state` [K, 2, 4]; `registration`: the registration's settings
         (registration replay's by default); `keypoints`: carry grasps made at a keypoint to that
         keypoint of the current cloth (`keypoints.mapping.keypoint_shift`), the shift found anew at
         each query until the arm comes within `keypoint_latch_m` of the grasp, then kept;
-        `conflict_m`: two grasps aimed this close are one point (`observe`). A strategy belongs to
+        `conflict_m`: two grasps aimed this close are one point (`observe`); `first_match_m`: the
+        `match_m` of each arm's first grasp. A strategy belongs to
         one fold, so it keeps the fold's registrations (`track`: each continues the previous one)."""
         state = np.asarray(demo_arm_state, np.float64)
         self.demo = (
@@ -186,6 +195,7 @@ class DemonstrationTargets:
         )
         self.cfg = registration or ReplayConfig()
         self.match_m = match_m
+        self.first_match_m = first_match_m
         self.open_threshold = open_threshold
         self.hold_grasps = grasps
         self.keypoints = keypoints
@@ -237,7 +247,7 @@ class DemonstrationTargets:
         arm takes)."""
         grasping = {a: keypose[a, :2] for a in self._mapped if keypose[a, 3] < self.open_threshold}
         for a, xy in grasping.items():
-            self.aimed[a] |= self._near(xy, self._mapped[a], self._registered[a])
+            self.aimed[a] |= self._near(int(self.grasps[a]), xy, self._mapped[a], self._registered[a])
         if len(grasping) == 2 and np.linalg.norm(grasping[0] - grasping[1]) < self.conflict_m:
             self.aimed[:] = True
         for arm, point in self._mapped.items():
@@ -251,10 +261,12 @@ class DemonstrationTargets:
             np.asarray(cloth.valid, bool),
         )
 
-    def _near(self, xy: np.ndarray, *points: np.ndarray) -> bool:
-        """Whether `xy` is within `match_m` (x, y) of any of `points`: the demonstrated grasp as
-        mapped, or as the registration alone maps it."""
-        return any(np.linalg.norm(xy - p[:2]) <= self.match_m for p in points)
+    def _near(self, n: int, xy: np.ndarray, *points: np.ndarray) -> bool:
+        """Whether `xy` is within the match distance of an arm's n-th grasp (`first_match_m` for
+        n = 0, else `match_m`; x, y) of any of `points`: the demonstrated grasp as mapped, or as
+        the registration alone maps it."""
+        radius = self.first_match_m if n == 0 else self.match_m
+        return any(np.linalg.norm(xy - p[:2]) <= radius for p in points)
 
     def _shift(
         self, a: int, n: int, transform: PlanarRigid, current: ClothArrays, arm_xy: np.ndarray
@@ -312,7 +324,7 @@ class DemonstrationTargets:
         (grasp, depth_offset), registered = self._grasp(
             a, n, transform, current, np.asarray(grasped_at, np.float64)[:2]
         )
-        if not self._near(np.asarray(grasped_at, np.float64)[:2], grasp, registered):
+        if not self._near(n, np.asarray(grasped_at, np.float64)[:2], grasp, registered):
             return
         self.target[a] = map_release(transform, depth_offset, self.demo[3][release_k, a, :3])
         self.held[a] = True
