@@ -94,17 +94,22 @@ def test_evaluate_table_of_a_folder_without_a_summary_says_so(tmp_path, capsys):
     assert "no summary.json" in _one_line(capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("flag", ["--regrasp-guard-m", "--grasp-gate-m"])
 @pytest.mark.parametrize("guard", ["nan", "-0.05"])
-def test_evaluate_refuses_a_regrasp_guard_that_is_not_a_distance_before_anything_runs(tmp_path, capsys, guard):
+def test_evaluate_refuses_a_fold_loop_distance_that_is_not_a_distance_before_anything_runs(
+    tmp_path, capsys, flag, guard
+):
+    """The re-grasp guard and the grasp gate: the flag named, nothing written."""
     out = tmp_path / "eval"
-    assert evaluate.main(["--benchmark", "tiny", "--out", str(out), "--regrasp-guard-m", guard]) == 2
-    assert "--regrasp-guard-m: regrasp_guard_m: expected a finite number >= 0 (metres, 0: off)" in _one_line(
-        capsys.readouterr().err
-    )
+    name = flag[2:].replace("-", "_")
+    assert evaluate.main(["--benchmark", "tiny", "--out", str(out), flag, guard]) == 2
+    assert f"{flag}: {name}: expected a finite number >= 0 (metres, 0: off)" in _one_line(capsys.readouterr().err)
     assert not out.exists()
 
 
-@pytest.mark.parametrize("flag", ["--grasp-refinement-m", "--grasp-conflict-m", "--grasp-match-m"])
+@pytest.mark.parametrize(
+    "flag", ["--grasp-refinement-m", "--grasp-conflict-m", "--grasp-match-m", "--first-grasp-match-m"]
+)
 @pytest.mark.parametrize("window", ["nan", "-0.1", "inf"])
 def test_evaluate_refuses_a_grasp_distance_that_is_not_a_distance_before_anything_runs(tmp_path, capsys, flag, window):
     out = tmp_path / "eval"
