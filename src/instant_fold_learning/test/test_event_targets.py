@@ -105,7 +105,8 @@ def test_a_grasp_the_demonstration_did_not_make_keeps_the_policys_targets():
 def test_with_grasps_an_arm_aiming_near_its_demonstrated_grasp_holds_the_mapped_point():
     """`grasps`: a query that holds nothing reports the policy's own grasp target; near the
     demonstrated grasp (mapped onto this cloth) the arm holds the mapped point from the next
-    query until the grasp is measured; aimed elsewhere, the policy's own target stays."""
+    query until the grasp is measured; aimed elsewhere, the policy's own target stays (first grasps
+    matched here at the later grasps' distance)."""
     pos = CLOTH.positions
     guide = DemonstrationTargets(*demonstration_releases_args(), grasps=True, first_match_m=GRASP_MATCH_M)
     state = arms(pos[3] + [0, 0, -0.1], True, pos[40] + [0, 0, -0.1], True)

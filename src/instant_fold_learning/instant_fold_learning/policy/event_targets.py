@@ -22,8 +22,9 @@ let go. Strategies (the policy server's `event_targets`):
   replay does (`policy/replay.py`).
 - `demonstration` (`DemonstrationTargets(grasps=True)`): those releases, and a grasp the policy
   aims within `GRASP_MATCH_M` of the demonstrated one (`FIRST_GRASP_MATCH_M` for each arm's first
-  grasp) is made at the demonstrated one, registered onto the current cloth; so are both arms' grasps when the policy aims them within
-  `GRASP_CONFLICT_M` of each other (one point, which two grippers cannot share).
+  grasp) is made at the demonstrated one, registered onto the current cloth; so are both arms'
+  grasps when the policy aims them within `GRASP_CONFLICT_M` of each other (one point, which two
+  grippers cannot share).
 
 A strategy's state belongs to one stream of queries, a fold: `PolicyServer` keeps one per fold (and
 starts it empty), so the fold loop's hosts, the policy server node and the in-process evaluator,
@@ -154,10 +155,11 @@ class DemonstrationTargets:
     keeps the policy's own targets.
 
     With `grasps`, an open arm's grasp is held too: once a query reports a grasp target within
-    `match_m` of where the arm's next demonstrated grasp maps onto the current cloth, or both arms'
-    grasp targets within `conflict_m` of each other, the arm holds that mapped point (registered
-    again at every query, continuing the fold's previous registration: `track`) until the grasp is
-    measured; a grasp the policy aims elsewhere stays its own.
+    `match_m` (`first_match_m` for its first grasp) of where the arm's next demonstrated grasp maps
+    onto the current cloth, or both arms' grasp targets within `conflict_m` of each other, the arm
+    holds that mapped point (registered again at every query, continuing the fold's previous
+    registration: `track`) until the grasp is measured; a grasp the policy aims elsewhere stays its
+    own.
 
     With a keypoint detector (`keypoints`), a demonstrated grasp made at a named keypoint maps to
     that keypoint of the current cloth (`keypoints.mapping`) instead of where the registration puts
@@ -184,8 +186,8 @@ class DemonstrationTargets:
         keypoint of the current cloth (`keypoints.mapping.keypoint_shift`), the shift found anew at
         each query until the arm comes within `keypoint_latch_m` of the grasp, then kept;
         `conflict_m`: two grasps aimed this close are one point (`observe`); `first_match_m`: the
-        `match_m` of each arm's first grasp. A strategy belongs to
-        one fold, so it keeps the fold's registrations (`track`: each continues the previous one)."""
+        `match_m` of each arm's first grasp. A strategy belongs to one fold, so it keeps the fold's
+        registrations (`track`: each continues the previous one)."""
         state = np.asarray(demo_arm_state, np.float64)
         self.demo = (
             np.asarray(demo.positions, np.float64),
