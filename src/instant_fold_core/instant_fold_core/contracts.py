@@ -148,14 +148,19 @@ class ActionChunk:
         """[H, 2, 4] (x, y, z, openness) per step and arm; absolute poses only for ABSOLUTE chunks."""
         return np.concatenate([self.positions, self.openness[..., None]], axis=-1)
 
-    def waypoints(self, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Absolute float64 targets of the executed steps: positions [k, 2, 3], openness [k, 2].
+    def absolute_positions(self, reference: np.ndarray) -> np.ndarray:
+        """Absolute float64 positions of every step [H, 2, 3].
 
         Args:
             reference: [2, 3] positions of the state the chunk was predicted from (used by DELTA).
         """
-        k = self.steps_to_execute
-        steps = np.asarray(self.positions, dtype=np.float64)[:k]
+        steps = np.asarray(self.positions, dtype=np.float64)
         if self.representation == ChunkRepresentation.DELTA:
             steps = np.asarray(reference, dtype=np.float64)[None] + np.cumsum(steps, axis=0)
-        return steps, np.asarray(self.openness, dtype=np.float64)[:k]
+        return steps
+
+    def waypoints(self, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Absolute float64 targets of the executed steps: positions [k, 2, 3], openness [k, 2]
+        (`reference`: as `absolute_positions` takes it)."""
+        k = self.steps_to_execute
+        return self.absolute_positions(reference)[:k], np.asarray(self.openness, dtype=np.float64)[:k]

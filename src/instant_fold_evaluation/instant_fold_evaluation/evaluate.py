@@ -341,14 +341,15 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     keypoints = str(Path(args.keypoints).resolve()) if args.keypoints else ""
     max_steps = args.max_steps or spec.max_steps
     policy_conditioning, event_targets = "", args.event_targets
-    fold_options: dict[str, Any] = {"home_after_events": args.home_after_events}
     for flag in ("--regrasp-guard-m", "--grasp-gate-m"):  # refused here, not in every rollout's worker
         name = flag[2:].replace("-", "_")
         try:
-            fold_options[name] = getattr(FoldLoopConfig(**{name: getattr(args, name)}), name)
+            FoldLoopConfig(**{name: getattr(args, name)})  # the fold loop's own check, the flag named
         except ConfigError as exc:
             raise EvaluationError(f"{flag}: {exc}") from None
-    fold = FoldLoopConfig(**fold_options)
+    fold = FoldLoopConfig(
+        home_after_events=args.home_after_events, regrasp_guard_m=args.regrasp_guard_m, grasp_gate_m=args.grasp_gate_m
+    )
     for flag in ("--grasp-refinement-m", "--grasp-conflict-m", "--grasp-match-m", "--first-grasp-match-m"):
         name = flag[2:].replace("-", "_")
         try:

@@ -41,7 +41,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from instant_fold_core.config import at_least_zero
-from instant_fold_core.contracts import ActionChunk, ChunkRepresentation, FoldOutcome, FoldPhase
+from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
 
 NANOSECONDS = 1_000_000_000
 
@@ -304,9 +304,7 @@ class FoldLoop(Generic[Tokens]):
         if self.config.grasp_gate_m <= 0 or chunk.keypose is None or self._state is None:
             return chunk
         threshold = self.config.open_threshold
-        positions = np.asarray(chunk.positions, np.float64)
-        if chunk.representation == ChunkRepresentation.DELTA:
-            positions = np.asarray(self._state[:, :3], np.float64)[None] + np.cumsum(positions, axis=0)
+        positions = chunk.absolute_positions(self._state[:, :3])
         keypose = np.asarray(chunk.keypose, np.float64)
         away = np.linalg.norm(positions[:, :, :2] - keypose[None, :, :2], axis=-1) > self.config.grasp_gate_m
         aims = keypose[:, 3] <= threshold  # the keypose is a grasp
