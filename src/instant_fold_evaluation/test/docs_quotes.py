@@ -33,6 +33,11 @@ def assert_quoted(text: str, quotes: Iterable[str]) -> None:
     assert not missing, missing
 
 
+def row_of(name: str, row: str = "policy", split: str = "seen") -> Any:
+    """One row's summary in an evaluation JSON: by default the policy on the seen folds."""
+    return result(name)["rows"][row][split]
+
+
 def counted(percent: float, of: int) -> int:
     """How many of `of` folds a percentage (Ctx. Acc., C-SR@95) counted."""
     return round(percent * of / 100)

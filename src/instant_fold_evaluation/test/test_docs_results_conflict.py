@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from docs_quotes import assert_quoted, count, csr_cell, doc, flat_doc, issue_28_bars, result, successes
+from docs_quotes import assert_quoted, count, csr_cell, doc, flat_doc, issue_28_bars, result, row_of, successes
 from test_docs_results_keypoints import start_subset
 
 #: v6 on one machine (AMD EPYC): (label, CPU benchmark, held-out garments).
@@ -43,10 +43,6 @@ HEM_RIGID_RUNS = (
 HEM_RIGID_REFERENCE = ("eval_cpu_sleeve_reference.json", "eval_cpu_garments_sleeve_reference.json")
 
 
-def _seen(name: str, row: str = "policy") -> dict[str, Any]:
-    return result(name)["rows"][row]["seen"]
-
-
 def conflict_table() -> str:
     lines = [
         "| v6, demonstration event targets (AMD EPYC) | Seen: Ctx. Acc. | C-SR@95 | Geom. | grasp 1 within 5 cm (%) | "
@@ -54,7 +50,7 @@ def conflict_table() -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for label, cpu, garments in CONFLICT_RUNS:
-        seen, other = _seen(cpu), _seen(garments)
+        seen, other = row_of(cpu), row_of(garments)
         wins, _, n = start_subset(result(cpu))
         lines.append(
             f"| {label} | {seen['ctx_acc']['mean']:.1f} | {csr_cell(seen)} | "
@@ -78,8 +74,8 @@ def sleeve_table() -> str:
         "| `cpu_quick_sleeve` (21 rollouts, AMD EPYC) | Ctx. Acc. | C-SR@95 | Geom. | first grasps: mean (cm) / within 5 cm (%) |",
         "|---|---|---|---|---|",
     ]
-    lines += [sleeve_row(f"v6, {label}", _seen(name)) for label, name in SLEEVE_RUNS]
-    lines.append(sleeve_row("oracle (out-of-sample)", _seen(SLEEVE_RUNS[0][1], "oracle-out-of-sample")))
+    lines += [sleeve_row(f"v6, {label}", row_of(name)) for label, name in SLEEVE_RUNS]
+    lines.append(sleeve_row("oracle (out-of-sample)", row_of(SLEEVE_RUNS[0][1], "oracle-out-of-sample")))
     return "\n".join(lines)
 
 
@@ -104,8 +100,8 @@ def test_the_runs_differ_in_the_rule_alone() -> None:
 
 
 def test_the_prose_is_the_measured_one() -> None:
-    off, on = (_seen(n) for _, n in SLEEVE_RUNS)
-    cpu_off, cpu_on = (_seen(c) for _, c, _ in CONFLICT_RUNS)
+    off, on = (row_of(n) for _, n in SLEEVE_RUNS)
+    cpu_off, cpu_on = (row_of(c) for _, c, _ in CONFLICT_RUNS)
     assert_quoted(
         flat_doc("docs/evaluation.md"),
         [
@@ -137,8 +133,8 @@ def hem_rigid_table() -> str:
         "within 5 cm (%) | `cpu_garments_sleeve`: C-SR@95 | Geom. |",
         "|---|---|---|---|---|---|---|",
     ]
-    lines += [hem_rigid_row(label, _seen(cpu), _seen(garments)) for label, cpu, garments in HEM_RIGID_RUNS]
-    reference = [_seen(name, "oracle-out-of-sample") for name in HEM_RIGID_REFERENCE]
+    lines += [hem_rigid_row(label, row_of(cpu), row_of(garments)) for label, cpu, garments in HEM_RIGID_RUNS]
+    reference = [row_of(name, "oracle-out-of-sample") for name in HEM_RIGID_REFERENCE]
     lines.append(hem_rigid_row("oracle (out-of-sample)", *reference))
     bars = issue_28_bars(*HEM_RIGID_REFERENCE)
     lines.append(
@@ -166,10 +162,10 @@ def _garment(name: str, garment: str) -> dict[str, Any]:
 
 def test_the_hem_rigid_prose_is_the_measured_one() -> None:
     (v6, v6_garments), (replay, replay_garments) = (
-        (_seen(cpu), _seen(garments)) for _, cpu, garments in HEM_RIGID_RUNS
+        (row_of(cpu), row_of(garments)) for _, cpu, garments in HEM_RIGID_RUNS
     )
-    reference = [_seen(name, "oracle-out-of-sample") for name in HEM_RIGID_REFERENCE]
-    old, old_garments = _seen(CONFLICT_RUNS[1][1]), _seen(CONFLICT_RUNS[1][2])
+    reference = [row_of(name, "oracle-out-of-sample") for name in HEM_RIGID_REFERENCE]
+    old, old_garments = row_of(CONFLICT_RUNS[1][1]), row_of(CONFLICT_RUNS[1][2])
     held_v6, held_replay = (result(cpu)["rows"]["policy"]["heldout"] for _, cpu, _ in HEM_RIGID_RUNS)
     bars = issue_28_bars(*HEM_RIGID_REFERENCE)
     oracle_old = result("eval_cpu_k10_reference.json")["rows"]["oracle-out-of-sample"]["seen"]
@@ -202,9 +198,9 @@ def test_the_hem_rigid_prose_is_the_measured_one() -> None:
 
 def test_the_policy_card_quotes_the_hem_rigid_runs() -> None:
     (v6, v6_garments), (replay, replay_garments) = (
-        (_seen(cpu), _seen(garments)) for _, cpu, garments in HEM_RIGID_RUNS
+        (row_of(cpu), row_of(garments)) for _, cpu, garments in HEM_RIGID_RUNS
     )
-    oracle = _seen(HEM_RIGID_REFERENCE[0], "oracle-out-of-sample")
+    oracle = row_of(HEM_RIGID_REFERENCE[0], "oracle-out-of-sample")
     bars = issue_28_bars(*HEM_RIGID_REFERENCE)
     first = v6["first_grasp"]
     assert_quoted(

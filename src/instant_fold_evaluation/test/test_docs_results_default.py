@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import json
 
-from docs_quotes import REPO, assert_quoted, count, counted, doc, flat_doc, issue_28_bars, result, successes
+from docs_quotes import REPO, assert_quoted, count, counted, doc, flat_doc, issue_28_bars, result, row_of, successes
 
 SEEN = "eval_cpu_k10_recipe_l16.json"
 GARMENTS = "eval_cpu_garments_k10_recipe_l16.json"
 DRAWS = (SEEN, "eval_cpu_l16_seed1.json", "eval_cpu_l16_seed2.json")
-
-
-def _policy(name: str, split: str = "seen") -> dict:
-    return result(name)["rows"]["policy"][split]
 
 
 def test_the_shipped_checkpoint_is_the_runs_and_the_one_scored() -> None:
@@ -66,16 +62,16 @@ def test_the_policy_card_quotes_the_v6_training_run() -> None:
 
 
 def test_the_policy_card_quotes_v6_against_the_banks_of_10_and_v5() -> None:
-    seen, held, garments = _policy(SEEN), _policy(SEEN, "heldout"), _policy(GARMENTS)
+    seen, held, garments = row_of(SEEN), row_of(SEEN, split="heldout"), row_of(GARMENTS)
     oos = result(SEEN)["rows"]["oracle-out-of-sample"]["seen"]
-    v5, v5_garments = _policy("eval_cpu_k10_v5_rerun.json"), _policy("eval_cpu_garments_k10_v5_rerun.json")
+    v5, v5_garments = row_of("eval_cpu_k10_v5_rerun.json"), row_of("eval_cpu_garments_k10_v5_rerun.json")
     job, second, v5_job = (
         result(n)["same_init"] for n in ("main_job.json", "main_job_second_demo.json", "main_job_v5.json")
     )
     grasp = seen["first_grasp"]
-    replay = _policy("eval_cpu_k10_registration_replay.json")
+    replay = row_of("eval_cpu_k10_registration_replay.json")
     replay_job = result("main_job_k10_registration_replay.json")["same_init"]
-    draws = [_policy(name) for name in DRAWS[1:]]
+    draws = [row_of(name) for name in DRAWS[1:]]
     bars = issue_28_bars()
     p5 = result(GARMENTS)["garments"]["seen"]["proc_00005"]["policy"]
     draw_span = successes(draws[0]) - successes(draws[1])
@@ -114,14 +110,14 @@ def test_the_policy_card_quotes_v6_against_the_banks_of_10_and_v5() -> None:
 
 
 def test_the_readme_and_the_docs_quote_v6_and_v5_as_measured() -> None:
-    seen = _policy(SEEN)
-    v5 = _policy("eval_cpu_k10_v5_rerun.json")
-    draws = [_policy(name) for name in DRAWS]
+    seen = row_of(SEEN)
+    v5 = row_of("eval_cpu_k10_v5_rerun.json")
+    draws = [row_of(name) for name in DRAWS]
     job, v5_job, second, v5_second = (
         result(n)
         for n in ("main_job.json", "main_job_v5.json", "main_job_second_demo.json", "main_job_second_demo_v5.json")
     )
-    replay = _policy("eval_cpu_k10_registration_replay.json")
+    replay = row_of("eval_cpu_k10_registration_replay.json")
     replay_job = result("main_job_k10_registration_replay.json")["same_init"]
     low, high = sorted(d["csr95"]["mean"] for d in draws[1:])
     wall = round(v5_job["wall_s_total"])
@@ -137,7 +133,7 @@ def test_the_readme_and_the_docs_quote_v6_and_v5_as_measured() -> None:
     ]
     assert v5_job["same_init"]["csr95_success"] and second["same_init"]["csr95_success"]
     assert_quoted(flat_doc("README.md"), quoted)
-    garments, v5_garments = _policy(GARMENTS), _policy("eval_cpu_garments_k10_v5_rerun.json")
+    garments, v5_garments = row_of(GARMENTS), row_of("eval_cpu_garments_k10_v5_rerun.json")
     assert garments["csr95"]["mean"] == v5_garments["csr95"]["mean"]
     assert_quoted(
         flat_doc("docs/policy.md"),
@@ -153,7 +149,7 @@ def test_the_readme_and_the_docs_quote_v6_and_v5_as_measured() -> None:
 
 def test_the_wall_times_and_the_status_row_are_quoted_as_measured() -> None:
     """The README's status row (rounded), and v5's from-nothing time where the cards still quote it."""
-    seen, oos = _policy(SEEN), result(SEEN)["rows"]["oracle-out-of-sample"]["seen"]
+    seen, oos = row_of(SEEN), result(SEEN)["rows"]["oracle-out-of-sample"]["seen"]
     run = result("default_models.json")
     assert_quoted(
         flat_doc("README.md"),

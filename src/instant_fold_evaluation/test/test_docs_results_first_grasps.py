@@ -5,9 +5,7 @@ demonstration made it (within 50 cm, the default since), beside every grasp matc
 
 from __future__ import annotations
 
-from typing import Any
-
-from docs_quotes import assert_quoted, doc, flat_doc, issue_28_bars, result, successes
+from docs_quotes import assert_quoted, doc, flat_doc, issue_28_bars, result, row_of, successes
 from test_docs_results_tracking import table_spec, tracking_table
 
 from instant_fold_learning.policy.event_targets import FIRST_GRASP_MATCH_M, GRASP_MATCH_M
@@ -45,12 +43,8 @@ SEED1 = {
 }
 
 
-def _seen(name: str) -> dict[str, Any]:
-    return result(name)["rows"]["policy"]["seen"]
-
-
 def _second_grasps(name: str) -> float:
-    return 100 * _seen(name)["events"]["grasp 2"]["xy_m"]["mean"]
+    return 100 * row_of(name)["events"]["grasp 2"]["xy_m"]["mean"]
 
 
 def test_the_first_grasp_tables_are_the_measured_ones() -> None:
@@ -82,9 +76,9 @@ def test_the_runs_differ_in_the_first_grasp_distance_and_the_gate_alone() -> Non
 
 def test_the_first_grasp_prose_is_the_measured_one() -> None:
     (old, hem) = (rows for *_, rows in TABLES)
-    seen = {label: (_seen(cpu), _seen(garments)) for label, cpu, garments in old}
-    hem_seen = {label: (_seen(cpu), _seen(garments)) for label, cpu, garments in hem}
-    draw2 = {spec: [_seen(name) for name in names] for spec, names in SEED1.items()}
+    seen = {label: (row_of(cpu), row_of(garments)) for label, cpu, garments in old}
+    hem_seen = {label: (row_of(cpu), row_of(garments)) for label, cpu, garments in hem}
+    draw2 = {spec: [row_of(name) for name in names] for spec, names in SEED1.items()}
     bars = issue_28_bars()
     hem_bars = issue_28_bars("eval_cpu_sleeve_reference.json", "eval_cpu_garments_sleeve_reference.json")
     worst = [result(old[i][1])["garments"]["seen"]["proc_00003"]["policy"]["geom"] for i in (0, 1)]
@@ -141,12 +135,12 @@ def test_the_first_grasp_prose_is_the_measured_one() -> None:
 
 def test_the_policy_card_quotes_the_first_grasp_runs() -> None:
     def cell(name: str) -> str:
-        row = _seen(name)
+        row = row_of(name)
         return f"{row['csr95']['mean']:.1f} % ({successes(row)} of {row['rollouts']})"
 
     (old, hem) = (rows for *_, rows in TABLES)
-    old_seen, hem_seen = _seen(old[1][1]), _seen(hem[1][1])
-    draw2 = [_seen(SEED1[spec][1]) for spec in ("cpu", "cpu_sleeve")]
+    old_seen, hem_seen = row_of(old[1][1]), row_of(hem[1][1])
+    draw2 = [row_of(SEED1[spec][1]) for spec in ("cpu", "cpu_sleeve")]
     assert_quoted(
         flat_doc("models/policy/README.md"),
         [

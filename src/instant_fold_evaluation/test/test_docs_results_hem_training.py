@@ -4,9 +4,7 @@ the hem-rigid simulator preset's starts, beside v6 (the default), on both start 
 
 from __future__ import annotations
 
-from typing import Any
-
-from docs_quotes import assert_quoted, doc, flat_doc, issue_28_bars, result, successes
+from docs_quotes import assert_quoted, doc, flat_doc, issue_28_bars, result, row_of, successes
 from test_docs_results_tracking import table_spec, tracking_table
 
 V6, HEM = "v6 (the default)", "v6's recipe trained on hem-rigid starts"
@@ -31,10 +29,6 @@ TABLES = (
 
 #: Second draws (`--seed 1`) on the hem-rigid seen folds: v6, then the hem-rigid-trained policy.
 SEED1 = ("eval_cpu_sleeve_v6_first50_seed1.json", "eval_cpu_sleeve_hemtrained_seed1.json")
-
-
-def _seen(name: str) -> dict[str, Any]:
-    return result(name)["rows"]["policy"]["seen"]
 
 
 def test_the_hem_training_tables_are_the_measured_ones() -> None:
@@ -64,9 +58,9 @@ def test_the_runs_differ_in_the_checkpoint_alone() -> None:
 def test_the_hem_training_prose_is_the_measured_one() -> None:
     training = result("hem_training.json")
     (hem_rows, old_rows) = (rows for *_, rows in TABLES)
-    (hv6, hg_v6), (hem, hg_hem) = ((_seen(a), _seen(b)) for _, a, b in hem_rows[:2])
-    (ov6, og_v6), (old, og_hem) = ((_seen(a), _seen(b)) for _, a, b in old_rows[:2])
-    d_v6, d_hem = (_seen(name) for name in SEED1)
+    (hv6, hg_v6), (hem, hg_hem) = ((row_of(a), row_of(b)) for _, a, b in hem_rows[:2])
+    (ov6, og_v6), (old, og_hem) = ((row_of(a), row_of(b)) for _, a, b in old_rows[:2])
+    d_v6, d_hem = (row_of(name) for name in SEED1)
     hem_bars = issue_28_bars("eval_cpu_sleeve_reference.json", "eval_cpu_garments_sleeve_reference.json")
     total_v6 = sum(map(successes, (hv6, hg_v6, ov6, og_v6)))
     total_hem = sum(map(successes, (hem, hg_hem, old, og_hem)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from docs_quotes import assert_quoted, doc, flat_doc, issue_28_bars, result, successes
+from docs_quotes import assert_quoted, doc, flat_doc, issue_28_bars, result, row_of, successes
 from test_docs_results_tracking import table_spec, tracking_table
 
 #: As `test_docs_results_tracking.TABLES`: (title, benchmark, held-out garments, references, rows).
@@ -34,10 +34,6 @@ TABLES = (
 #: The old starts' second draws (`--seed 1`: match 8 cm, match 50 cm) and the 20 cm run (seed 0).
 SEED1 = ("eval_cpu_v6_tracked_seed1.json", "eval_cpu_v6_match50_seed1.json")
 MATCH20 = "eval_cpu_v6_match20.json"
-
-
-def _seen(name: str) -> dict[str, Any]:
-    return result(name)["rows"]["policy"]["seen"]
 
 
 def _heldout(name: str) -> dict[str, Any]:
@@ -79,12 +75,12 @@ def _garment(name: str, garment: str = "proc_00003") -> dict[str, Any]:
 
 def test_the_match_prose_is_the_measured_one() -> None:
     (old, hem) = (rows for *_, rows in TABLES)
-    before, after = _seen(old[0][1]), _seen(old[1][1])
-    g_before, g_after = _seen(old[0][2]), _seen(old[1][2])
-    h_before, h_after = _seen(hem[0][1]), _seen(hem[1][1])
-    hg_before, hg_after = _seen(hem[0][2]), _seen(hem[1][2])
-    s_before, s_after = (_seen(name) for name in SEED1)
-    mid = _seen(MATCH20)
+    before, after = row_of(old[0][1]), row_of(old[1][1])
+    g_before, g_after = row_of(old[0][2]), row_of(old[1][2])
+    h_before, h_after = row_of(hem[0][1]), row_of(hem[1][1])
+    hg_before, hg_after = row_of(hem[0][2]), row_of(hem[1][2])
+    s_before, s_after = (row_of(name) for name in SEED1)
+    mid = row_of(MATCH20)
     bars = issue_28_bars()
     hem_bars = issue_28_bars("eval_cpu_sleeve_reference.json", "eval_cpu_garments_sleeve_reference.json")
     held = [_heldout(name) for name in (old[0][1], old[1][1])]

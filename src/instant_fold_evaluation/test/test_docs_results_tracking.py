@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from docs_quotes import assert_quoted, csr_cell, doc, flat_doc, issue_28_bars, result, successes
+from docs_quotes import assert_quoted, csr_cell, doc, flat_doc, issue_28_bars, result, row_of, successes
 
 #: Per seen-fold benchmark: its table's title, its held-out garments benchmark, the reference JSONs
 #: of both (issue 28's bars) and the row every table of the pair ends with, registration replay
@@ -79,10 +79,6 @@ TABLES = (
 )
 
 
-def _seen(name: str, row: str = "policy") -> dict[str, Any]:
-    return result(name)["rows"][row]["seen"]
-
-
 def _row(label: str, seen: dict[str, Any], other: dict[str, Any]) -> str:
     first = seen["first_grasp"]
     return (
@@ -98,8 +94,8 @@ def tracking_table(title: str, benchmark: str, garments: str, reference: tuple[s
         f"within 5 cm (%) | `{garments}`: Ctx. Acc. | C-SR@95 | Geom. |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    lines += [_row(label, _seen(cpu), _seen(other)) for label, cpu, other in rows]
-    lines.append(_row("oracle (out-of-sample)", *(_seen(name, "oracle-out-of-sample") for name in reference)))
+    lines += [_row(label, row_of(cpu), row_of(other)) for label, cpu, other in rows]
+    lines.append(_row("oracle (out-of-sample)", *(row_of(name, "oracle-out-of-sample") for name in reference)))
     bars = issue_28_bars(*reference)
     lines.append(
         f"| issue 28's bar | >= 95 | >= {bars['csr']:.2f} | <= {bars['geom']:.2f} | <= 4 / >= 75 | – | "
@@ -133,24 +129,24 @@ def test_the_runs_differ_in_the_tracking_alone() -> None:
 
 def _events(name: str, event: str) -> float:
     """A run's mean xy error of one event (cm), seen folds."""
-    return 100 * _seen(name)["events"][event]["xy_m"]["mean"]
+    return 100 * row_of(name)["events"][event]["xy_m"]["mean"]
 
 
 def test_the_tracking_prose_is_the_measured_one() -> None:
     hem, old = (rows for *_, rows in TABLES)
     (v6, v6_garments), (tracked, tracked_garments), (both, both_garments) = (
-        (_seen(cpu), _seen(garments)) for _, cpu, garments in hem[:3]
+        (row_of(cpu), row_of(garments)) for _, cpu, garments in hem[:3]
     )
     (replay, replay_garments), (replay_tracked, replay_tracked_garments) = (
-        (_seen(cpu), _seen(garments)) for _, cpu, garments in hem[3:]
+        (row_of(cpu), row_of(garments)) for _, cpu, garments in hem[3:]
     )
     (old_v6, old_v6_garments), (old_tracked, old_tracked_garments) = (
-        (_seen(cpu), _seen(garments)) for _, cpu, garments in old[:2]
+        (row_of(cpu), row_of(garments)) for _, cpu, garments in old[:2]
     )
-    old_replay = _seen(old[2][1])
+    old_replay = row_of(old[2][1])
     bars = issue_28_bars()
-    intel_replay = _seen("eval_cpu_k10_registration_replay.json")
-    extra = [_seen(name)["events"]["later"]["extra"] for name in (hem[0][1], hem[1][1])]
+    intel_replay = row_of("eval_cpu_k10_registration_replay.json")
+    extra = [row_of(name)["events"]["later"]["extra"] for name in (hem[0][1], hem[1][1])]
     quotes = [
         f"{successes(replay_garments)} to {successes(replay_tracked_garments)} of 18 on hem-rigid starts, Geom. "
         f"{replay_garments['geom']['mean']:.2f} to {replay_tracked_garments['geom']['mean']:.2f}",
@@ -176,7 +172,7 @@ def test_the_tracking_prose_is_the_measured_one() -> None:
     ]
     assert successes(tracked_garments) == successes(v6_garments) and successes(replay) == successes(replay_tracked)
     fresh1, tracked1 = (
-        _seen(name) for name in ("eval_cpu_sleeve_v6_seed1.json", "eval_cpu_sleeve_v6_tracked_seed1.json")
+        row_of(name) for name in ("eval_cpu_sleeve_v6_seed1.json", "eval_cpu_sleeve_v6_tracked_seed1.json")
     )
     for run in ("eval_cpu_sleeve_v6_seed1.json", "eval_cpu_sleeve_v6_tracked_seed1.json"):
         assert (
@@ -216,11 +212,11 @@ def test_the_main_job_still_folds_with_the_tracked_registration() -> None:
 
 def test_the_policy_card_quotes_the_tracked_runs() -> None:
     def cell(name: str) -> str:
-        row = _seen(name)
+        row = row_of(name)
         return f"{row['csr95']['mean']:.1f} % ({successes(row)} of {row['rollouts']})"
 
     hem, old = (rows for *_, rows in TABLES)
-    old_seen, hem_seen = _seen(old[1][1]), _seen(hem[1][1])
+    old_seen, hem_seen = row_of(old[1][1]), row_of(hem[1][1])
     assert_quoted(
         flat_doc("models/policy/README.md"),
         [
