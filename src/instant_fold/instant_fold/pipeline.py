@@ -70,11 +70,27 @@ class GenerateStage:
     seed: int = 0
     workers: int = 2
     worlds: int = 1
+    #: Another simulator preset for the odd start states k (1, 3, ...), `preset` making the even
+    #: ones: one store of both start sets, so that neither is out of the encoder's and the policy's
+    #: training distribution (docs/policy.md, "Default models").
+    odd_starts_preset: str | None = None
     #: An existing episode store (e.g. generated on another machine): not generated, read in place.
     store: str | None = None
 
     def __post_init__(self) -> None:
         check_numbers("generate", self, positive=("episodes_per", "workers", "worlds"), non_negative=("seed",))
+        if self.odd_starts_preset and self.episodes_per < 2:
+            raise ConfigError("generate.odd_starts_preset needs episodes_per >= 2 (start states of both presets)")
+
+    def parts(self) -> list[tuple[str, str | None]]:
+        """(preset, its start states as `--starts` takes them, or None for all) per generator run."""
+        if not self.odd_starts_preset:
+            return [(self.preset, None)]
+        ks = range(self.episodes_per)
+        return [
+            (self.preset, ",".join(str(k) for k in ks if k % 2 == 0)),
+            (self.odd_starts_preset, ",".join(str(k) for k in ks if k % 2 == 1)),
+        ]
 
 
 @dataclass(frozen=True)
@@ -241,17 +257,19 @@ class Pipeline:
         if g.store:
             self.stage(f"1/6 episodes: using {self.store} (generate.store), not generated here")
             return
+        presets = " / ".join(f"{name}: {'all' if starts is None else 'k = ' + starts}" for name, starts in g.parts())
         self.stage(
             f"1/6 generating {g.episodes_per} start states x garments {g.garments} x modes {g.modes} "
-            f"({g.preset}) into {self.store}"
+            f"({presets}) into {self.store}"
         )
-        self.run(
-            self.module(
-                "instant_fold_sim.generate", "--out", self.store, "--preset", g.preset, "--garments", g.garments,
-                "--split", g.split, "--modes", g.modes, "--episodes-per", g.episodes_per, "--seed", g.seed,
-                "--workers", g.workers, "--worlds", g.worlds,
-            )
-        )  # fmt: skip
+        for name, starts in g.parts():  # one after the other: one generator per store
+            self.run(
+                self.module(
+                    "instant_fold_sim.generate", "--out", self.store, "--preset", name, "--garments", g.garments,
+                    "--split", g.split, "--modes", g.modes, "--episodes-per", g.episodes_per, "--seed", g.seed,
+                    "--workers", g.workers, "--worlds", g.worlds, *(() if starts is None else ("--starts", starts)),
+                )
+            )  # fmt: skip
 
     def pretrain(self) -> None:
         p = self.recipe.pretrain

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from instant_fold.pipeline import STAGES, Pipeline, load_recipe, main, policy_config, recipe_path
+from instant_fold.pipeline import STAGES, GenerateStage, Pipeline, load_recipe, main, policy_config, recipe_path
 from instant_fold_core.compute_threads import THREAD_VARIABLES
+from instant_fold_core.dataset.zarr_store import EpisodeStore
 from instant_fold_core.errors import ConfigError
 from instant_fold_ros.bringup_share import config_dir
 
@@ -61,6 +62,16 @@ def test_the_cli_refuses_a_bad_recipe_or_models_folder_before_any_stage(tmp_path
     assert not (tmp_path / "work").exists()
 
 
+def test_odd_starts_of_another_preset_split_the_start_states_by_parity() -> None:
+    """One store of two start sets: the generator runs once per preset, the even start states k
+    from `preset`, the odd ones from `odd_starts_preset`, every k exactly once."""
+    assert GenerateStage(episodes_per=16).parts() == [("cpu-small", None)]
+    parts = GenerateStage(episodes_per=5, odd_starts_preset="cpu-small-sleeve").parts()
+    assert parts == [("cpu-small", "0,2,4"), ("cpu-small-sleeve", "1,3")]
+    with pytest.raises(ConfigError, match="episodes_per >= 2"):
+        GenerateStage(episodes_per=1, odd_starts_preset="cpu-small-sleeve")
+
+
 @pytest.mark.slow
 def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) -> None:
     """generate -> pretrain -> tokenize -> keypoints -> train (torchrun, 2 processes) -> evaluate ->
@@ -76,6 +87,7 @@ def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) 
     work = tmp_path / "work"
     settings = [
         "generate.garments=proc:0:2", "generate.modes=sleeves_down__bottom_up/S", "generate.episodes_per=3",
+        "generate.odd_starts_preset=cpu-small-sleeve",
         "tokenize.heldout_starts=*__e002", "pretrain.steps=2", "keypoints.steps=2", "train.steps=2",
         "evaluate.samples=4",
     ]  # fmt: skip
@@ -91,6 +103,10 @@ def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) 
     assert summary["offline"]["train"]["episodes"] == 4 and summary["offline"]["heldout"]["episodes"] == 2
     assert summary["keypoints"]["step"] == 2 and summary["keypoints"]["eval"]["frames"] > 0
     assert list(summary["stage_minutes"]) == ["1/6", "2/6", "3/6", "4/6", "5/6", "6/6"]
+    store = EpisodeStore(work / "store.zarr")
+    assert {name: store.meta(name)["preset"] for name in store.names()} == {
+        f"proc_0000{g}__m02_S__e00{k}": "cpu-small-sleeve" if k == 1 else "cpu-small" for g in (0, 1) for k in range(3)
+    }
     for name, source in (
         ("encoder", work / "pretrain" / "encoder"),
         ("keypoints", work / "keypoints" / "detector"),

@@ -145,6 +145,7 @@ def _simulate(job: Job, store: EpisodeStore, preset_name: str, world: tuple[Clot
     except (EpisodeFailed, GarmentError, KeypointError) as exc:
         return job.name, f"failed: {exc}", -1.0
     episode.meta["episode_name"] = job.name
+    episode.meta["preset"] = preset_name  # a store may hold start states of several presets
     store.write(job.name, episode)
     return job.name, "done", float(episode.meta["oracle"]["max_error"])
 
