@@ -70,6 +70,10 @@ def test_odd_starts_of_another_preset_split_the_start_states_by_parity() -> None
     assert parts == [("cpu-small", "0,2,4"), ("cpu-small-sleeve", "1,3")]
     with pytest.raises(ConfigError, match="episodes_per >= 2"):
         GenerateStage(episodes_per=1, odd_starts_preset="cpu-small-sleeve")
+    recipe = load_recipe(recipe_path("cpu-small", config_dir()), ["generate.odd_starts_preset=cpu-small-sleeve"])
+    assert recipe.generate.parts()[1] == ("cpu-small-sleeve", "1,3,5,7,9,11,13,15")
+    with pytest.raises(ConfigError, match="episodes_per >= 2"):
+        load_recipe(recipe_path("cpu-small", config_dir()), ["generate.odd_starts_preset=x", "generate.episodes_per=1"])
 
 
 @pytest.mark.slow
