@@ -119,6 +119,16 @@ def test_the_hem_training_prose_is_the_measured_one() -> None:
     assert_quoted(flat_doc("docs/evaluation.md"), quotes)
 
 
+def _missed_by_garment(name: str, metric: str) -> dict[str, int]:
+    """Per garment of an evaluation JSON, the policy's folds a percentage metric did not count
+    (C-SR@95: failures; Ctx. Acc.: misread contexts)."""
+    garments = result(name)["garments"]["seen"]
+    return {
+        g: row["policy"]["folds"] - counted(row["policy"][metric], row["policy"]["folds"])
+        for g, row in garments.items()
+    }
+
+
 def test_the_v7_prose_is_the_measured_one() -> None:
     training = result("v7_training.json")
     minutes, encoder = training["stage_minutes"], training["encoder"]
@@ -144,22 +154,11 @@ def test_the_v7_prose_is_the_measured_one() -> None:
     ]
     assert old["ctx_acc"]["mean"] < 95 <= v6[2]["ctx_acc"]["mean"]
     assert hem_garments["csr95"]["mean"] >= hem_bars["garments_csr"]
-    failures = result(v7_hem[2])["garments"]["seen"]
-    lost = {
-        garment: row["policy"]["folds"] - counted(row["policy"]["csr95"], row["policy"]["folds"])
-        for garment, row in failures.items()
-    }
+    lost = _missed_by_garment(v7_hem[2], "csr95")
     assert lost["proc_00005"] == 6 and sum(lost.values()) == 18 - successes(hem_garments) == 7
-    v7_garments, v6_garments = (result(name)["garments"]["seen"] for name in (v7_old[1], old_rows[0][1]))
-    misread = {  # per garment, old starts: (v7's, v6's) misread contexts
-        garment: tuple(
-            g[garment]["policy"]["folds"] - counted(g[garment]["policy"]["ctx_acc"], g[garment]["policy"]["folds"])
-            for g in (v7_garments, v6_garments)
-        )
-        for garment in v7_garments
-    }
-    assert sum(v7 for v7, _ in misread.values()) == 6 and sum(v7 > 0 for v7, _ in misread.values()) == 4
-    assert misread["proc_00004"][0] == 3 and {g for g, (_, v6) in misread.items() if v6} == {"proc_00004"}
+    misread, v6_misread = (_missed_by_garment(name, "ctx_acc") for name in (v7_old[1], old_rows[0][1]))
+    assert sum(misread.values()) == 6 and sum(n > 0 for n in misread.values()) == 4 and misread["proc_00004"] == 3
+    assert {garment for garment, n in v6_misread.items() if n} == {"proc_00004"}
     draw, v6_draw = row_of("eval_cpu_v7_seed1.json"), row_of("eval_cpu_v6_first50_seed1.json")
     main_job = result("main_job_v7.json")
     assert (main_job["policy"], main_job["encoder"]) == (training["checkpoint"], training["encoder_dir"])
@@ -187,11 +186,15 @@ def test_the_held_out_garments_are_the_shortest() -> None:
     mesh's y extent) than every training garment, and `proc_00005` is the shortest of the ten."""
     from instant_fold_sim.garments import resolve_garment
 
-    def length(seed: int) -> float:
-        vertices = np.asarray(resolve_garment(f"proc:{seed}").vertices)
-        return float(np.ptp(vertices[:, 1]))
+    def lengths(name: str) -> dict[str, float]:
+        """The y extent of every garment a scored benchmark (hem-rigid v7 run) names."""
+        return {
+            spec: float(np.ptp(np.asarray(resolve_garment(spec).vertices)[:, 1]))
+            for spec in result(name)["benchmark"]["garments"]
+        }
 
-    training = {seed: length(seed) for seed in (0, 1, 2, 3, 4, 6, 7)}
-    held_out = {seed: length(seed) for seed in (5, 11, 17)}
+    (_, seen, garments), _ = (next(row for row in rows if row[0] == V7) for *_, rows in TABLES)
+    training, held_out = lengths(seen), lengths(garments)
+    assert len(training) == 7 and len(held_out) == 3
     assert max(held_out.values()) < min(training.values())
-    assert min(held_out, key=held_out.__getitem__) == 5
+    assert min(held_out, key=held_out.__getitem__) == "proc:5"
