@@ -21,6 +21,7 @@ setup(
         "console_scripts": [
             "evaluate = instant_fold_evaluation.evaluate:main",
             "evaluate_policy = instant_fold_evaluation.evaluate_policy:main",
+            "compare = instant_fold_evaluation.compare:main",
         ],
     },
 )

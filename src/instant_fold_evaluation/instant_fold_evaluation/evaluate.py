@@ -626,9 +626,10 @@ def report(summary: dict[str, Any]) -> str:
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:
-    """The `summary.json` of an evaluate run; EvaluationError naming the folder when it has none (an
-    empty or unfinished run) or it is not a summary."""
-    path = run_dir / "summary.json"
+    """The `summary.json` of an evaluate run, from its folder or the file itself (e.g. a copy in
+    docs/results); EvaluationError naming the path when there is none (an empty or unfinished run)
+    or it is not a summary."""
+    path = run_dir / "summary.json" if run_dir.is_dir() else run_dir
     try:
         summary = json.loads(path.read_text())
     except FileNotFoundError:

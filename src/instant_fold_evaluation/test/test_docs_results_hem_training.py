@@ -76,22 +76,29 @@ def test_the_runs_differ_in_the_checkpoint_alone() -> None:
     _same_but(*SEED1, training["checkpoint"], "models/encoder", machine, seed=1)
 
 
-def test_the_v7_runs_differ_in_the_checkpoint_and_the_encoder() -> None:
-    """v7's runs: the same benchmarks, targets, banks, seed and machine as v6's, with the pipeline
-    run's own encoder and policy (neither of them the shipped weights), trained on the same
-    episodes as the hem-rigid-trained policy (the same store and oracle filter)."""
-    training = result("v7_training.json")
+def _trained_here(label: str, training_json: str) -> dict:
+    """A from-nothing candidate's runs: the same benchmarks, targets, banks, seed and machine as v6's,
+    with the pipeline run's own encoder and policy (neither of them the shipped weights), trained on
+    both processes to the end. Returns the training run's JSON."""
+    training = result(training_json)
     assert training["checkpoint_model_sha256"] != training["shipped_model_sha256"]
     assert training["encoder_model_sha256"] != training["shipped_encoder_sha256"]
     assert training["policy_end"]["ranks_in_sync"] and training["policy_end"]["world_size"] == 2
+    machine = result("eval_cpu_sleeve_v6_first50.json")["machine"]["cpu_flags_sha256"]
+    for v6, other in _pairs(label):
+        _same_but(v6, other, training["checkpoint"], training["encoder_dir"], machine)
+    return training
+
+
+def test_the_v7_runs_differ_in_the_checkpoint_and_the_encoder() -> None:
+    """v7 is trained on the same episodes as the hem-rigid-trained policy (the same store and oracle
+    filter)."""
+    training = _trained_here(V7, "v7_training.json")
     hem = result("hem_training.json")["policy_start"]
     assert (training["policy_start"]["episodes"], training["policy_start"]["samples"]) == (
         hem["episodes"],
         hem["samples"],
     )
-    machine = result("eval_cpu_sleeve_v6_first50.json")["machine"]["cpu_flags_sha256"]
-    for v6, v7 in _pairs(V7):
-        _same_but(v6, v7, training["checkpoint"], training["encoder_dir"], machine)
 
 
 def test_the_hem_training_prose_is_the_measured_one() -> None:
