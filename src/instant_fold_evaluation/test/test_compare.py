@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 from docs_quotes import RESULTS, issue_28_bars
 
-from instant_fold_evaluation.compare import ComparisonError, bars, compare, group, main, read_run, verdict
+from instant_fold_evaluation.compare import (
+    ComparisonError,
+    assert_comparable,
+    bars,
+    compare,
+    group,
+    main,
+    read_run,
+    verdict,
+)
 
 BENCHMARKS = ("cpu_sleeve", "cpu_garments_sleeve", "cpu", "cpu_garments")
 V6 = [RESULTS / f"eval_{b}_v6_first50.json" for b in BENCHMARKS]
@@ -107,3 +116,24 @@ def test_the_command_prints_the_table_writes_the_verdict_and_exits_by_it(tmp_pat
     assert main(["--baseline", *map(str, V6), "--candidate", *map(str, HEM)]) == 0
     assert main(["--baseline", str(V6[2]), "--candidate", str(tmp_path / "missing.json")]) == 2
     assert "compare: " in capsys.readouterr().err
+
+
+def test_v6_folds_the_quick_yardstick_alike_on_both_amd_machines() -> None:
+    """docs/evaluation.md: v6's `cpu_quick` run on the second machine and its `cpu` run's k = 3
+    rollouts on the first have the same per-garment Geom. and successes; `compare` still refuses
+    the pair (another benchmark spec and machine)."""
+    quick, full = read_run(RESULTS / "eval_cpu_quick_v6_0c31.json"), read_run(V6[2])
+    assert (quick["machine"]["cpu_flags_sha256"], full["machine"]["cpu_flags_sha256"]) == (
+        "0c31b8d624ec",
+        "806a97fa10b6",
+    )
+    assert quick["checkpoint"] == full["checkpoint"] == "models/policy"
+    for garment, row in quick["garments"]["seen"].items():
+        other = full["garments"]["seen"][garment]["starts"]["3"]["policy"]
+        assert {k: v for k, v in row["policy"].items() if k != "geom"} == {
+            k: v for k, v in other.items() if k != "geom"
+        }, garment
+        assert row["policy"]["geom"] == pytest.approx(other["geom"], rel=1e-12), garment
+    assert round(quick["rows"]["policy"]["seen"]["csr95"]["mean"] * 21 / 100) == 16
+    with pytest.raises(ComparisonError, match="machine"):
+        assert_comparable(quick, full)
