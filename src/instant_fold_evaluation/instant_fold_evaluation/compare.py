@@ -102,11 +102,11 @@ def group(summaries: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, 
     """Runs by start set, then by column (`seen` folds on training garments, `garments`)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for summary in summaries:
-        column = "garments" if held_out_garments(summary) else "seen"
-        columns = out.setdefault(start_set(summary), {})
+        column, key = "garments" if held_out_garments(summary) else "seen", start_set(summary)
+        columns = out.setdefault(key, {})
         if column in columns:
             raise ComparisonError(
-                f"two runs for {start_set(summary)} / {column}: {columns[column]['benchmark']['name']} and "
+                f"two runs for {key} / {column}: {columns[column]['benchmark']['name']} and "
                 f"{summary['benchmark']['name']}"
             )
         columns[column] = summary

@@ -8,6 +8,8 @@ import numpy as np
 from docs_quotes import assert_quoted, count, counted, doc, flat_doc, issue_28_bars, result, row_of, successes
 from test_docs_results_tracking import table_spec, tracking_table
 
+from instant_fold_evaluation.compare import assert_comparable
+
 V6, HEM = "v6 (the default)", "v6's recipe trained on hem-rigid starts"
 V7 = "v7 candidate: the recipe from nothing on hem-rigid starts"
 
@@ -41,10 +43,6 @@ def test_the_hem_training_tables_are_the_measured_ones() -> None:
         assert tracking_table(*table) in text, tracking_table(*table)
 
 
-#: The runs every trained row is compared with (the shipped v6), by benchmark column.
-KEYS = ("benchmark", "event_targets", "first_grasp_match_m", "grasp_match_m", "grasp_conflict_m", "bank")
-
-
 def _pairs(label: str) -> list[tuple[str, str]]:
     """(v6's JSON, the `label` row's JSON) per benchmark column of both tables."""
     pairs = []
@@ -55,12 +53,13 @@ def _pairs(label: str) -> list[tuple[str, str]]:
 
 
 def _same_but(v6: str, other: str, checkpoint: str, encoder: str, machine: str, seed: int = 0) -> None:
+    """`other` is v6's run (`v6`) with another checkpoint and encoder: what `compare` would compare
+    (benchmark, bank, targets, seed, machine), on the same bank folder, this machine and seed."""
     a, b = result(v6), result(other)
     assert a["checkpoint"] == "models/policy" and b["checkpoint"] == checkpoint, other
     assert a["encoder"] == "models/encoder" and b["encoder"] == encoder, other
-    assert all(a.get(k) == b.get(k) for k in KEYS), other
-    assert a["machine"]["cpu_flags_sha256"] == b["machine"]["cpu_flags_sha256"] == machine, other
-    assert (a.get("seed") or 0) == b["seed"] == seed, other
+    assert_comparable(a, b)
+    assert a["bank"] == b["bank"] and b["machine"]["cpu_flags_sha256"] == machine and b["seed"] == seed, other
 
 
 def test_the_runs_differ_in_the_checkpoint_alone() -> None:
