@@ -11,13 +11,16 @@ error of each benchmarked episode. One process = one core; multiply by cores for
 `--worlds N` simulates N garments (procedural seeds from --garment-seed) as worlds of one Newton
 model (`ClothBatch`) and runs the episodes as one batch (`generate.iter_batch`, a thread per
 world, meeting at a frame barrier): the numbers are then per batch, and episodes per hour count all worlds.
+
+The physics is timed with each frame's substeps replayed from a recorded Warp graph and launched
+kernel by kernel (`physics`, `physics_launched`: `ClothBatch`'s `capture`); `--capture off` runs
+the episodes without graphs too (the default, `auto`, records them on the CPU).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import warp as wp
 
+from instant_fold_core.compute_threads import machine_record, pin_compute_threads
 from instant_fold_core.dataset.zarr_store import EpisodeStore
 from instant_fold_sim import generate
 from instant_fold_sim.garments import make_procedural_garment
@@ -34,9 +38,9 @@ from instant_fold_sim.rollout import preset, run_episode
 from instant_fold_sim.scene import ClothBatch
 
 
-def bench_physics(cfg, garments, frames: int) -> dict:
+def bench_physics(cfg, garments, frames: int, capture: bool | None = None) -> dict:
     """Stepping cost alone: drop the garments and step `frames` control frames."""
-    batch = ClothBatch(garments, cfg.sim)
+    batch = ClothBatch(garments, cfg.sim, capture=capture)
     for scene in batch.scenes:
         scene.set_positions(scene.garment.vertices * cfg.sim.garment_scale + np.array([0.0, 0.0, 0.2]))
     batch.step()  # warm-up (kernel load)
@@ -46,6 +50,7 @@ def bench_physics(cfg, garments, frames: int) -> dict:
     wall = time.perf_counter() - t0
     sim = frames / cfg.sim.fps
     return {
+        "capture": batch.capture,
         "worlds": batch.num_worlds,
         "particles": batch.model.particle_count,
         "substeps": cfg.sim.substeps,
@@ -104,18 +109,25 @@ def main() -> None:
     p.add_argument("--variant", default="S")
     p.add_argument("--episodes", type=int, default=2, help="repeats (each a batch of --worlds episodes)")
     p.add_argument("--physics-frames", type=int, default=40)
+    p.add_argument(
+        "--capture", choices=["auto", "on", "off"], default="auto", help="record frames as graphs in the episodes"
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args()
+    pin_compute_threads()  # one process = one core, as the generator's workers run
+    ClothBatch.capture_default = {"auto": None, "on": True, "off": False}[args.capture]
     cfg = preset(args.preset)
     garments = [make_procedural_garment(args.garment_seed + w, spacing=cfg.garment_spacing) for w in range(args.worlds)]
     result = {
         "preset": cfg.name,
         "device": str(wp.get_device()),
-        "machine": platform.processor() or platform.machine(),
+        "machine": machine_record(),
         "garments": [g.garment_id for g in garments],
         "mode": args.mode,
         "variant": args.variant,
-        "physics": bench_physics(cfg, garments, args.physics_frames),
+        "capture": args.capture,
+        "physics": bench_physics(cfg, garments, args.physics_frames, capture=True),
+        "physics_launched": bench_physics(cfg, garments, args.physics_frames, capture=False),
         "render_ms_per_frame": bench_render(cfg, garments[0]),
     }
     runs = bench_episodes(cfg, garments, args.mode, args.variant, args.episodes)

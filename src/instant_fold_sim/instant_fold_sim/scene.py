@@ -14,6 +14,11 @@ re-activates them with zero velocity, so a release is clean.
 together: one ~500-particle cloth leaves a GPU idle (every substep is a few dozen small kernel
 launches), many in one model cost about the same launches. Each `ClothScene` is a world of a
 batch; `ClothScene.build` makes a batch of one.
+
+On the CPU a control frame's substeps are recorded once as a Warp graph and replayed (see
+`ClothBatch`): a few hundred particles cost far less to solve than the ~1,200 kernel launches of
+a frame cost to issue from Python, and a replay issues them from C++ with the same arguments,
+so the results are bit-identical to launching them one by one.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ UNITS = 100.0
 #: Lowest height of a free particle, in particle radii above the table (the soft contact keeps
 #: resting cloth at about one radius; this only catches particles that went through it).
 TABLE_FLOOR = 0.25
+#: Every batch's lock wraps this one lock: while a frame is being recorded as a graph, Warp
+#: records (and does not run) every CPU launch of the process, so no other batch may touch
+#: Warp then. Batches of one process are stepped one at a time anyway (one core each).
+_WARP_LOCK = threading.RLock()
 
 
 @dataclass
@@ -142,9 +151,21 @@ class ClothBatch:
     `step_frame` waits at a per-frame barrier until every member has asked for its frame and the
     last one to ask steps them all, so per-episode code (layout, programs, settling) stays sequential.
     Worlds that are not stepping hold their grippers; `ClothScene.park` stops simulating one.
+
+    `capture` records a frame's substeps once as a Warp graph and replays it for every later
+    frame until the held particles change (a grasp, a release, a park) and a new one is recorded:
+    the launches and their arguments are the same, only issued from C++, so a frame computes
+    exactly what it computes without (tested bit for bit). `None` takes `capture_default`, whose
+    `None` means on the CPU only: on CUDA it is not measured yet (no GPU here).
     """
 
-    def __init__(self, garments: Sequence[GarmentMesh], config: ClothSimConfig | None = None) -> None:
+    #: What `capture=None` means for batches made from now on (None: on the CPU only); the
+    #: benchmark sets it to time a frame both ways.
+    capture_default: bool | None = None
+
+    def __init__(
+        self, garments: Sequence[GarmentMesh], config: ClothSimConfig | None = None, capture: bool | None = None
+    ) -> None:
         if not garments:
             raise ValueError("ClothBatch needs at least one garment")
         self.config = cfg = config or ClothSimConfig()
@@ -201,11 +222,17 @@ class ClothBatch:
         self._snapshot: tuple[np.ndarray, np.ndarray] | None = None
         self._pinned: tuple[wp.array, wp.array, wp.array] | None = None
         self._pinned_stale = True
-        self._gripper_pos = wp.zeros(2 * len(self.garments), dtype=wp.vec3, device=self.device)
+        # Every substep's gripper positions of a frame, written once per frame (a recorded
+        # graph reads row k at substep k).
+        self._gripper_path = wp.zeros((cfg.substeps, 2 * len(self.garments)), dtype=wp.vec3, device=self.device)
         self._gripper_vel = wp.zeros(2 * len(self.garments), dtype=wp.vec3, device=self.device)
+        if capture is None:
+            capture = self.device.is_cpu if self.capture_default is None else self.capture_default
+        self.capture = capture
+        self._graphs: dict[int, wp.Graph] = {}  # id(state_0) at the frame's start -> its recorded substeps
         # Held while stepping and by every change to grippers or particles (re-entrant): a world
         # that is not at the frame barrier may grasp or park while the others step.
-        self.lock = threading.Condition()
+        self.lock = threading.Condition(_WARP_LOCK)
         self._members: set[int] = set()
         self._pending: dict[int, np.ndarray | None] = {}
         self._generation = 0
@@ -280,17 +307,41 @@ class ClothBatch:
         pinned = self._pinned_arrays()
         if pinned is not None:
             self._gripper_vel.assign(velocity)
+            path = [(1 - k / cfg.substeps) * start + k / cfg.substeps * goal for k in range(1, cfg.substeps + 1)]
+            self._gripper_path.assign((np.stack(path) * UNITS).reshape(cfg.substeps, -1, 3).astype(np.float32))
         dt = self.frame_dt / cfg.substeps
         self.solver.rebuild_bvh(self.state_0)
-        for k in range(1, cfg.substeps + 1):
-            alpha = k / cfg.substeps
+        if not self.capture:
+            self._substeps(pinned, dt)
+        else:
+            graph = self._graphs.get(id(self.state_0))
+            if graph is None:
+                first = self.state_0, self.state_1
+                wp.capture_begin(self.device)
+                try:
+                    self._substeps(pinned, dt)  # recorded, not run
+                finally:
+                    graph = wp.capture_end(self.device)
+                    self.state_0, self.state_1 = first
+                self._graphs[id(self.state_0)] = graph
+            wp.capture_launch(graph)
+            if cfg.substeps % 2:
+                self.state_0, self.state_1 = self.state_1, self.state_0
+        self._snapshot = None
+        for world, scene in enumerate(self.scenes):
+            for arm, g in enumerate(scene.grippers):
+                g.position = goal[world, arm].copy()
+            scene.sim_time += self.frame_dt
+
+    def _substeps(self, pinned: tuple[wp.array, wp.array, wp.array] | None, dt: float) -> None:
+        """One control frame's substeps, launched (or recorded) from the frame's gripper path."""
+        cfg = self.config
+        for k in range(cfg.substeps):
             if pinned is not None:
-                position = (1 - alpha) * start + alpha * goal
-                self._gripper_pos.assign((position * UNITS).reshape(-1, 3).astype(np.float32))
                 wp.launch(
                     _drive_pinned,
                     dim=len(pinned[0]),
-                    inputs=[*pinned, self._gripper_pos, self._gripper_vel, cfg.particle_radius * UNITS],
+                    inputs=[*pinned, self._gripper_path[k], self._gripper_vel, cfg.particle_radius * UNITS],
                     outputs=[self.state_0.particle_q, self.state_0.particle_qd],
                     device=self.device,
                 )
@@ -305,11 +356,6 @@ class ClothBatch:
                 outputs=[self.state_0.particle_q, self.state_0.particle_qd],
                 device=self.device,
             )
-        self._snapshot = None
-        for world, scene in enumerate(self.scenes):
-            for arm, g in enumerate(scene.grippers):
-                g.position = goal[world, arm].copy()
-            scene.sim_time += self.frame_dt
 
     def _pinned_arrays(self) -> tuple[wp.array, wp.array, wp.array] | None:
         """(particle ids, gripper index, offsets) of every held particle, rebuilt after grasps."""
@@ -331,6 +377,7 @@ class ClothBatch:
                 )
             )
             self._pinned_stale = False
+            self._graphs.clear()  # recorded with the old held particles
         return self._pinned
 
     # ------------------------------------------------------------------ state access (Newton units)
