@@ -80,6 +80,7 @@ class ClothSimConfig:
 
 @wp.kernel
 def _drive_pinned(
+    count: wp.array[wp.int32],
     ids: wp.array[wp.int32],
     gripper: wp.array[wp.int32],
     offsets: wp.array[wp.vec3],
@@ -90,8 +91,11 @@ def _drive_pinned(
     qd: wp.array[wp.vec3],
 ):
     # Pinned particles are kinematic (no contacts), so keep them above the table explicitly:
-    # a gripper placing a layer must not push the cloth below it through the table.
+    # a gripper placing a layer must not push the cloth below it through the table. The arrays
+    # have room for every particle; the first `count[0]` entries are held.
     i = wp.tid()
+    if i >= count[0]:
+        return
     g = gripper[i]
     p = gripper_pos[g] + offsets[i]
     q[ids[i]] = wp.vec3(p[0], p[1], wp.max(p[2], floor))
@@ -153,9 +157,10 @@ class ClothBatch:
     Worlds that are not stepping hold their grippers; `ClothScene.park` stops simulating one.
 
     `capture` records a frame's substeps once as a Warp graph and replays it for every later
-    frame until the held particles change (a grasp, a release, a park) and a new one is recorded:
-    the launches and their arguments are the same, only issued from C++, so a frame computes
-    exactly what it computes without (tested bit for bit). `None` takes `capture_default`, whose
+    frame: the launches and their arguments are the same, only issued from C++, so a frame
+    computes exactly what it computes without (tested bit for bit). Everything a frame reads that
+    changes between frames is written in place before it (the held particles too: their arrays
+    have room for every particle), so one graph serves the batch's life. `None` takes `capture_default`, whose
     `None` means on the CPU only: on CUDA it is not measured yet (no GPU here).
     """
 
@@ -220,8 +225,16 @@ class ClothBatch:
         self.frame_dt = 1.0 / cfg.fps
         self._flags = self.model.particle_flags.numpy().copy()
         self._snapshot: tuple[np.ndarray, np.ndarray] | None = None
-        self._pinned: tuple[wp.array, wp.array, wp.array] | None = None
-        self._pinned_stale = True
+        # The held particles of every gripper (global id, gripper index, offset from it), the
+        # first `_held_count[0]` entries of arrays with room for every particle; rewritten after
+        # a grasp, a release or a park.
+        n = self.model.particle_count
+        self._held_count = wp.zeros(1, dtype=wp.int32, device=self.device)
+        self._held_ids = wp.zeros(n, dtype=wp.int32, device=self.device)
+        self._held_gripper = wp.zeros(n, dtype=wp.int32, device=self.device)
+        self._held_offsets = wp.zeros(n, dtype=wp.vec3, device=self.device)
+        self._held_stale = True
+        self._held = 0
         # Every substep's gripper positions of a frame, written once per frame (a recorded
         # graph reads row k at substep k).
         self._gripper_path = wp.zeros((cfg.substeps, 2 * len(self.garments)), dtype=wp.vec3, device=self.device)
@@ -229,7 +242,7 @@ class ClothBatch:
         if capture is None:
             capture = self.device.is_cpu if self.capture_default is None else self.capture_default
         self.capture = capture
-        self._graphs: dict[int, wp.Graph] = {}  # id(state_0) at the frame's start -> its recorded substeps
+        self._graphs: dict[int, wp.Graph] = {}  # id(state_0) at the frame's start -> its substeps
         # Held while stepping and by every change to grippers or particles (re-entrant): a world
         # that is not at the frame barrier may grasp or park while the others step.
         self.lock = threading.Condition(_WARP_LOCK)
@@ -304,22 +317,21 @@ class ClothBatch:
             if target is not None:
                 goal[world] = target
         velocity = ((goal - start) / self.frame_dt * UNITS).reshape(-1, 3).astype(np.float32)
-        pinned = self._pinned_arrays()
-        if pinned is not None:
+        if self._update_held():
             self._gripper_vel.assign(velocity)
             path = [(1 - k / cfg.substeps) * start + k / cfg.substeps * goal for k in range(1, cfg.substeps + 1)]
             self._gripper_path.assign((np.stack(path) * UNITS).reshape(cfg.substeps, -1, 3).astype(np.float32))
         dt = self.frame_dt / cfg.substeps
         self.solver.rebuild_bvh(self.state_0)
         if not self.capture:
-            self._substeps(pinned, dt)
+            self._substeps(dt)
         else:
             graph = self._graphs.get(id(self.state_0))
             if graph is None:
                 first = self.state_0, self.state_1
                 wp.capture_begin(self.device)
                 try:
-                    self._substeps(pinned, dt)  # recorded, not run
+                    self._substeps(dt)  # recorded, not run
                 finally:
                     graph = wp.capture_end(self.device)
                     self.state_0, self.state_1 = first
@@ -333,18 +345,18 @@ class ClothBatch:
                 g.position = goal[world, arm].copy()
             scene.sim_time += self.frame_dt
 
-    def _substeps(self, pinned: tuple[wp.array, wp.array, wp.array] | None, dt: float) -> None:
+    def _substeps(self, dt: float) -> None:
         """One control frame's substeps, launched (or recorded) from the frame's gripper path."""
         cfg = self.config
+        held = (self._held_count, self._held_ids, self._held_gripper, self._held_offsets)
         for k in range(cfg.substeps):
-            if pinned is not None:
-                wp.launch(
-                    _drive_pinned,
-                    dim=len(pinned[0]),
-                    inputs=[*pinned, self._gripper_path[k], self._gripper_vel, cfg.particle_radius * UNITS],
-                    outputs=[self.state_0.particle_q, self.state_0.particle_qd],
-                    device=self.device,
-                )
+            wp.launch(
+                _drive_pinned,
+                dim=self.model.particle_count,
+                inputs=[*held, self._gripper_path[k], self._gripper_vel, cfg.particle_radius * UNITS],
+                outputs=[self.state_0.particle_q, self.state_0.particle_qd],
+                device=self.device,
+            )
             self.state_0.clear_forces()
             self.collision.collide(self.state_0, self.contacts)
             self.solver.step(self.state_0, self.state_1, self.control, self.contacts, dt)
@@ -357,28 +369,23 @@ class ClothBatch:
                 device=self.device,
             )
 
-    def _pinned_arrays(self) -> tuple[wp.array, wp.array, wp.array] | None:
-        """(particle ids, gripper index, offsets) of every held particle, rebuilt after grasps."""
-        if self._pinned_stale:
+    def _update_held(self) -> int:
+        """Write the grippers' held particles into the held arrays if they changed; their count."""
+        if self._held_stale:
             ids, grip, offsets = [], [], []
             for world, scene in enumerate(self.scenes):
                 for arm, g in enumerate(scene.grippers):
                     ids.append(g.held + scene.first)
                     grip.append(np.full(g.held.size, 2 * world + arm, dtype=np.int32))
                     offsets.append(g.offsets)
-            all_ids = np.concatenate(ids).astype(np.int32)
-            self._pinned = (
-                None
-                if all_ids.size == 0
-                else (
-                    wp.array(all_ids, dtype=wp.int32, device=self.device),
-                    wp.array(np.concatenate(grip), dtype=wp.int32, device=self.device),
-                    wp.array(np.concatenate(offsets).astype(np.float32), dtype=wp.vec3, device=self.device),
-                )
-            )
-            self._pinned_stale = False
-            self._graphs.clear()  # recorded with the old held particles
-        return self._pinned
+            self._held = sum(len(i) for i in ids)
+            pad = self.model.particle_count - self._held
+            self._held_ids.assign(np.concatenate([*ids, np.zeros(pad)]).astype(np.int32))
+            self._held_gripper.assign(np.concatenate([*grip, np.zeros(pad)]).astype(np.int32))
+            self._held_offsets.assign(np.concatenate([*offsets, np.zeros((pad, 3))]).astype(np.float32))
+            self._held_count.assign(np.array([self._held], dtype=np.int32))
+            self._held_stale = False
+        return self._held
 
     # ------------------------------------------------------------------ state access (Newton units)
 
@@ -416,7 +423,7 @@ class ClothBatch:
                     device=self.device,
                 )
                 self._snapshot = None
-            self._pinned_stale = True
+            self._held_stale = True
 
 
 class ClothScene:

@@ -145,8 +145,8 @@ def test_batched_worlds_step_together_without_touching_each_other(small_garment,
 @pytest.mark.parametrize("substeps", [8, 3])
 def test_replayed_frames_compute_what_launched_frames_compute(small_garment, cpu_small, substeps):
     """A frame replayed from its recorded graph is bit-identical to one launched kernel by kernel,
-    through a drop, a grasp and drag (a new graph), a release and a park (new held particles each
-    time); an odd substep count swaps the states within a frame, so a frame starts from either."""
+    through a drop, a grasp and drag, a release and a park (the held particles change, the graph
+    does not); an odd substep count swaps the states within a frame, so a frame starts from either."""
     other = make_procedural_garment(1, spacing=cpu_small.garment_spacing)
     sim = type(cpu_small.sim)(**{**cpu_small.sim.to_dict(), "substeps": substeps})
     runs = []
@@ -162,7 +162,7 @@ def test_replayed_frames_compute_what_launched_frames_compute(small_garment, cpu
         b.park()
         for _ in range(4):
             batch.step()
-        # Since the park: one graph per state the frames start from (two when a frame swaps them).
+        # One graph per state the frames start from (two when a frame swaps them), for the whole run.
         assert len(batch._graphs) == (0 if not capture else 2 if substeps % 2 else 1)
         runs.append(np.concatenate([a.positions(), b.positions(), batch.snapshot()[1]]))
     np.testing.assert_array_equal(runs[0], runs[1])
