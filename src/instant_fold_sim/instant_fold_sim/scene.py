@@ -160,8 +160,9 @@ class ClothBatch:
     frame: the launches and their arguments are the same, only issued from C++, so a frame
     computes exactly what it computes without (tested bit for bit). Everything a frame reads that
     changes between frames is written in place before it (the held particles too: their arrays
-    have room for every particle), so one graph serves the batch's life. `None` takes `capture_default`, whose
-    `None` means on the CPU only: on CUDA it is not measured yet (no GPU here).
+    have room for every particle), so one graph serves the batch's life (two when a frame has an
+    odd number of substeps: it then starts from either state). `None` takes `capture_default`,
+    whose `None` means on the CPU only: on CUDA it is not measured yet (no GPU here).
     """
 
     #: What `capture=None` means for batches made from now on (None: on the CPU only); the
