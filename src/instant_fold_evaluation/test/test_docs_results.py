@@ -64,6 +64,7 @@ def test_the_oracle_yardstick_in_and_out_of_sample_is_the_measured_one() -> None
     for name in (
         "eval_cpu_k10_reference.json",
         "eval_cpu_garments_k10_reference.json",
+        "eval_cpu_folds_k10_reference.json",
         "eval_cpu_reference.json",  # 5 executions per context, until 2026-11-27
         "eval_cpu_garments_reference.json",
     ):
