@@ -65,6 +65,7 @@ def test_the_oracle_yardstick_in_and_out_of_sample_is_the_measured_one() -> None
         "eval_cpu_k10_reference.json",
         "eval_cpu_garments_k10_reference.json",
         "eval_cpu_folds_k10_reference.json",
+        "folds_quick_reference.json",  # cpu_folds_quick as a cut of cpu_folds, since 2026-11-29
         "eval_cpu_reference.json",  # 5 executions per context, until 2026-11-27
         "eval_cpu_garments_reference.json",
     ):

@@ -238,13 +238,14 @@ def test_the_breadth_benchmarks_score_the_fold_split(name: str):
     spec = BenchmarkSpec.load(name)
     assert tuple(c.label for c in spec.seen) == TRAINING_CONTEXTS
     assert tuple(c.label for c in spec.heldout) == HELDOUT_CONTEXTS
-    assert spec.oracle_runs == (4 if name == "cpu_folds_quick" else 10)
+    assert spec.oracle_runs == 10
     garment_split = "heldout" if name == "cpu_folds_garments" else "train"
     assert {split_of_seed(int(g.split(":")[1])) for g in spec.garments} == {garment_split}
     assert spec.max_steps == 220  # sequential sleeve folds run up to ~280 frames scripted (2 per query)
-    if name == "cpu_folds_quick":  # the full benchmark's first garment: the same starts and contexts
+    if name == "cpu_folds_quick":  # the full benchmark's first garment: its bank and demonstrations
         full = BenchmarkSpec.load("cpu_folds")
         assert spec.garments == full.garments[:1] and set(spec.bank_keys()) <= set(full.bank_keys())
+        assert spec.store == "cpu_folds"
 
 
 @pytest.mark.parametrize(
