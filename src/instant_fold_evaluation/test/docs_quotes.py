@@ -17,6 +17,13 @@ def result(name: str) -> Any:
     return json.loads((RESULTS / name).read_text())
 
 
+def cpu_flags(run: str | dict) -> str:
+    """The CPU a measured JSON (a docs/results name, or the JSON itself) was measured on: the
+    digest of its flags. Rows compared in one table must share it: simulated folds reproduce bit
+    for bit only on the CPU that simulated them."""
+    return str((result(run) if isinstance(run, str) else run)["machine"]["cpu_flags_sha256"])
+
+
 def doc(path: str | Path) -> str:
     """A document of the repository, as written (for tables, whose line breaks matter)."""
     return (REPO / path).read_text()

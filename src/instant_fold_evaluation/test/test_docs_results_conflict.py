@@ -6,7 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from docs_quotes import assert_quoted, count, csr_cell, doc, flat_doc, issue_28_bars, result, row_of, successes
+from docs_quotes import (
+    assert_quoted,
+    count,
+    cpu_flags,
+    csr_cell,
+    doc,
+    flat_doc,
+    issue_28_bars,
+    result,
+    row_of,
+    successes,
+)
 from test_docs_results_keypoints import start_subset
 
 #: v6 on one machine (AMD EPYC): (label, CPU benchmark, held-out garments).
@@ -88,13 +99,13 @@ def test_the_conflict_and_hem_rigid_tables_are_the_measured_ones() -> None:
 def test_the_runs_differ_in_the_rule_alone() -> None:
     """Same checkpoint, event targets, jobs and machine; the rule off (recorded as none: those runs
     predate it) in the first of each pair and at 0.10 m in the second."""
-    machine = result("eval_cpu_v6_amd.json")["machine"]["cpu_flags_sha256"]
+    machine = cpu_flags("eval_cpu_v6_amd.json")
     for names in ([c for _, c, _ in CONFLICT_RUNS], [g for _, _, g in CONFLICT_RUNS], [n for _, n in SLEEVE_RUNS]):
         off, on = (result(n) for n in names)
         assert off.get("grasp_conflict_m") is None and on["grasp_conflict_m"] == 0.1
         for run in (off, on):
             assert run["event_targets"] == "demonstration" and run["checkpoint"] == "models/policy"
-            assert run["machine"]["cpu_flags_sha256"] == machine and run.get("keypoints") is None
+            assert cpu_flags(run) == machine and run.get("keypoints") is None
         assert off["benchmark"] == on["benchmark"]
     assert result(SLEEVE_RUNS[0][1])["benchmark"]["preset"] == "cpu-small-sleeve"
 
@@ -151,7 +162,7 @@ def test_the_full_hem_rigid_table_is_the_measured_one() -> None:
         for name, spec in ((cpu, "cpu_sleeve"), (garments, "cpu_garments_sleeve")):
             run = result(name)
             assert run["benchmark"]["name"] == spec and run["benchmark"]["preset"] == "cpu-small-sleeve"
-            assert run["machine"]["cpu_flags_sha256"] == result(HEM_RIGID_REFERENCE[0])["machine"]["cpu_flags_sha256"]
+            assert cpu_flags(run) == cpu_flags(HEM_RIGID_REFERENCE[0])
             assert run["bank"] in bank
 
 

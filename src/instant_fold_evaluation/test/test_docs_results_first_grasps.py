@@ -5,7 +5,7 @@ demonstration made it (within 50 cm, the default since), beside every grasp matc
 
 from __future__ import annotations
 
-from docs_quotes import assert_quoted, doc, flat_doc, issue_28_bars, result, row_of, successes
+from docs_quotes import assert_quoted, cpu_flags, doc, flat_doc, issue_28_bars, result, row_of, successes
 from test_docs_results_tracking import table_spec, tracking_table
 
 from instant_fold_learning.policy.event_targets import FIRST_GRASP_MATCH_M, GRASP_MATCH_M
@@ -58,12 +58,12 @@ def test_the_runs_differ_in_the_first_grasp_distance_and_the_gate_alone() -> Non
     distance, bank and machine; the first-grasp distance and the gate are recorded where set, and
     the documented default is the code's."""
     assert FIRST_GRASP_MATCH_M == 0.5 and GRASP_MATCH_M == 0.08
-    machine = result("eval_cpu_sleeve_v6.json")["machine"]["cpu_flags_sha256"]
+    machine = cpu_flags("eval_cpu_sleeve_v6.json")
     runs = [(row[c], specs[c - 1], row[0]) for _, *specs, _, rows in TABLES for row in rows[:3] for c in (1, 2)]
     runs += [(name, spec, FIRST if "first50" in name else BEFORE) for spec, names in SEED1.items() for name in names]
     for name, spec, label in runs:
         run = result(name)
-        assert run["benchmark"]["name"] == spec and run["machine"]["cpu_flags_sha256"] == machine, name
+        assert run["benchmark"]["name"] == spec and cpu_flags(run) == machine, name
         assert run["checkpoint"] == "models/policy" and run["event_targets"] == "demonstration", name
         assert run["grasp_conflict_m"] == 0.1 and run["bank_runs"] == 10, name
         assert run.get("grasp_match_m") in (None, GRASP_MATCH_M), name  # None: run before the flag
@@ -130,7 +130,7 @@ def test_the_first_grasp_prose_is_the_measured_one() -> None:
     assert successes(draw2["cpu"][1]) >= bars["csr"] * 63 / 100 and draw2["cpu"][1]["geom"]["mean"] <= bars["geom"]
     main = result("main_job_amd_first50.json")
     assert main["same_init"] == result("main_job_amd_tracked.json")["same_init"]  # "as before"
-    assert main["machine"]["cpu_flags_sha256"] == result("main_job_amd_tracked.json")["machine"]["cpu_flags_sha256"]
+    assert cpu_flags(main) == cpu_flags("main_job_amd_tracked.json")
 
 
 def test_the_policy_card_quotes_the_first_grasp_runs() -> None:

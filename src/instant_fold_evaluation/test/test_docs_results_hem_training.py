@@ -5,7 +5,18 @@ the hem-rigid simulator preset's starts, beside v6 (the default), on both start 
 from __future__ import annotations
 
 import numpy as np
-from docs_quotes import assert_quoted, count, counted, doc, flat_doc, issue_28_bars, result, row_of, successes
+from docs_quotes import (
+    assert_quoted,
+    count,
+    counted,
+    cpu_flags,
+    doc,
+    flat_doc,
+    issue_28_bars,
+    result,
+    row_of,
+    successes,
+)
 from test_docs_results_tracking import table_spec, tracking_table
 
 from instant_fold_evaluation.compare import assert_comparable
@@ -59,7 +70,7 @@ def _same_but(v6: str, other: str, checkpoint: str, encoder: str, machine: str, 
     assert a["checkpoint"] == "models/policy" and b["checkpoint"] == checkpoint, other
     assert a["encoder"] == "models/encoder" and b["encoder"] == encoder, other
     assert_comparable(a, b)
-    assert a["bank"] == b["bank"] and b["machine"]["cpu_flags_sha256"] == machine and b["seed"] == seed, other
+    assert a["bank"] == b["bank"] and cpu_flags(b) == machine and b["seed"] == seed, other
 
 
 def test_the_runs_differ_in_the_checkpoint_alone() -> None:
@@ -69,7 +80,7 @@ def test_the_runs_differ_in_the_checkpoint_alone() -> None:
     training = result("hem_training.json")
     assert training["checkpoint_model_sha256"] != training["shipped_model_sha256"]
     assert training["policy_end"]["ranks_in_sync"] and training["policy_end"]["world_size"] == 2
-    machine = result("eval_cpu_sleeve_v6_first50.json")["machine"]["cpu_flags_sha256"]
+    machine = cpu_flags("eval_cpu_sleeve_v6_first50.json")
     for v6, hem in _pairs(HEM):
         _same_but(v6, hem, training["checkpoint"], "models/encoder", machine)
     _same_but(*SEED1, training["checkpoint"], "models/encoder", machine, seed=1)
@@ -83,7 +94,7 @@ def _trained_here(label: str, training_json: str) -> dict:
     assert training["checkpoint_model_sha256"] != training["shipped_model_sha256"]
     assert training["encoder_model_sha256"] != training["shipped_encoder_sha256"]
     assert training["policy_end"]["ranks_in_sync"] and training["policy_end"]["world_size"] == 2
-    machine = result("eval_cpu_sleeve_v6_first50.json")["machine"]["cpu_flags_sha256"]
+    machine = cpu_flags("eval_cpu_sleeve_v6_first50.json")
     for v6, other in _pairs(label):
         _same_but(v6, other, training["checkpoint"], training["encoder_dir"], machine)
     return training
@@ -181,7 +192,7 @@ def test_the_v7_prose_is_the_measured_one() -> None:
         "eval_cpu_v7_seed1.json",
         training["checkpoint"],
         training["encoder_dir"],
-        result("eval_cpu_v6_first50_seed1.json")["machine"]["cpu_flags_sha256"],
+        cpu_flags("eval_cpu_v6_first50_seed1.json"),
         seed=1,
     )
     assert_quoted(flat_doc("docs/evaluation.md"), quotes)

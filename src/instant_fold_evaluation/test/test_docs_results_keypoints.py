@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from docs_quotes import assert_quoted, counted, csr_cell, doc, flat_doc, result, successes
+from docs_quotes import assert_quoted, counted, cpu_flags, csr_cell, doc, flat_doc, result, successes
 
 #: The closed-loop runs of the keypoint carry on the quick yardstick, in the order they were made.
 QUICK_RUNS = (
@@ -105,7 +105,7 @@ def test_the_quick_runs_are_what_the_table_says() -> None:
         run = result(name)
         assert run["keypoints"] and run["event_targets"] == "demonstration" and run["checkpoint"] == v6["checkpoint"]
         assert run["benchmark"]["name"] == "cpu_quick" and run["benchmark"]["start_ks"] == [3]
-        assert run["machine"]["cpu_flags_sha256"] == v6["machine"]["cpu_flags_sha256"]
+        assert cpu_flags(run) == cpu_flags(v6)
         assert run["rows"]["policy"]["seen"]["rollouts"] == start_subset(v6)[2] == 21
 
 
@@ -174,7 +174,7 @@ def test_the_full_keypoint_runs_are_the_measured_ones() -> None:
         for name in (cpu, garments):
             run = result(name)
             assert run["event_targets"] == "demonstration" and run["checkpoint"] == "models/policy"
-            assert run["machine"]["cpu_flags_sha256"] == result("eval_cpu_v6_amd.json")["machine"]["cpu_flags_sha256"]
+            assert cpu_flags(run) == cpu_flags("eval_cpu_v6_amd.json")
     assert result("eval_cpu_v6_keypoints.json")["keypoints"] == "models/keypoints"
 
 

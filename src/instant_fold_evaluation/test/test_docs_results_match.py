@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from docs_quotes import assert_quoted, doc, flat_doc, issue_28_bars, result, row_of, successes
+from docs_quotes import assert_quoted, cpu_flags, doc, flat_doc, issue_28_bars, result, row_of, successes
 from test_docs_results_tracking import table_spec, tracking_table
 
 #: As `test_docs_results_tracking.TABLES`: (title, benchmark, held-out garments, references, rows).
@@ -49,7 +49,7 @@ def test_the_match_tables_are_the_measured_ones() -> None:
 def test_the_runs_differ_in_the_match_distance_alone() -> None:
     """Per benchmark, the v6 runs share checkpoint, event targets, conflict rule, bank and machine;
     the match distance is recorded where it is not the old default (8 cm)."""
-    machine = result("eval_cpu_sleeve_v6.json")["machine"]["cpu_flags_sha256"]
+    machine = cpu_flags("eval_cpu_sleeve_v6.json")
     runs = [
         (row[column], spec)
         for _, *specs, _, rows in TABLES
@@ -60,7 +60,7 @@ def test_the_runs_differ_in_the_match_distance_alone() -> None:
     expected = {"eval_cpu_v6_match20.json": (0.2,)}
     for name, spec in runs:
         run = result(name)
-        assert run["benchmark"]["name"] == spec and run["machine"]["cpu_flags_sha256"] == machine, name
+        assert run["benchmark"]["name"] == spec and cpu_flags(run) == machine, name
         assert run["checkpoint"] == "models/policy" and run["event_targets"] == "demonstration", name
         assert run["grasp_conflict_m"] == 0.1 and run["bank_runs"] == 10, name
         # Runs made before the flag existed do not record it (they ran with 8 cm).

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from docs_quotes import assert_quoted, csr_cell, doc, flat_doc, issue_28_bars, result, row_of, successes
+from docs_quotes import assert_quoted, cpu_flags, csr_cell, doc, flat_doc, issue_28_bars, result, row_of, successes
 
 #: Per seen-fold benchmark: its table's title, its held-out garments benchmark, the reference JSONs
 #: of both (issue 28's bars) and the row every table of the pair ends with, registration replay
@@ -113,13 +113,13 @@ def test_the_tracking_tables_are_the_measured_ones() -> None:
 def test_the_runs_differ_in_the_tracking_alone() -> None:
     """The v6 rows of a table share benchmark, checkpoint, event targets, conflict rule and bank,
     and so do its replay rows; every run is of one machine."""
-    machine = result("eval_cpu_sleeve_v6.json")["machine"]["cpu_flags_sha256"]
+    machine = cpu_flags("eval_cpu_sleeve_v6.json")
     for _, benchmark, garments, _, rows in TABLES:
         for column, spec in ((1, benchmark), (2, garments)):
             for kind in ("v6", "registration replay"):
                 runs = [result(row[column]) for row in rows if row[0].startswith(kind)]
                 for run in runs:
-                    assert run["benchmark"]["name"] == spec and run["machine"]["cpu_flags_sha256"] == machine
+                    assert run["benchmark"]["name"] == spec and cpu_flags(run) == machine
                     for key in ("checkpoint", "event_targets", "bank_runs", "keypoints", "benchmark"):
                         assert run.get(key) == runs[0].get(key), (spec, kind, key)
                     # One bank, read from data/ before it was shipped under models/ (the same files).
@@ -204,7 +204,7 @@ def test_the_main_job_still_folds_with_the_tracked_registration() -> None:
     run = result("main_job_amd_tracked.json")
     assert run["same_init"]["csr95_success"] and run["same_init"]["context_correct"]
     assert run["fold"]["outcome"] == "completed"
-    assert run["machine"]["cpu_flags_sha256"] == result("main_job_amd.json")["machine"]["cpu_flags_sha256"]
+    assert cpu_flags(run) == cpu_flags("main_job_amd.json")
     assert_quoted(
         flat_doc("README.md"), [f"the AMD machine folds it to Geom. {run['same_init']['geom']:.2f}, a success"]
     )
