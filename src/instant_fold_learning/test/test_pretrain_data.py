@@ -109,6 +109,34 @@ def test_a_store_is_read_per_batch_with_the_same_batches_as_in_memory(tmp_path):
         other = getattr(b, key)
         pairs = zip(value, other, strict=True) if isinstance(value, list) else [(value, other)]
         assert all(torch.equal(x, y) for x, y in pairs), key
+    # Kept frames are read once and held: a later batch reads nothing and equals a fresh read.
+    reads.clear()
+    again = lazy.batch([[1, 0], [2, 3]])
+    assert reads == []
+    fresh = PretrainDataset(eps, image_size=48, max_frames=4, cache_bytes=0).batch([[1, 0], [2, 3]])
+    assert all(torch.equal(getattr(again, k), getattr(fresh, k)) for k in ("rgb", "depth", "mask", "keypoints"))
+    again.particles[0].add_(1.0)  # a batch's tensors are its own: the cache is not changed through them
+    assert torch.equal(lazy.batch([[1, 0], [2, 3]]).particles[0], fresh.particles[0])
+
+
+def test_the_frame_cache_keeps_to_its_budget(tmp_path):
+    """Past `cache_bytes` the least recently used episodes are dropped (and read again when needed)."""
+    from instant_fold_core.dataset.zarr_store import EpisodeStore
+
+    eps = [synthetic_episode(make_cloth(c), seed=s, frames=9, image_size=64) for c in range(2) for s in range(2)]
+    store = EpisodeStore(tmp_path / "store", mode="a")
+    for i, ep in enumerate(eps):
+        store.write(f"ep{i}", ep)
+    one = PretrainDataset(eps, image_size=48, max_frames=4)
+    size = sum(t.numel() * t.element_size() for t in one.frames_of(0).values())
+    data = PretrainDataset(StoreEpisodes(store, [f"ep{i}" for i in range(4)]), 48, max_frames=4, cache_bytes=2 * size)
+    read = store.read
+    reads: list[str] = []
+    store.read = lambda name, frames=None: reads.append(name) or read(name, frames)
+    data.batch([[0, 1], [2, 3]])
+    assert list(data._cache) == [2, 3] and data._cached_bytes <= 2 * size
+    data.batch([[0, 1], [2, 3]])
+    assert reads == ["ep0", "ep1", "ep2", "ep3"] * 2  # each batch evicts what the next needs first
 
 
 def test_gripper_template_scales_with_depth_and_occludes_the_cloth():
