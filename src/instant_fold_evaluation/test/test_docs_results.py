@@ -12,6 +12,7 @@ from docs_quotes import (
     assert_quoted,
     count,
     counted,
+    cpu_flags,
     doc,
     flat_doc,
     issue_28_bars,
@@ -1643,3 +1644,20 @@ def test_where_the_rows_stand_is_the_measured_one() -> None:
     main_job = result("main_job.json")["same_init"]
     shipped = jobs[l16]  # the README's run of the default (v6): the same fold as the re-scored one
     assert (main_job["geom"], main_job["envelope"]) == (shipped["geom"], shipped["envelope"])
+
+
+def test_v6_on_the_breadth_quick_yardstick_is_the_measured_one() -> None:
+    """docs/evaluation.md's v6 row on `cpu_folds_quick` as a cut of `cpu_folds` (10-execution bank)."""
+    run, reference = result("folds_quick_v6.json"), result("folds_quick_reference.json")
+    assert run["bank"] == reference["bank"] and run["bank_runs"] == 10 and run["checkpoint"] == "models/policy"
+    assert cpu_flags(run) == cpu_flags(reference)
+    seen, heldout = run["rows"]["policy"]["seen"], run["rows"]["policy"]["heldout"]
+    right = {c for c, v in run["contexts"].items() if v["policy"]["ctx_acc"] == 100.0}
+    trained = json.loads((REPO / "models" / "policy" / "modes.json").read_text())
+    assert {c.split("/")[0] for c in right} == set(trained)  # "its right contexts are its own three training folds"
+    quoted = [
+        f"seen, {count(seen, 'ctx_acc')} of 16 contexts right (chance about 1 in 19), {count(seen, 'csr95')} of 16 "
+        f"inside the envelope, Geom. {seen['geom']['mean']:.2f}; held-out, {count(heldout, 'ctx_acc')} of 3 right, "
+        f"Geom. {heldout['geom']['mean']:.2f} (do-nothing's {run['rows']['do-nothing']['heldout']['geom']['mean']:.2f})",
+    ]
+    assert_quoted(flat_doc("docs/evaluation.md"), quoted)
