@@ -369,7 +369,7 @@ class Pipeline:
     def summarize(self) -> dict[str, Any]:
         """What the model cards quote: stage wall times, data, encoder and policy training ends, offline results."""
         from instant_fold_learning.trainer import LOG_FILE, read_log
-        from instant_fold_sim.generate import cost_by_context  # the simulator only when a summary is made
+        from instant_fold_sim.generate import cost_by_context, generation_cost  # simulator: only here
 
         def log(run: Path) -> list[dict[str, Any]]:
             return read_log(run / LOG_FILE) if (run / LOG_FILE).is_file() else []
@@ -384,7 +384,9 @@ class Pipeline:
         return {
             "stage_minutes": minutes,
             "total_minutes": round((first[keys[-1]] - first[keys[0]]).total_seconds() / 60, 1),
+            "timeline": _timeline(self.work),
             "episodes": {d.name: len(list(d.glob("*.npz"))) for d in (self.tokens_train, self.tokens_heldout)},
+            "generation": generation_cost(self.store) if self.store.is_dir() else None,
             "generation_by_context": cost_by_context(self.store) if self.store.is_dir() else None,
             "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]} if encoder else "not pretrained here",
             "keypoints": keypoints,
@@ -405,6 +407,18 @@ def _stage_starts(work: Path) -> dict[str, datetime]:
         record = json.loads(line)
         first.setdefault(record["stage"].split(" ")[0], datetime.fromisoformat(record["utc"].replace("Z", "+00:00")))
     return first
+
+
+def _timeline(work: Path) -> list[dict[str, Any]]:
+    """Every stage start in order, with the minutes to the next: a run that was cut and resumed
+    (across sessions, or restarted with other settings) shows which start did a stage's work,
+    which `stage_minutes` (first start to first start) cannot."""
+    records = [json.loads(line) for line in (work / TIMINGS).read_text().splitlines()]
+    times = [datetime.fromisoformat(r["utc"].replace("Z", "+00:00")) for r in records]
+    return [
+        {"stage": r["stage"], "utc": r["utc"], "minutes_to_next": round((b - a).total_seconds() / 60, 1)}
+        for r, a, b in zip(records, times, times[1:], strict=False)
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:

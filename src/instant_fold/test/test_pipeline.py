@@ -107,6 +107,11 @@ def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) 
     assert summary["offline"]["train"]["episodes"] == 4 and summary["offline"]["heldout"]["episodes"] == 2
     assert summary["keypoints"]["step"] == 2 and summary["keypoints"]["eval"]["frames"] > 0
     assert list(summary["stage_minutes"]) == ["1/6", "2/6", "3/6", "4/6", "5/6", "6/6"]
+    timeline = summary["timeline"]
+    assert [row["stage"].split(" ")[0] for row in timeline] == ["1/6", "2/6", "3/6", "4/6", "5/6", "6/6"]
+    assert all(row["minutes_to_next"] >= 0 for row in timeline)
+    by_context, generation = summary["generation_by_context"], summary["generation"]
+    assert generation["episodes"] == sum(c["episodes"] for c in by_context.values()) == 6 and generation["frames"] > 0
     store = EpisodeStore(work / "store.zarr")
     assert {name: store.meta(name)["preset"] for name in store.names()} == {
         f"proc_0000{g}__m02_S__e00{k}": "cpu-small-sleeve" if k == 1 else "cpu-small" for g in (0, 1) for k in range(3)

@@ -212,10 +212,8 @@ def run_batch(slots: list[list[Job]], store_path: str, preset_name: str) -> list
     return list(iter_batch(slots, store_path, preset_name))
 
 
-def cost_by_context(store_path: str | Path) -> dict[str, dict[str, float]]:
-    """Per folding context of a store (`mode/variant`): its episodes, their mean frame count and
-    mean wall seconds per episode (`meta["timing"]`, as its worker measured it, other workers
-    running beside it). What a context costs to generate: sequential sleeve folds run longer."""
+def _episode_costs(store_path: str | Path) -> dict[str, list[tuple[int, float]]]:
+    """(frames, wall seconds) of every timed episode of a store, by folding context."""
     store = EpisodeStore(store_path)
     by_context: dict[str, list[tuple[int, float]]] = {}
     for name in store.names():
@@ -223,6 +221,29 @@ def cost_by_context(store_path: str | Path) -> dict[str, dict[str, float]]:
         timing = meta.get("timing") or {}
         if "frames" in timing and "total_s" in timing:
             by_context.setdefault(folding_context(meta), []).append((int(timing["frames"]), float(timing["total_s"])))
+    return by_context
+
+
+def generation_cost(store_path: str | Path) -> dict[str, float]:
+    """What a store cost to generate, whatever restarts its run had: timed episodes, frames and
+    worker-seconds (`meta["timing"]`, each episode as its worker measured it), the seconds per
+    frame, and the minutes those worker-seconds take on 2 workers (the CPU recipe's)."""
+    rows = [row for rows in _episode_costs(store_path).values() for row in rows]
+    frames, seconds = sum(f for f, _ in rows), sum(t for _, t in rows)
+    return {
+        "episodes": len(rows),
+        "frames": frames,
+        "worker_seconds": round(seconds),
+        "seconds_per_frame": round(seconds / frames, 3) if frames else 0.0,
+        "minutes_for_2_workers": round(seconds / 120, 1),
+    }
+
+
+def cost_by_context(store_path: str | Path) -> dict[str, dict[str, float]]:
+    """Per folding context of a store (`mode/variant`): its episodes, their mean frame count and
+    mean wall seconds per episode (`meta["timing"]`, as its worker measured it, other workers
+    running beside it). What a context costs to generate: sequential sleeve folds run longer."""
+    by_context = _episode_costs(store_path)
     return {
         context: {
             "episodes": len(rows),

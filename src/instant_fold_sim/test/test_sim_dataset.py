@@ -141,6 +141,10 @@ def test_cli_writes_a_readable_dataset_and_resumes(tmp_path, monkeypatch):
             "seconds_mean": round(meta["timing"]["total_s"], 1),
         }
     }
+    total = generate.generation_cost(out)
+    assert (total["episodes"], total["frames"]) == (1, t)
+    assert total["worker_seconds"] == round(meta["timing"]["total_s"])
+    assert total["seconds_per_frame"] == round(meta["timing"]["total_s"] / t, 3)
 
     # Resume: a second run simulates nothing and leaves the finished episode untouched.
     before = {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()}
