@@ -1,0 +1,183 @@
+"""Numbers are typed once: breadth v2 (issue 34), its training run in docs/policy.md and its
+closed-loop rows in docs/evaluation.md, against the JSONs they were read from."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from docs_quotes import assert_quoted, count, cpu_flags, doc, flat_doc, result
+
+from instant_fold_evaluation.evaluate import merged_rows
+from instant_fold_evaluation.scoring import context_table, grasp_table, primitive_table, table
+
+
+def test_the_breadth_v2_training_run_is_the_measured_one() -> None:
+    """docs/policy.md's "Breadth v2" stage table, budget and offline results."""
+    run = result("breadth_v2_training.json")
+    generation = run["generation"]
+    minutes = {stage: row["minutes_to_next"] for stage, row in run["stage_work"].items()}
+    starts_utc = [datetime.fromisoformat(row["utc"].replace("Z", "+00:00")) for row in run["timeline"]]
+    assert starts_utc == sorted(starts_utc)
+    start, end = run["policy_start"], run["policy_end"]
+    assert start["start_step"] == 0 and start["world_size"] == 2 and end["ranks_in_sync"]
+    offline, rate, resumed = run["offline"], run["policy_throughput"], run["tokenising_resumed"]
+    held, train = offline["heldout"]["first_grasp"], offline["train"]["first_grasp"]
+    v6 = result("default_models_from_nothing.json")["stage_minutes"]["4/5"]
+    v1 = result("breadth_v1_training.json")
+    # The budget from nothing: the encoder resumed at step 100, tokenising after 78 episodes were done.
+    encoder_whole = round(minutes["encoder"] * 600 / 500, 1)
+    tokenise_whole = round(minutes["tokenising"] * sum(resumed.values()) / resumed["tokenised"], 1)
+    whole = generation["minutes_for_2_workers"] + encoder_whole + tokenise_whole
+    whole += minutes["keypoints"] + minutes["policy"] + minutes["offline"]
+    by_context = run["generation_by_context"]
+    cheap = min(by_context, key=lambda c: by_context[c]["seconds_mean"])
+    dear = max(by_context, key=lambda c: by_context[c]["seconds_mean"])
+    policy = doc("docs/policy.md")
+    assert_quoted(
+        policy,
+        [
+            f"| generation | {minutes['generation']} | {generation['episodes']} episodes, {generation['frames']:,} frames, "
+            f"{generation['worker_seconds']:,} worker-seconds ({generation['seconds_per_frame']} s per frame; breadth v1: "
+            f"{v1['generation']['seconds_per_frame']}), 2 workers |",
+            f"| encoder | {minutes['encoder']} | steps 100-600,",
+            f"| tokenising | {minutes['tokenising']} | the last {resumed['tokenised']} episodes",
+            f"| keypoints | {minutes['keypoints']} | 4,000 steps, alone |",
+            f"| policy | {minutes['policy']} | 10,000 steps, 2 processes, {start['samples']:,} samples of "
+            f"{start['episodes']} episodes, alone |",
+            f"| offline evaluation | {minutes['offline']} | {offline['train']['episodes']} + "
+            f"{offline['heldout']['episodes']} episodes,",
+        ],
+    )
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"costs from {by_context[cheap]['seconds_mean']} s (`{cheap}`, {by_context[cheap]['frames_mean']} frames) to "
+            f"{by_context[dear]['seconds_mean']} s (`{dear}`, {by_context[dear]['frames_mean']} frames)",
+            f"({generation['minutes_for_2_workers']} min of work for 2 workers, against breadth v1's "
+            f"{round(v1['generation']['worker_seconds'] / 120, 1)} for three starts)",
+            f"({v6} min on the machine v6 was trained on)",
+            f"median {rate['breadth_v2']['keyframes_median']} keyframes against {rate['v6_folds_same_machine']['keyframes_median']}",
+            f"{rate['breadth_v2']['steps_per_s_at_5000']} steps a second at step 5,000 against "
+            f"{rate['v6_folds_same_machine']['steps_per_s_at_5000']} for v6's recipe",
+            f"({encoder_whole} and {tokenise_whole} min;",
+            f"about {round(whole)} min:",
+            f"on the {offline['heldout']['episodes']} held-out starts: the policy closes {held['closed'] * 100:.1f} % of the "
+            f"{held['arms']} first grasps the expert makes, {held['mean_error_cm']:.1f} cm from the expert's "
+            f"({held['within_5cm'] * 100:.1f} % within 5 cm; training episodes: {train['closed'] * 100:.1f} % of "
+            f"{train['arms']}, {train['mean_error_cm']:.1f} cm)",
+            f"action error {offline['train']['action_error_cm']:.2f} / {offline['heldout']['action_error_cm']:.2f} cm "
+            f"(train / held-out; breadth v1: {v1['offline']['train']['action_error_cm']:.2f} / "
+            f"{v1['offline']['heldout']['action_error_cm']:.2f})",
+            f"moves {offline['heldout']['arm_sensitivity']['slope_median']:.3f} m per metre of arm shift",
+        ],
+    )
+
+
+def test_breadth_v2_on_the_quick_yardstick_is_the_measured_one() -> None:
+    """docs/evaluation.md's "Breadth v2" quick-yardstick tables and prose, against v6 on the same bank."""
+    names = ("breadth_v2", "breadth_v2_match50", "v6")
+    runs = [result(f"folds_quick_{n}.json") for n in names]
+    reference = result("folds_quick_reference.json")
+    assert {run["bank"] for run in runs} == {reference["bank"]} and {run["bank_runs"] for run in runs} == {10}
+    assert {cpu_flags(run) for run in runs} == {cpu_flags(reference)}
+    assert [run["grasp_match_m"] for run in runs] == [0.08, 0.5, 0.08]
+    rows = merged_rows(runs)
+    evaluation = doc("docs/evaluation.md")
+    assert table(rows) + "\n" + grasp_table(rows) + "\n" + primitive_table(rows) in evaluation
+    v2, match, v6 = (run["rows"]["policy"] for run in runs)
+    seen, held = v2["seen"], v2["heldout"]
+    wrong = runs[0]["rows"]["wrong-demo"]["seen"]
+    contexts = runs[0]["contexts"]
+    recognised = sorted(c for c in runs[0]["benchmark"]["heldout"] if contexts[c]["policy"]["ctx_acc"] == 100.0)
+    assert recognised == ["sleeves_center__shoulders_down/R", "sleeves_diagonal__shoulders_down/L"]
+    assert contexts["sleeves_diagonal__bottom_up/R"]["policy"]["classified_as"] == {"sleeves_diagonal__side_fold/RR": 1}
+    grasp2 = {split: v2[split]["events"]["grasp 2"] for split in ("seen", "heldout")}
+    oracle2 = {
+        s: runs[0]["rows"]["oracle-out-of-sample"][s]["events"]["grasp 2"]["xy_m"]["mean"] for s in ("seen", "heldout")
+    }
+    primitives = seen["primitives"]
+    do_nothing = runs[0]["rows"]["do-nothing"]["heldout"]["geom"]["mean"]
+    assert_quoted(
+        flat_doc("docs/evaluation.md"),
+        [
+            f"recognises {count(seen, 'ctx_acc')} of 16 seen contexts (v6: {count(v6['seen'], 'ctx_acc')}; with another "
+            f"context's demonstration: {count(wrong, 'ctx_acc')}), lands {count(seen, 'csr95')} of 16 inside the envelope "
+            f"(v6: {count(v6['seen'], 'csr95')}) and brings the seen folds to Geom. {seen['geom']['mean']:.2f} "
+            f"({v6['seen']['geom']['mean']:.2f})",
+            f"{count(held, 'ctx_acc')} of 3 recognised (v6 and breadth v1: 0)",
+            f"(Geom. {held['geom']['mean']:.2f}; do-nothing {do_nothing:.2f})",
+            f"{grasp2['heldout']['xy_m']['mean'] * 100:.1f} cm from the oracle's on average on the held-out folds "
+            f"({round(grasp2['heldout']['within_5cm'] * grasp2['heldout']['measured'])} of {grasp2['heldout']['measured']} "
+            f"within 5 cm; seen folds: {grasp2['seen']['xy_m']['mean'] * 100:.1f} cm; the out-of-sample oracle: "
+            f"{oracle2['heldout'] * 100:.1f} and {oracle2['seen'] * 100:.1f})",
+            f"(sleeve fold right in {round(primitives['sleeve'] * primitives['folds'] / 100)} of 16, body fold in "
+            f"{round(primitives['body'] * primitives['folds'] / 100)} of 16)",
+            f"one more seen fold inside the envelope ({count(match['seen'], 'csr95')} of 16), the held-out folds at Geom. "
+            f"{match['heldout']['geom']['mean']:.2f}",
+            f"seen Ctx. Acc. {seen['ctx_acc']['mean']:.1f} % against 90 %; held-out Ctx. Acc. {held['ctx_acc']['mean']:.1f} % "
+            f"against 60 %",
+            f"held-out Geom. {held['geom']['mean']:.2f} against half of do-nothing's, {do_nothing / 2:.2f}",
+        ],
+    )
+    assert count(match["seen"], "csr95") == count(seen, "csr95") + 1
+
+
+def test_breadth_v2_on_the_full_breadth_benchmark_is_the_measured_one() -> None:
+    """docs/evaluation.md's "Breadth v2" on `cpu_folds`: issue 34's bars, the per-fold table and the prose."""
+    run, quick = result("folds_breadth_v2.json"), result("folds_quick_breadth_v2.json")
+    reference = result("eval_cpu_folds_k10_reference.json")
+    assert run["bank"] == quick["bank"] and run["bank_runs"] == 10 and cpu_flags(run) == cpu_flags(quick)
+    assert run["checkpoint"] == quick["checkpoint"] and run["grasp_match_m"] == quick["grasp_match_m"]
+    order = run["benchmark"]["seen"] + run["benchmark"]["heldout"]
+    evaluation = doc("docs/evaluation.md")
+    assert context_table(run["contexts"], order) in evaluation
+    rows = run["rows"]
+    seen, held = rows["policy"]["seen"], rows["policy"]["heldout"]
+    oracle = rows["oracle-out-of-sample"]["seen"]["csr95"]["mean"]
+    assert oracle == reference["rows"]["oracle-out-of-sample"]["seen"]["csr95"]["mean"]
+    do_nothing = rows["do-nothing"]["heldout"]["geom"]["mean"]
+    timing = run["timing"]
+    garments = len(run["benchmark"]["garments"]) - len(quick["benchmark"]["garments"])
+    demos = len(run["benchmark"]["seen"] + run["benchmark"]["heldout"]) * garments
+    assert_quoted(
+        evaluation,
+        [
+            f"| seen: Ctx. Acc. | >= 90 % | {seen['ctx_acc']['mean']:.1f} % |",
+            f"| seen: C-SR@95 | >= 70 % of the out-of-sample oracle's {oracle:.1f} % = {0.7 * oracle:.1f} % | "
+            f"{seen['csr95']['mean']:.1f} % ({count(seen, 'csr95')} of {seen['rollouts']}) |",
+            f"| held-out: Ctx. Acc. | >= 60 % | {held['ctx_acc']['mean']:.1f} % |",
+            f"| held-out: Geom. | <= half of do-nothing's {do_nothing:.2f} = {do_nothing / 2:.2f} | {held['geom']['mean']:.2f} |",
+        ],
+    )
+    # two bars met: the held-out Geom. and the trained modes (16 contexts of the split's training side)
+    assert held["geom"]["mean"] <= do_nothing / 2 and len(run["benchmark"]["seen"]) == 16
+    assert seen["ctx_acc"]["mean"] < 90 and seen["csr95"]["mean"] < 0.7 * oracle and held["ctx_acc"]["mean"] < 60
+    grasp1, primitives = seen["first_grasp"], seen["primitives"]
+    grasp2 = {split: rows["policy"][split]["events"]["grasp 2"]["xy_m"]["mean"] for split in ("seen", "heldout")}
+    oracle2 = {
+        split: rows["oracle-out-of-sample"][split]["events"]["grasp 2"]["xy_m"]["mean"] for split in ("seen", "heldout")
+    }
+    contexts = run["contexts"]
+    by_garment = {g: v["policy"]["csr95"] for g, v in run["garments"]["seen"].items()}
+    assert contexts["sleeves_diagonal__bottom_up/R"]["policy"]["classified_as"] == {"sleeves_diagonal__side_fold/RR": 3}
+    assert contexts["sleeves_cross__shoulders_down/L"]["policy"]["ctx_acc"] == 0.0
+    succeeded = [c for c in run["benchmark"]["heldout"] if contexts[c]["policy"]["csr95"] > 0]
+    assert succeeded == ["sleeves_center__shoulders_down/R"]
+    assert_quoted(
+        flat_doc("docs/evaluation.md"),
+        [
+            f"{timing['rollouts_s'] / 60:.1f} min of rollouts, after {timing['demos_s'] / 60:.1f} min simulating the "
+            f"{demos} demonstrations",
+            f"{grasp1['measured']} of the {grasp1['arms']} first grasps expected on seen folds are made, "
+            f"{grasp1['xy_m']['mean'] * 100:.1f} cm from the oracle's ({grasp1['within_5cm'] * 100:.1f} % within 5 cm)",
+            f"Recognition: {count(seen, 'ctx_acc')} of {seen['rollouts']} seen contexts right; the classified fold has the "
+            f"shown fold's sleeve fold in {primitives['sleeve']:.1f} %, its body fold in {primitives['body']:.1f} %, both in "
+            f"{primitives['both']:.1f} %",
+            f"{grasp2['seen'] * 100:.1f} cm from the oracle's on seen folds (the out-of-sample oracle: "
+            f"{oracle2['seen'] * 100:.1f}) and {grasp2['heldout'] * 100:.1f} cm on held-out ones ({oracle2['heldout'] * 100:.1f})",
+            f"seen C-SR@95 {by_garment['proc_00000']:.1f} % there against {by_garment['proc_00001']:.1f} and "
+            f"{by_garment['proc_00002']:.1f} % on the two others",
+            f"{count(quick['rows']['policy']['heldout'], 'ctx_acc')} of 3 recognised there, {count(held, 'ctx_acc')} of "
+            f"{held['rollouts']} over the three garments",
+        ],
+    )
