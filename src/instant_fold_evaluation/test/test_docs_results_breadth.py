@@ -181,3 +181,20 @@ def test_breadth_v2_on_the_full_breadth_benchmark_is_the_measured_one() -> None:
             f"{held['rollouts']} over the three garments",
         ],
     )
+
+
+def test_the_breadth_step_cost_is_the_measured_one() -> None:
+    """docs/policy.md's one-step timing of breadth v2's recipe on its tokens and on v6's folds."""
+    bench = result("bench_policy_train_breadth.json")
+    steps = {name: run["variants"]["recipe"] for name, run in bench["runs"].items()}
+    assert bench["runs"]["breadth_v2"]["keyframes_median"] == 14 and bench["runs"]["v6_folds"]["keyframes_median"] == 10
+    ratio = steps["breadth_v2"]["step_ms"] / steps["v6_folds"]["step_ms"]
+    assert 1.15 < ratio < 1.35  # "about a quarter more a step"
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"{steps['breadth_v2']['step_ms']:.1f} ms on breadth v2's tokens (again: {steps['breadth_v2_again']['step_ms']:.1f}) "
+            f"against {steps['v6_folds']['step_ms']:.1f} ms on v6's folds, the demonstration encoding "
+            f"{steps['breadth_v2']['encode_demo_ms']:.1f} against {steps['v6_folds']['encode_demo_ms']:.1f} ms",
+        ],
+    )
