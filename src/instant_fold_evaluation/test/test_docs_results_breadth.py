@@ -198,3 +198,28 @@ def test_the_breadth_step_cost_is_the_measured_one() -> None:
             f"{steps['breadth_v2']['encode_demo_ms']:.1f} against {steps['v6_folds']['encode_demo_ms']:.1f} ms",
         ],
     )
+
+
+def test_registration_replay_beside_breadth_v2_is_the_measured_one() -> None:
+    """docs/evaluation.md's registration-replay row on `cpu_folds` beside breadth v2 (issue 34's baseline row)."""
+    v2, replay = result("folds_breadth_v2.json"), result("folds_registration_replay.json")
+    assert replay["checkpoint"] == "models/registration_replay" and replay["bank"] == v2["bank"]
+    assert cpu_flags(replay) == cpu_flags(v2)
+    rows = merged_rows([v2, replay])
+    assert table(rows) + "\n" + primitive_table(rows) in doc("docs/evaluation.md")
+    r, p = replay["rows"]["policy"], v2["rows"]["policy"]
+    assert (
+        r["seen"]["geom"]["mean"] > p["seen"]["geom"]["mean"]
+        and r["heldout"]["geom"]["mean"] > p["heldout"]["geom"]["mean"]
+    )
+    assert r["seen"]["csr95"]["mean"] > p["seen"]["csr95"]["mean"]
+    assert_quoted(
+        flat_doc("docs/evaluation.md"),
+        [
+            f"recognises more folds ({r['seen']['ctx_acc']['mean']:.1f} % seen, {r['heldout']['ctx_acc']['mean']:.1f} % "
+            f"held-out) and succeeds more often ({r['seen']['csr95']['mean']:.1f} % seen, "
+            f"{r['heldout']['csr95']['mean']:.1f} % held-out); breadth v2 shapes the cloth better (Geom. "
+            f"{p['seen']['geom']['mean']:.2f} against {r['seen']['geom']['mean']:.2f} seen, "
+            f"{p['heldout']['geom']['mean']:.2f} against {r['heldout']['geom']['mean']:.2f} held-out)",
+        ],
+    )
