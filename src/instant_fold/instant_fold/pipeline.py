@@ -400,12 +400,17 @@ class Pipeline:
         }
 
 
+def _stage_records(work: Path) -> list[tuple[dict[str, str], datetime]]:
+    """Every line of the timings log (stage label, UTC start) with its start parsed, in order."""
+    records = [json.loads(line) for line in (work / TIMINGS).read_text().splitlines()]
+    return [(r, datetime.fromisoformat(r["utc"].replace("Z", "+00:00"))) for r in records]
+
+
 def _stage_starts(work: Path) -> dict[str, datetime]:
     """The first start of every stage (a resumed run appends again; the first counts), by stage number."""
     first: dict[str, datetime] = {}
-    for line in (work / TIMINGS).read_text().splitlines():
-        record = json.loads(line)
-        first.setdefault(record["stage"].split(" ")[0], datetime.fromisoformat(record["utc"].replace("Z", "+00:00")))
+    for record, start in _stage_records(work):
+        first.setdefault(record["stage"].split(" ")[0], start)
     return first
 
 
@@ -413,11 +418,10 @@ def _timeline(work: Path) -> list[dict[str, Any]]:
     """Every stage start in order, with the minutes to the next: a run that was cut and resumed
     (across sessions, or restarted with other settings) shows which start did a stage's work,
     which `stage_minutes` (first start to first start) cannot."""
-    records = [json.loads(line) for line in (work / TIMINGS).read_text().splitlines()]
-    times = [datetime.fromisoformat(r["utc"].replace("Z", "+00:00")) for r in records]
+    records = _stage_records(work)
     return [
         {"stage": r["stage"], "utc": r["utc"], "minutes_to_next": round((b - a).total_seconds() / 60, 1)}
-        for r, a, b in zip(records, times, times[1:], strict=False)
+        for (r, a), (_, b) in itertools.pairwise(records)
     ]
 
 
