@@ -24,7 +24,8 @@ model cards quote). Every stage runs its project CLI in a subprocess, resumes wh
 (generation per episode, training from its run state, tokenising per file), and can be left out
 with `--skip` or replaced by existing data: `generate.store` (an episode store made elsewhere) or
 `pretrain.encoder` (e.g. `models/encoder`: the policy is trained on that encoder's tokens).
-`--set` overrides any recipe key (a YAML value: `--set generate.episodes_per=3`,
+A recipe may start from another (`base: cpu-small`) and name only what it changes
+(`config/pipelines/cpu-folds.yaml`, the fold split). `--set` overrides any recipe key (a YAML value: `--set generate.episodes_per=3`,
 `--set train.processes=1`). Compute threads per process are the recipe's `threads`, set here for
 every stage, so a run's numbers do not depend on the caller's `OMP_NUM_THREADS`.
 """
@@ -42,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -56,6 +57,15 @@ from instant_fold_learning.policy.training import CHECKPOINT_DIR
 STAGES = ("generate", "pretrain", "tokenize", "keypoints", "train", "evaluate")
 #: `WORK/timings.jsonl`: one record per stage start (and the end); a resumed run appends again.
 TIMINGS = "timings.jsonl"
+
+
+class GeneratorRun(NamedTuple):
+    """One `instant_fold_sim.generate` run of the generate stage (`--starts`: None for all)."""
+
+    preset: str
+    garments: str
+    episodes_per: int
+    starts: str | None
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,11 @@ class GenerateStage:
     #: ones: one store of both start sets, so that neither is out of the encoder's and the policy's
     #: training distribution (docs/policy.md, "Default models").
     odd_starts_preset: str | None = None
+    #: Start states of some garments generated besides the main run, `GARMENTS@K,K...`: e.g.
+    #: `proc:0:3@3`, start k = 3 of garments proc 0-2 (the breadth benchmark's), for the offline
+    #: evaluation's held-out starts (`tokenize.heldout_starts`) without generating start 3 of every
+    #: garment. A k may be >= `episodes_per`; seeds and names are those of a run with k + 1 starts.
+    extra_starts: str | None = None
     #: An existing episode store (e.g. generated on another machine): not generated, read in place.
     store: str | None = None
 
@@ -81,15 +96,42 @@ class GenerateStage:
         check_numbers("generate", self, positive=("episodes_per", "workers", "worlds"), non_negative=("seed",))
         if self.odd_starts_preset and self.episodes_per < 2:
             raise ConfigError("generate.odd_starts_preset needs episodes_per >= 2 (start states of both presets)")
+        self.extra()  # validates
 
-    def parts(self) -> list[tuple[str, str | None]]:
-        """(preset, its start states as `--starts` takes them, or None for all) per generator run."""
-        if not self.odd_starts_preset:
-            return [(self.preset, None)]
-        ks = range(self.episodes_per)
+    def extra(self) -> tuple[str, list[int]] | None:
+        """`extra_starts` as (garments, sorted start states), or None."""
+        if self.extra_starts is None:
+            return None
+        garments, sep, text = str(self.extra_starts).partition("@")
+        try:
+            ks = sorted({int(k) for k in text.split(",")})
+        except ValueError:
+            ks = []
+        if not sep or not garments or not ks or ks[0] < 0:
+            raise ConfigError(
+                f"generate.extra_starts: expected GARMENTS@K[,K...] (e.g. proc:0:3@3), got {self.extra_starts!r}"
+            )
+        return garments, ks
+
+    def preset_of(self, k: int) -> str:
+        """The simulator preset of start state k."""
+        return self.odd_starts_preset if self.odd_starts_preset and k % 2 == 1 else self.preset
+
+    def parts(self) -> list[GeneratorRun]:
+        """The generator runs, one after the other: one per preset of the main run's start states,
+        then one per preset of `extra_starts`."""
+        runs = self._runs(self.garments, list(range(self.episodes_per)), all_starts=True)
+        if extra := self.extra():
+            runs += self._runs(extra[0], extra[1], all_starts=False)
+        return runs
+
+    def _runs(self, garments: str, ks: list[int], all_starts: bool) -> list[GeneratorRun]:
+        presets = dict.fromkeys(self.preset_of(k) for k in ks)
+        if all_starts and len(presets) == 1:
+            return [GeneratorRun(self.preset, garments, self.episodes_per, None)]
         return [
-            (self.preset, ",".join(str(k) for k in ks if k % 2 == 0)),
-            (self.odd_starts_preset, ",".join(str(k) for k in ks if k % 2 == 1)),
+            GeneratorRun(p, garments, ks[-1] + 1, ",".join(str(k) for k in ks if self.preset_of(k) == p))
+            for p in presets
         ]
 
 
@@ -192,9 +234,28 @@ def recipe_path(name: str, config_root: Path) -> Path:
     return found
 
 
+def read_recipe(path: Path, chain: tuple[Path, ...] = ()) -> Recipe:
+    """The recipe of a YAML file. With a top-level `base: NAME` (a recipe of the same folder, or a
+    YAML path relative to it) the file's keys override that recipe's, so a variant names only what
+    it changes."""
+    data = read_yaml(path, "pipeline recipe")
+    if not isinstance(data, dict) or "base" not in data:
+        return override(Recipe(), data, str(path))
+    data = dict(data)
+    name = data.pop("base")
+    if not isinstance(name, str):
+        raise ConfigError(f"{path}: base: expected a recipe name, got {name!r}")
+    parent = path.parent / (name if Path(name).suffix in (".yaml", ".yml") else f"{name}.yaml")
+    if parent.resolve() in chain or parent.resolve() == path.resolve():
+        raise ConfigError(f"{path}: base: {name!r} is a cycle ({' -> '.join(str(c) for c in (*chain, path))})")
+    if not parent.is_file():
+        raise ConfigError(f"{path}: base: no recipe {parent}")
+    return override(read_recipe(parent, (*chain, path.resolve())), data, str(path))
+
+
 def load_recipe(path: Path, settings: Sequence[str] = ()) -> Recipe:
-    """The recipe of a YAML file, then the `STAGE.KEY=VALUE` settings applied in order."""
-    recipe = override(Recipe(), read_yaml(path, "pipeline recipe"), str(path))
+    """The recipe of a YAML file (`read_recipe`), then the `STAGE.KEY=VALUE` settings applied in order."""
+    recipe = read_recipe(path)
     for setting in settings:
         key, sep, text = setting.partition("=")
         if not sep or not key:
@@ -257,17 +318,21 @@ class Pipeline:
         if g.store:
             self.stage(f"1/6 episodes: using {self.store} (generate.store), not generated here")
             return
-        presets = " / ".join(f"{name}: {'all' if starts is None else 'k = ' + starts}" for name, starts in g.parts())
+        parts = g.parts()
+        runs = " / ".join(
+            f"{r.preset}: {'' if r.garments == g.garments else r.garments + ' '}{'all' if r.starts is None else 'k = ' + r.starts}"
+            for r in parts
+        )
         self.stage(
             f"1/6 generating {g.episodes_per} start states x garments {g.garments} x modes {g.modes} "
-            f"({presets}) into {self.store}"
+            f"({runs}) into {self.store}"
         )
-        for name, starts in g.parts():  # one after the other: one generator per store
+        for run in parts:  # one after the other: one generator per store
             self.run(
                 self.module(
-                    "instant_fold_sim.generate", "--out", self.store, "--preset", name, "--garments", g.garments,
-                    "--split", g.split, "--modes", g.modes, "--episodes-per", g.episodes_per, "--seed", g.seed,
-                    "--workers", g.workers, "--worlds", g.worlds, *(() if starts is None else ("--starts", starts)),
+                    "instant_fold_sim.generate", "--out", self.store, "--preset", run.preset, "--garments", run.garments,
+                    "--split", g.split, "--modes", g.modes, "--episodes-per", run.episodes_per, "--seed", g.seed,
+                    "--workers", g.workers, "--worlds", g.worlds, *(() if run.starts is None else ("--starts", run.starts)),
                 )
             )  # fmt: skip
 

@@ -26,6 +26,30 @@ def test_the_shipped_recipes_load_and_name_their_presets(name: str) -> None:
     assert recipe.device == ("cuda" if name == "paper" else "cpu")
 
 
+def test_a_recipe_on_a_base_names_only_what_it_changes(tmp_path: Path) -> None:
+    """`base:` reads the named recipe of the same folder first: cpu-folds is cpu-small on the fold
+    split (its policy model and training settings are cpu-small's); cycles and missing bases are refused."""
+    small, folds = (load_recipe(recipe_path(name, config_dir())) for name in ("cpu-small", "cpu-folds"))
+    assert (folds.generate.modes, folds.generate.episodes_per, folds.train.steps) == ("training-folds", 3, 6000)
+    assert folds.generate.extra_starts == "proc:0:3@3" and folds.tokenize.heldout_starts == "*__e003"
+    assert (folds.train.model, folds.train.train, folds.keypoints) == (
+        small.train.model,
+        small.train.train,
+        small.keypoints,
+    )
+    assert not folds.install and small.install
+    (tmp_path / "a.yaml").write_text("base: b\ntrain: {steps: 5}\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(ConfigError, match="cycle"):
+        load_recipe(tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("base: nowhere\n")
+    with pytest.raises(ConfigError, match="no recipe"):
+        load_recipe(tmp_path / "c.yaml")
+    (tmp_path / "b.yaml").write_text("generate: {episodes_per: 2}\n")
+    recipe = load_recipe(tmp_path / "a.yaml", ["train.steps=9"])
+    assert (recipe.generate.episodes_per, recipe.train.steps) == (2, 9)
+
+
 def test_settings_override_keys_by_path_and_bad_ones_are_refused() -> None:
     path = recipe_path("cpu-small", config_dir())
     recipe = load_recipe(
@@ -50,7 +74,7 @@ def test_settings_override_keys_by_path_and_bad_ones_are_refused() -> None:
     ]:
         with pytest.raises(ConfigError, match=message):
             load_recipe(path, [bad])
-    with pytest.raises(ConfigError, match="recipes: cpu-small, paper"):
+    with pytest.raises(ConfigError, match="recipes: cpu-folds, cpu-small, paper"):
         recipe_path("cpu_small", config_dir())
 
 
@@ -65,15 +89,32 @@ def test_the_cli_refuses_a_bad_recipe_or_models_folder_before_any_stage(tmp_path
 def test_odd_starts_of_another_preset_split_the_start_states_by_parity() -> None:
     """One store of two start sets: the generator runs once per preset, the even start states k
     from `preset`, the odd ones from `odd_starts_preset`, every k exactly once."""
-    assert GenerateStage(episodes_per=16).parts() == [("cpu-small", None)]
+    assert GenerateStage(episodes_per=16).parts() == [("cpu-small", "proc:0:8", 16, None)]
     parts = GenerateStage(episodes_per=5, odd_starts_preset="cpu-small-sleeve").parts()
-    assert parts == [("cpu-small", "0,2,4"), ("cpu-small-sleeve", "1,3")]
+    assert parts == [("cpu-small", "proc:0:8", 5, "0,2,4"), ("cpu-small-sleeve", "proc:0:8", 5, "1,3")]
     with pytest.raises(ConfigError, match="episodes_per >= 2"):
         GenerateStage(episodes_per=1, odd_starts_preset="cpu-small-sleeve")
     recipe = load_recipe(recipe_path("cpu-small", config_dir()), ["generate.odd_starts_preset=cpu-small-sleeve"])
-    assert recipe.generate.parts()[1] == ("cpu-small-sleeve", "1,3,5,7,9,11,13,15")
+    assert recipe.generate.parts()[1] == ("cpu-small-sleeve", "proc:0:8", 16, "1,3,5,7,9,11,13,15")
     with pytest.raises(ConfigError, match="episodes_per >= 2"):
         load_recipe(recipe_path("cpu-small", config_dir()), ["generate.odd_starts_preset=x", "generate.episodes_per=1"])
+
+
+def test_extra_starts_generate_some_garments_further_start_states_after_the_main_run() -> None:
+    """`extra_starts`: the held-out start k = 3 of three garments beside 3 starts of every garment,
+    each k from the preset its parity says, with the seeds and names of a run of k + 1 starts."""
+    stage = GenerateStage(episodes_per=3, extra_starts="proc:0:3@3")
+    assert stage.parts() == [("cpu-small", "proc:0:8", 3, None), ("cpu-small", "proc:0:3", 4, "3")]
+    mixed = GenerateStage(episodes_per=2, odd_starts_preset="sleeve", extra_starts="proc:0:1@4,3").parts()
+    assert mixed == [
+        ("cpu-small", "proc:0:8", 2, "0"), ("sleeve", "proc:0:8", 2, "1"),
+        ("sleeve", "proc:0:1", 5, "3"), ("cpu-small", "proc:0:1", 5, "4"),
+    ]  # fmt: skip
+    for bad in ("proc:0:3", "@3", "proc:0:3@", "proc:0:3@x", "proc:0:3@-1"):
+        with pytest.raises(ConfigError, match="extra_starts"):
+            GenerateStage(extra_starts=bad)
+    recipe = load_recipe(recipe_path("cpu-small", config_dir()), ["generate.extra_starts=proc:0:3@3"])
+    assert recipe.generate.parts()[-1] == ("cpu-small", "proc:0:3", 4, "3")
 
 
 @pytest.mark.slow
@@ -90,8 +131,8 @@ def test_a_small_run_of_every_stage_trains_installs_and_resumes(tmp_path: Path) 
     (models / "README.md").write_text("models\n")
     work = tmp_path / "work"
     settings = [
-        "generate.garments=proc:0:2", "generate.modes=sleeves_down__bottom_up/S", "generate.episodes_per=3",
-        "generate.odd_starts_preset=cpu-small-sleeve",
+        "generate.garments=proc:0:2", "generate.modes=sleeves_down__bottom_up/S", "generate.episodes_per=2",
+        "generate.odd_starts_preset=cpu-small-sleeve", "generate.extra_starts=proc:0:2@2",
         "tokenize.heldout_starts=*__e002", "pretrain.steps=2", "keypoints.steps=2", "train.steps=2",
         "evaluate.samples=4",
     ]  # fmt: skip

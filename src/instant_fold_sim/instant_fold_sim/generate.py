@@ -17,12 +17,13 @@ Newton model (`ClothBatch`): the way to fill a GPU.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import logging
 import queue
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,11 +213,14 @@ def run_batch(slots: list[list[Job]], store_path: str, preset_name: str) -> list
     return list(iter_batch(slots, store_path, preset_name))
 
 
-def _episode_costs(store_path: str | Path) -> dict[str, list[tuple[int, float]]]:
-    """(frames, wall seconds) of every timed episode of a store, by folding context."""
+def _episode_costs(store_path: str | Path, names: Sequence[str] = ()) -> dict[str, list[tuple[int, float]]]:
+    """(frames, wall seconds) of every timed episode of a store (of those matching one of the
+    `names` globs, when given), by folding context."""
     store = EpisodeStore(store_path)
     by_context: dict[str, list[tuple[int, float]]] = {}
     for name in store.names():
+        if names and not any(fnmatch.fnmatchcase(name, pattern) for pattern in names):
+            continue
         meta = store.meta(name)
         timing = meta.get("timing") or {}
         if "frames" in timing and "total_s" in timing:
@@ -224,11 +228,12 @@ def _episode_costs(store_path: str | Path) -> dict[str, list[tuple[int, float]]]
     return by_context
 
 
-def generation_cost(store_path: str | Path) -> dict[str, float]:
+def generation_cost(store_path: str | Path, names: Sequence[str] = ()) -> dict[str, float]:
     """What a store cost to generate, whatever restarts its run had: timed episodes, frames and
     worker-seconds (`meta["timing"]`, each episode as its worker measured it), the seconds per
-    frame, and the minutes those worker-seconds take on 2 workers (the CPU recipe's)."""
-    rows = [row for rows in _episode_costs(store_path).values() for row in rows]
+    frame, and the minutes those worker-seconds take on 2 workers (the CPU recipe's). `names`:
+    episode-name globs, the part of a store a smaller recipe would generate (e.g. `*__e00[012]`)."""
+    rows = [row for rows in _episode_costs(store_path, names).values() for row in rows]
     frames, seconds = sum(f for f, _ in rows), sum(t for _, t in rows)
     return {
         "episodes": len(rows),

@@ -145,6 +145,8 @@ def test_cli_writes_a_readable_dataset_and_resumes(tmp_path, monkeypatch):
     assert (total["episodes"], total["frames"]) == (1, t)
     assert total["worker_seconds"] == round(meta["timing"]["total_s"])
     assert total["seconds_per_frame"] == round(meta["timing"]["total_s"] / t, 3)
+    assert generate.generation_cost(out, names=[name]) == total  # the part a recipe would generate
+    assert generate.generation_cost(out, names=["*__e999", "nothing*"])["episodes"] == 0
 
     # Resume: a second run simulates nothing and leaves the finished episode untouched.
     before = {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()}
