@@ -5,10 +5,24 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from docs_quotes import assert_quoted, count, cpu_flags, doc, flat_doc, result
+from docs_quotes import assert_quoted, count, counted, cpu_flags, doc, flat_doc, result
 
 from instant_fold_evaluation.evaluate import merged_rows
 from instant_fold_evaluation.scoring import context_table, grasp_table, primitive_table, table
+
+
+def _breadth_v2_from_nothing() -> dict[str, float]:
+    """Breadth v2's stage minutes as a run from nothing would take them: the encoder resumed at
+    step 100 (scaled to 600 steps), tokenising after 78 episodes were done (scaled to all)."""
+    run = result("breadth_v2_training.json")
+    minutes = {stage: row["minutes_to_next"] for stage, row in run["stage_work"].items()}
+    resumed = run["tokenising_resumed"]
+    return {
+        "generation": run["generation"]["minutes_for_2_workers"],
+        "encoder": round(minutes["encoder"] * 600 / 500, 1),
+        "tokenising": round(minutes["tokenising"] * sum(resumed.values()) / resumed["tokenised"], 1),
+        **{stage: minutes[stage] for stage in ("keypoints", "policy", "offline")},
+    }
 
 
 def test_the_breadth_v2_training_run_is_the_measured_one() -> None:
@@ -24,11 +38,9 @@ def test_the_breadth_v2_training_run_is_the_measured_one() -> None:
     held, train = offline["heldout"]["first_grasp"], offline["train"]["first_grasp"]
     v6 = result("default_models_from_nothing.json")["stage_minutes"]["4/5"]
     v1 = result("breadth_v1_training.json")
-    # The budget from nothing: the encoder resumed at step 100, tokenising after 78 episodes were done.
-    encoder_whole = round(minutes["encoder"] * 600 / 500, 1)
-    tokenise_whole = round(minutes["tokenising"] * sum(resumed.values()) / resumed["tokenised"], 1)
-    whole = generation["minutes_for_2_workers"] + encoder_whole + tokenise_whole
-    whole += minutes["keypoints"] + minutes["policy"] + minutes["offline"]
+    scaled = _breadth_v2_from_nothing()
+    encoder_whole, tokenise_whole = scaled["encoder"], scaled["tokenising"]
+    whole = sum(scaled.values())
     by_context = run["generation_by_context"]
     cheap = min(by_context, key=lambda c: by_context[c]["seconds_mean"])
     dear = max(by_context, key=lambda c: by_context[c]["seconds_mean"])
@@ -223,3 +235,118 @@ def test_registration_replay_beside_breadth_v2_is_the_measured_one() -> None:
             f"{p['heldout']['geom']['mean']:.2f} against {r['heldout']['geom']['mean']:.2f} held-out)",
         ],
     )
+
+
+def test_the_breadth_v3_recipe_and_its_cost_are_the_measured_ones() -> None:
+    """docs/policy.md's "Breadth v3": the cpu-folds recipe's cost from nothing, each stage from its
+    measurement (breadth v3's policy run, the recipe's episodes of breadth v2's store, breadth v2's
+    other stages scaled to the recipe's episodes)."""
+    run, v2 = result("breadth_v3_training.json"), result("breadth_v2_training.json")
+    start, end, generation = run["policy_start"], run["policy_end"], run["generation"]
+    assert start["start_step"] == 0 and start["world_size"] == 2 and end["ranks_in_sync"]
+    assert run["generation_names"] == ["*__e00[012]", "proc_0000[012]__*__e003"]
+    assert generation["episodes"] == 16 * (7 * 3 + 3) and cpu_flags(run) == cpu_flags(v2)
+    assert run["policy_start"]["episodes"] == 321 and run["policy_end"]["event"] == "end"
+    v2_scaled = _breadth_v2_from_nothing()
+    heldout = v2["episodes"]["tokens_heldout"]
+    stages = {
+        "generation": generation["minutes_for_2_workers"],
+        "encoder": v2_scaled["encoder"],
+        "tokenising": round(
+            v2_scaled["tokenising"] / sum(v2["tokenising_resumed"].values()) * generation["episodes"], 1
+        ),
+        "keypoints": v2_scaled["keypoints"],
+        "policy": run["policy_minutes"],
+        "offline": round(v2_scaled["offline"] * (start["episodes"] + heldout) / sum(v2["episodes"].values()), 1),
+    }
+    total = round(sum(stages.values()), 1)
+    assert 150 < total < round(sum(v2_scaled.values()))  # cheaper than breadth v2, still over 2.5 h
+    policy = doc("docs/policy.md")
+    assert_quoted(
+        policy,
+        [f"| {stage} | {minutes} |" for stage, minutes in stages.items() if stage != "offline"]
+        + [
+            f"| offline evaluation | {stages['offline']} | breadth v2's x {start['episodes'] + heldout} / "
+            f"{sum(v2['episodes'].values())} episodes |",
+            f"| total | {total} | breadth v2: about {round(sum(v2_scaled.values()))} |",
+            f"the recipe's {generation['episodes']} episodes in breadth v2's store: {generation['worker_seconds']:,} "
+            "worker-seconds over 2 workers",
+        ],
+    )
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"{start['episodes']} training episodes, {start['samples']:,} samples, {run['policy_minutes']} min alone, "
+            f"{run['policy_steps_per_s']['6000']} steps a second at the end)",
+            f"Still about {round(total - 150)} min over the 2.5 h budget",
+            f"(breadth v1's took {result('breadth_v1_training.json')['stage_minutes']['2/5 encoder']} min)",
+        ],
+    )
+
+
+def test_breadth_v3_and_the_language_row_on_the_full_breadth_benchmark_are_the_measured_ones() -> None:
+    """docs/evaluation.md's "Breadth v3": its tables beside breadth v2 and the language row, issue
+    34's bars for both, the quick yardstick's contrary reading, and the paper's first ordering."""
+    names = ("folds_breadth_v2", "folds_breadth_v3", "folds_breadth_v3_language")
+    v2, v3, language = runs = [result(f"{name}.json") for name in names]
+    quick = result("folds_quick_breadth_v3.json")
+    assert {run["bank"] for run in runs} == {v2["bank"]} and len({cpu_flags(run) for run in runs}) == 1
+    assert v3["checkpoint"] == quick["checkpoint"] and (v3["conditioning"], language["conditioning"]) == (
+        "demo",
+        "language",
+    )
+    rows = merged_rows(runs)
+    evaluation = doc("docs/evaluation.md")
+    assert table(rows) + "\n" + grasp_table(rows) + "\n" + primitive_table(rows) in evaluation
+    p2, p3, pl = (run["rows"]["policy"] for run in runs)
+    oracle = v2["rows"]["oracle-out-of-sample"]["seen"]["csr95"]["mean"]
+    do_nothing = v2["rows"]["do-nothing"]["heldout"]["geom"]["mean"]
+    bars = [
+        f"| seen: Ctx. Acc. | >= 90 % | {p2['seen']['ctx_acc']['mean']:.1f} % | {p3['seen']['ctx_acc']['mean']:.1f} % |",
+        f"| seen: C-SR@95 | >= {0.7 * oracle:.1f} % | {p2['seen']['csr95']['mean']:.1f} % ({count(p2['seen'], 'csr95')} of 48) "
+        f"| {p3['seen']['csr95']['mean']:.1f} % ({count(p3['seen'], 'csr95')} of 48) |",
+        f"| held-out: Ctx. Acc. | >= 60 % | {p2['heldout']['ctx_acc']['mean']:.1f} % | {p3['heldout']['ctx_acc']['mean']:.1f} % |",
+        f"| held-out: Geom. | <= {do_nothing / 2:.2f} | {p2['heldout']['geom']['mean']:.2f} | {p3['heldout']['geom']['mean']:.2f} |",
+    ]
+    assert_quoted(evaluation, bars)
+    q2, q3 = (r["rows"]["policy"] for r in (result("folds_quick_breadth_v2.json"), quick))
+    later = {
+        name: run["rows"]["policy"]["seen"]["events"]["later"]["extra"] for name, run in zip(names, runs, strict=True)
+    }
+    first = {
+        name: run["rows"]["policy"]["seen"]["first_grasp"]["xy_m"]["mean"]
+        for name, run in zip(names, runs, strict=True)
+    }
+    v3_contexts, lang_contexts = v3["contexts"], language["contexts"]
+    assert all(v3_contexts[c]["policy"]["ctx_acc"] > 0 for c in v3["benchmark"]["heldout"])
+    assert counted(v3_contexts["sleeves_diagonal__bottom_up/R"]["policy"]["ctx_acc"], 3) == 1
+    assert lang_contexts["sleeves_diagonal__shoulders_down/L"]["policy"]["classified_as"] == {
+        "sleeves_asymmetric__side_fold/RL": 3
+    }
+    shares = pl["heldout"]["primitives"]
+    assert_quoted(
+        flat_doc("docs/evaluation.md"),
+        [
+            f"seen contexts right {count(q3['seen'], 'ctx_acc')} of 16 (breadth v2: {count(q2['seen'], 'ctx_acc')}), "
+            f"{count(q3['seen'], 'csr95')} of 16 inside the envelope ({count(q2['seen'], 'csr95')}), Geom. "
+            f"{q3['seen']['geom']['mean']:.2f} ({q2['seen']['geom']['mean']:.2f}); held-out {count(q3['heldout'], 'ctx_acc')} "
+            f"of 3 right, {count(q3['heldout'], 'csr95')} inside the envelope ({count(q2['heldout'], 'csr95')}), Geom. "
+            f"{q3['heldout']['geom']['mean']:.2f} ({q2['heldout']['geom']['mean']:.2f})",
+            f"{count(p3['seen'], 'ctx_acc')} of 48 contexts right against {count(p2['seen'], 'ctx_acc')}, "
+            f"{count(p3['seen'], 'csr95')} successes against {count(p2['seen'], 'csr95')}, Geom. "
+            f"{p3['seen']['geom']['mean']:.2f} against {p2['seen']['geom']['mean']:.2f}, first grasps "
+            f"{first[names[1]] * 100:.1f} cm against {first[names[0]] * 100:.1f}",
+            f"step limit in {v3['outcomes']['step_limit']} of 57 rollouts (breadth v2: {v2['outcomes']['step_limit']})",
+            f"makes {later[names[1]]} grasps beyond the oracle's on the seen folds (breadth v2: {later[names[0]]})",
+            f"recognises more ({count(p3['heldout'], 'ctx_acc')} of 9 against {count(p2['heldout'], 'ctx_acc')};",
+            f"succeeds in {count(p3['heldout'], 'csr95')} of 9 (breadth v2: {count(p2['heldout'], 'csr95')})",
+            f"(Geom. {p3['heldout']['geom']['mean']:.2f}, over the bar of {do_nothing / 2:.2f}",
+            f"{result('breadth_v3_language_training.json')['minutes']} min on both cores",
+            f"recognises {count(pl['seen'], 'ctx_acc')} of 48 seen contexts ({pl['seen']['ctx_acc']['mean']:.1f} %; C-SR@95 "
+            f"{pl['seen']['csr95']['mean']:.1f} %, Geom. {pl['seen']['geom']['mean']:.2f}) and none of the 9 held-out ones "
+            f"(Geom. {pl['heldout']['geom']['mean']:.2f}, against the demonstration's {p3['heldout']['geom']['mean']:.2f})",
+            f"shares one half of it in {counted(shares['sleeve'], 9) + counted(shares['body'], 9)} of 9 rollouts",
+        ],
+    )
+    assert count(pl["heldout"], "ctx_acc") == 0
+    assert shares["both"] == 0.0
