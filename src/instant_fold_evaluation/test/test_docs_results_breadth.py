@@ -350,3 +350,30 @@ def test_breadth_v3_and_the_language_row_on_the_full_breadth_benchmark_are_the_m
     )
     assert count(pl["heldout"], "ctx_acc") == 0
     assert shares["both"] == 0.0
+
+
+def test_which_cut_costs_the_seen_folds_is_the_measured_one() -> None:
+    """docs/evaluation.md's "Which cut costs the seen folds": four starts at 6,000 steps beside
+    breadth v2 (four starts, 10,000) and breadth v3 (three starts, 6,000); docs/policy.md's summary."""
+    names = ("folds_breadth_v2", "folds_breadth_v2_6k", "folds_breadth_v3")
+    runs = [result(f"{name}.json") for name in names]
+    assert len({cpu_flags(run) for run in runs}) == 1 and {run["bank"] for run in runs} == {runs[0]["bank"]}
+    training = result("breadth_v2_6k_training.json")
+    assert training["policy_start"]["episodes"] == 383 and training["policy_end"]["event"] == "end"
+    rows = merged_rows(runs)
+    assert table(rows) + "\n" + primitive_table(rows) in doc("docs/evaluation.md")
+    v2, six, v3 = (run["rows"]["policy"]["seen"] for run in runs)
+    limits = [run["outcomes"]["step_limit"] for run in runs]
+    extra = [row["events"]["later"]["extra"] for row in (v2, six, v3)]
+    assert count(six, "ctx_acc") <= count(v3, "ctx_acc") < count(v2, "ctx_acc")  # the steps, not the fourth start
+    assert_quoted(
+        flat_doc("docs/evaluation.md"),
+        [
+            f"{training['minutes']} min; `folds_breadth_v2_6k.json`)",
+            f"recognise {count(six, 'ctx_acc')} of 48 seen contexts (breadth v2 at 10,000: {count(v2, 'ctx_acc')}; "
+            f"breadth v3, three starts at 6,000: {count(v3, 'ctx_acc')}) and land {count(six, 'csr95')} inside the "
+            f"envelope ({count(v2, 'csr95')}; {count(v3, 'csr95')}), with {limits[1]} rollouts at the step limit and "
+            f"{extra[1]} grasps beyond the oracle's on the seen folds ({limits[0]} and {extra[0]}; {limits[2]} and {extra[2]})",
+        ],
+    )
+    assert_quoted(flat_doc("docs/policy.md"), [f"do no better on the seen folds ({count(six, 'ctx_acc')} of 48 right)"])
