@@ -102,10 +102,9 @@ def keypose_slopes(
     return slopes
 
 
-def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> KeyposeFn:
-    """The runner's policy's next keypose, conditioned on `demo`'s keyframes (a
-    language-conditioned policy: on `demo`'s instruction), sampled with a generator seeded with `seed` on
-    every call, so calls of one batch size draw the same noise."""
+def batched_context(runner: PolicyRunner, demo: TokenizedEpisode) -> Callable[[int], Any]:
+    """batch size -> the runner's policy's context of `demo` (its keyframes; a language-conditioned
+    policy: its instruction), encoded once per batch size, one copy per batch element."""
     policy, device = runner.policy, runner.device
     instruction = None
     if runner.cfg.conditioning == "language":
@@ -116,7 +115,6 @@ def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> K
     contexts: dict[int, Any] = {}
 
     def context(batch: int) -> Any:
-        """The demonstration encoded once per batch size, one copy per batch element."""
         if batch not in contexts:
             if instruction is not None:
                 tokens = instruction_tokens(instruction, batch, device)
@@ -133,6 +131,15 @@ def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> K
                 )
             contexts[batch] = policy.encode_context(tokens)
         return contexts[batch]
+
+    return context
+
+
+def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> KeyposeFn:
+    """The runner's policy's next keypose, conditioned on `demo` (`batched_context`), sampled with
+    a generator seeded with `seed` on every call, so calls of one batch size draw the same noise."""
+    policy, device = runner.policy, runner.device
+    context = batched_context(runner, demo)
 
     @torch.inference_mode()
     def keypose(positions: np.ndarray, features: np.ndarray, valid: np.ndarray, arm: np.ndarray) -> np.ndarray:
@@ -156,10 +163,16 @@ def arm_sensitivity(
 ) -> dict[str, Any]:
     """Slopes of every (query, demonstration) pair pooled: median and mean over all probes and
     shifts, and the median per shift (`x-0.060` ...: whether the answer depends on the size)."""
-    variants = shift_variants(shifts_m)
     slopes = [
         keypose_slopes(policy_keypose(runner, demo, seed), query, shifts_m, frames_per_arm) for query, demo in pairs
     ]
+    return pooled_slopes(slopes, shifts_m, frames_per_arm)
+
+
+def pooled_slopes(slopes: Sequence[np.ndarray], shifts_m: Sequence[float], frames_per_arm: int) -> dict[str, Any]:
+    """[P, V] slope tables (`shift_variants` order) pooled: the probe count, and with probes the
+    median and mean over all probes and shifts and the median per shift (`x-0.060` ...)."""
+    variants = shift_variants(shifts_m)
     table = np.concatenate(slopes) if slopes else np.zeros((0, len(variants)))
     out: dict[str, Any] = {"shifts_m": sorted(float(s) for s in shifts_m), "frames_per_arm": frames_per_arm}
     out["probes"] = len(table)

@@ -1,5 +1,6 @@
 """`evaluate_policy` (`python -m instant_fold_evaluation.evaluate_policy`): offline checks of a trained policy
-on tokenised episodes: action error, first grasps, arm sensitivity (`instant_fold_evaluation.offline`)."""
+on tokenised episodes: action error, first grasps, arm sensitivity, target following
+(`instant_fold_evaluation.offline`)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"{split}: keypose arm sensitivity |Δkeypose|/|Δarm| median {a['slope_median']:.2f}, "
                     f"mean {a['slope_mean']:.2f} ({a['probes']} frames x {len(a['by_shift'])} shifts; "
                     "0 = follows the cloth, 1 = moves with the arm)"
+                )
+            if "slope_median" in r.get("target_following", {}):
+                f = r["target_following"]
+                print(
+                    f"{split}: trajectory target following |Δchunk end|/|Δtarget| median {f['slope_median']:.2f}, "
+                    f"mean {f['slope_mean']:.2f} ({f['probes']} approach frames x {len(f['by_shift'])} shifts; "
+                    f"0 = ignores its target, a straight follower: {f['follower_slope_median']:.2f})"
                 )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

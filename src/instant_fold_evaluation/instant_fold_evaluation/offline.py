@@ -7,7 +7,8 @@ closes its gripper. Before the first contact the cloth does not depend on the ar
 episode's own recorded cloth frames are exactly what the policy would observe; no simulator is
 needed. The result is compared with the expert's grasp points (and, where the episode's semantic
 keypoints are at hand, with the keypoints the mode grasps). `arm_sensitivity` (its own module)
-asks why a grasp lands off: whether the predicted keypose follows the cloth or the arm.
+asks why a grasp lands off: whether the predicted keypose follows the cloth or the arm;
+`target_following` (its own module) whether the trajectory goes where its target is.
 """
 
 from __future__ import annotations
@@ -25,10 +26,15 @@ from instant_fold_evaluation.arm_sensitivity import (
     NoKeyposeError,
     arm_sensitivity,
 )
+from instant_fold_evaluation.target_following import NotAnchoredError, target_following
 from instant_fold_learning.policy.data import PolicyDataError, TokenizedEpisode
 from instant_fold_learning.policy.dataset import demonstration_key
 from instant_fold_learning.policy.inference import PolicyRunner
 from instant_fold_learning.policy.instruction import instruction_text
+
+#: Target following is probed on this many (query, demonstration) pairs per split at most, evenly
+#: spread (a median over up to 16 probes each: ample; every pair would double the offline stage).
+FOLLOWING_PAIRS = 64
 
 
 def first_close_frames(arm_state: np.ndarray) -> np.ndarray:
@@ -232,7 +238,9 @@ def evaluate(
 ) -> dict[str, Any]:
     """Action error (as `training.action_error`, every frame, no augmentation), first-grasp rollouts
     and, unless `sensitivity_frames` is 0, the arm sensitivity of the keypose (`arm_sensitivity`,
-    up to that many frames per arm and episode, arm shifts `shifts_m`) on the training episodes
+    up to that many frames per arm and episode, arm shifts `shifts_m`) and the target following of
+    the trajectory (`target_following`: as many approach frames, target shifts `shifts_m`, on up to
+    `FOLLOWING_PAIRS` episodes) on the training episodes
     and, when given, on held-out episodes (demonstrations from training)."""
     from instant_fold_learning.policy.configuration import TrainingConfig
     from instant_fold_learning.policy.dataset import PolicyDataset
@@ -274,4 +282,9 @@ def evaluate(
                 out[split]["arm_sensitivity"] = arm_sensitivity(runner, pairs, seed, shifts_m, sensitivity_frames)
             except NoKeyposeError as exc:  # the other numbers still stand
                 out[split]["arm_sensitivity"] = {"skipped": str(exc)}
+            spread = pairs[:: max(1, -(-len(pairs) // FOLLOWING_PAIRS))]
+            try:
+                out[split]["target_following"] = target_following(runner, spread, seed, shifts_m, sensitivity_frames)
+            except NotAnchoredError as exc:
+                out[split]["target_following"] = {"skipped": str(exc)}
     return out

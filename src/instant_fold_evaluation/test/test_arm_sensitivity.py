@@ -3,8 +3,6 @@ and a tiny randomly initialised, calibrated policy through the deployed sampling
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -21,10 +19,9 @@ from instant_fold_evaluation.arm_sensitivity import (
 from instant_fold_evaluation.offline import first_close_frames
 from instant_fold_learning.policy.configuration import preset
 from instant_fold_learning.policy.data import PolicyDataError
-from instant_fold_learning.policy.dataset import PolicyDataset
 from instant_fold_learning.policy.inference import PolicyRunner, SampledActions
-from instant_fold_learning.policy.modeling import InstantFoldPolicy
 from instant_fold_learning.policy.synthetic import MODES, synthetic_episodes
+from instant_fold_learning.testing import untrained_policy
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +32,7 @@ def episodes():
 
 def _runner(episodes, **model) -> PolicyRunner:
     """Random weights, normalisers calibrated on the episodes (no training)."""
-    cfg = preset("cpu-small")
-    cfg.model = dataclasses.replace(cfg.model, **model).validate()
-    torch.manual_seed(0)
-    policy = InstantFoldPolicy(cfg.model)
-    dataset = PolicyDataset(episodes, cfg.model.horizon, cfg.train, cfg.model.conditioning == "language")
-    dataset.calibrate(policy.normalizers)
-    policy.mode_ids, policy.vocabulary = dataset.mode_ids, dataset.vocabulary
-    return PolicyRunner(policy)
+    return PolicyRunner(untrained_policy(episodes, **model)[0])
 
 
 @pytest.fixture(scope="module")

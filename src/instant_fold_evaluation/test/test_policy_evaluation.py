@@ -119,6 +119,8 @@ def test_evaluation_cli_reports_train_and_heldout(episodes, checkpoint, tmp_path
         sensitivity = result[split]["arm_sensitivity"]
         assert sensitivity["shifts_m"] == [0.02, 0.04] and sensitivity["probes"] == 2 * 2 * n
         assert len(sensitivity["by_shift"]) == 8 and np.isfinite(sensitivity["slope_median"])
+        # The preset's flow keypose head conditions its trajectory on no target: said, not probed.
+        assert "takes no target" in result[split]["target_following"]["skipped"]
     printed = capsys.readouterr().out
     assert "heldout: 2 episodes" in printed and "keypose arm sensitivity" in printed
     no_probe = tmp_path / "no_probe.json"

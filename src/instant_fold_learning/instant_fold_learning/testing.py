@@ -25,6 +25,30 @@ from instant_fold_learning.policy.modeling import InstantFoldPolicy
 from instant_fold_learning.policy.synthetic import MODES, synthetic_episodes
 
 
+def untrained_policy(
+    episodes: list | None = None, seed: int | None = 0, preset: str = "cpu-small", **model: Any
+) -> tuple[InstantFoldPolicy, Any]:
+    """(policy, its configuration): random weights (torch seeded with `seed`; None: as it stands),
+    configuration
+    `preset` with `model` overriding fields of its model configuration (e.g.
+    `keypose_head="anchored"`), action normalisers, modes and vocabulary from `episodes` (by default
+    one synthetic episode of each of two modes)."""
+    if seed is not None:
+        torch.manual_seed(seed)
+    config = policy_preset(preset)
+    config.model = dataclasses.replace(config.model, **model).validate()
+    policy = InstantFoldPolicy(config.model)
+    if episodes is None:
+        m = config.model
+        episodes = synthetic_episodes(1, tuple(MODES)[:2], 1, m.cloth_feature_dim, m.num_cloth_tokens)
+    dataset = PolicyDataset(
+        episodes, config.model.horizon, config.train, instructions=config.model.conditioning == "language"
+    )
+    dataset.calibrate(policy.normalizers)
+    policy.mode_ids, policy.vocabulary = dataset.mode_ids, dataset.vocabulary
+    return policy, config
+
+
 def untrained_checkpoints(
     root: str | Path, seed: int = 0, preset: str = "cpu-small", **model: Any
 ) -> tuple[Path, Path]:
@@ -33,15 +57,7 @@ def untrained_checkpoints(
     root = Path(root)
     torch.manual_seed(seed)
     encoder_dir = ClothEncoder(encoder_preset(preset)).save_pretrained(root / "encoder")
-    config = policy_preset(preset)
-    config.model = dataclasses.replace(config.model, **model).validate()
-    policy = InstantFoldPolicy(config.model)
-    episodes = synthetic_episodes(1, tuple(MODES)[:2], 1, config.model.cloth_feature_dim, config.model.num_cloth_tokens)
-    dataset = PolicyDataset(
-        episodes, config.model.horizon, config.train, instructions=config.model.conditioning == "language"
-    )
-    dataset.calibrate(policy.normalizers)
-    policy.mode_ids, policy.vocabulary = dataset.mode_ids, dataset.vocabulary
+    policy, config = untrained_policy(None, None, preset, **model)
     policy_dir = policy.save_pretrained(root / "policy", config)
     return Path(policy_dir), Path(encoder_dir)
 

@@ -18,6 +18,7 @@ from instant_fold_learning.policy.decoder import TargetCondition
 from instant_fold_learning.policy.inference import PolicyInputError, PolicyRunner, absolute_actions, sample_cached
 from instant_fold_learning.policy.modeling import InstantFoldPolicy
 from instant_fold_learning.policy.synthetic import MODES, synthetic_episodes
+from instant_fold_learning.policy.training import approaching_arms, shift_teacher_targets
 
 ANCHORED = {"keypose_head": "anchored", "demo_alignment": "registration", "cloth_geometry": True}
 
@@ -177,6 +178,40 @@ def test_drift_recovery_moves_straight_to_the_true_grasp(episodes):
             np.testing.assert_allclose(state[:, :3] + kp, expert[:, :3] + kp_delta, atol=1e-5)
             checked += 1
     assert checked > 0
+
+
+def test_shifted_teacher_targets_relabel_straight_moves_to_the_moved_target(episodes):
+    """`anchor_teacher_shift_m`: only approaching arms of teacher-forced samples get a moved
+    condition (within the disc), and their chunk goes straight to it at the expert's pace or the
+    minimum speed; every other arm and sample, and the anchored head's labels, stay as they were."""
+    cfg, _, dataset = anchored_policy(episodes, anchor_teacher_shift_m=0.1)
+    batch = batch_of(dataset, n=48, seed=3)
+    target, state = batch.target, batch.obs.arm_state
+    forced = torch.arange(48) % 2 == 0
+    condition = TargetCondition(target.event_position.clone(), target.event_valid, forced)
+    shifted, relabelled = shift_teacher_targets(target, state, condition, cfg.train, torch.Generator().manual_seed(0))
+    arms = approaching_arms(target, state) & forced[:, None]
+    assert arms.sum() >= 4 and (approaching_arms(target, state) & ~forced[:, None]).any()
+    moved = (shifted.position - condition.position).norm(dim=-1)
+    assert (moved[arms] > 0).all() and (moved[arms] <= 0.1 + 1e-6).all() and (moved[~arms] == 0).all()
+    assert torch.equal(shifted.position[..., 2], condition.position[..., 2])  # in the image plane
+    kept = ~arms[:, None, :, None].expand_as(target.traj_delta)
+    assert torch.equal(relabelled.traj_delta[kept], target.traj_delta[kept])
+    for b, a in arms.nonzero().tolist():
+        path = state[b, a, :3] + relabelled.traj_delta[b, :, a].cumsum(0)
+        direction = shifted.position[b, a] - state[b, a, :3]
+        steps = relabelled.traj_delta[b, :, a]
+        lengths = steps.norm(dim=-1)
+        pace = max(float(target.traj_delta[b, :, a].norm(dim=-1).mean()), cfg.train.recovery_min_speed_m)
+        assert torch.allclose(
+            steps[lengths > 1e-7], direction / direction.norm() * lengths[lengths > 1e-7, None], atol=1e-5
+        )
+        assert float(lengths.max()) <= pace + 1e-5
+        assert float((shifted.position[b, a] - path[-1]).norm()) <= float(direction.norm()) + 1e-6
+    for field in ("event_position", "keypose_delta", "traj_gripper"):
+        assert torch.equal(getattr(relabelled, field), getattr(target, field))
+    off = dataclasses.replace(cfg.train, anchor_teacher_shift_m=0.0)
+    assert shift_teacher_targets(target, state, condition, off, torch.Generator()) == (condition, target)
 
 
 def test_teacher_forcing_conditions_on_the_given_targets(episodes):

@@ -135,3 +135,22 @@ def test_gpu_mixed_precision_training_and_half_precision_inference(episodes, tmp
         runner.load_demonstration(ep.cloth_positions[kf], ep.cloth_features[kf], ep.arm_state[kf])
         chunk = runner.predict(ep.cloth_positions[0], ep.cloth_features[0], ep.arm_state[0])
         assert np.isfinite(chunk.targets).all()
+
+
+def test_anchored_training_relabels_shifted_targets_every_step(episodes, tmp_path, monkeypatch):
+    """With `anchor_teacher_shift_m` the loop moves some approaching arms' targets in every step's
+    teacher condition and trains on the relabelled chunks (the relabelling: test_policy_anchor)."""
+    from instant_fold_learning.policy import training
+
+    cfg = small(3, log_every=3, checkpoint_every=3, batch_size=16, anchor_teacher_shift_m=0.1)
+    cfg.model.keypose_head, cfg.model.demo_alignment = "anchored", "registration"
+    moved, shift = [], training.shift_teacher_targets
+
+    def spy(target, arm_state, condition, tr, gen):
+        shifted, relabelled = shift(target, arm_state, condition, tr, gen)
+        moved.append(int(((shifted.position - condition.position).norm(dim=-1) > 0).sum()))
+        return shifted, relabelled
+
+    monkeypatch.setattr(training, "shift_teacher_targets", spy)
+    history = train(cfg.validate(), episodes, tmp_path, echo=False)
+    assert len(moved) == 3 and sum(moved) > 0 and np.isfinite(history["final_action_error"])

@@ -191,6 +191,13 @@ class TrainingConfig:
     #: target (jittered by `anchor_teacher_noise_m`) instead of the head's own (detached) prediction.
     anchor_teacher_prob: float = 0.5
     anchor_teacher_noise_m: float = 0.01
+    #: Anchored head: an arm approaching its next grasp in a teacher-forced sample gets its target
+    #: moved by up to this distance in the image plane (uniform over the disc) and its chunk
+    #: relabelled as a straight move to the moved target at the expert's pace (at least
+    #: `recovery_min_speed_m` per step). Without it the target the trajectory is conditioned on always
+    #: agrees with the scene, and the trajectory learns to ignore it (docs/policy.md, "Target
+    #: following"). 0 turns it off. Not in the paper.
+    anchor_teacher_shift_m: float = 0.0
     #: Probability of occluding the current observation's cloth tokens around the grippers.
     occlusion_prob: float = 0.0
     occlusion_radius_m: float = 0.03
@@ -240,7 +247,8 @@ class TrainingConfig:
             ),
             non_negative=(
                 *("demos_per_batch", "se2_rotation_deg", "se2_translation_m", "recovery_drift_m"),
-                *("recovery_min_speed_m", "anchor_teacher_noise_m", "weight_decay", "warmup_steps"),
+                *("recovery_min_speed_m", "anchor_teacher_noise_m", "anchor_teacher_shift_m"),
+                *("weight_decay", "warmup_steps"),
                 *("grad_clip", "recovery_noise_m", "occlusion_radius_m"),
             ),
             unit_interval=("recovery_prob", "occlusion_prob", "ema_decay", "se2_prob", "anchor_teacher_prob"),

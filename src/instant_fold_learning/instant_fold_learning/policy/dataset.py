@@ -155,6 +155,9 @@ class PolicyDataset:
             if self.train.recovery_mode == "to_target":
                 r = max(r, self.train.recovery_min_speed_m)
             deltas.append(np.array([[-r, -r, -r], [r, r, r]], np.float32))
+        if self.train.anchor_teacher_shift_m > 0:  # moves to a moved target, at the minimum speed or more
+            r = self.train.recovery_min_speed_m
+            deltas.append(np.array([[-r, -r, -r], [r, r, r]], np.float32))
         delta, keypose = np.concatenate(deltas), np.concatenate(keyposes)
         if self.train.se2_prob > 0:
             delta, keypose = (np.concatenate([x, planar_envelope(x)]) for x in (delta, keypose))

@@ -15,6 +15,7 @@ continues exactly as an uninterrupted one would. `<out>/checkpoint` holds the de
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,11 @@ def train(
         batch = dataset.draw_batch(rng, per_rank).to(torch_device)
         for group in optimizer.param_groups:
             group["lr"] = policy_learning_rate(cfg, step)
-        teacher = teacher_condition(batch.target, tr, gen) if cfg.model.keypose_head == "anchored" else None
+        teacher = None
+        if cfg.model.keypose_head == "anchored":
+            teacher = teacher_condition(batch.target, tr, gen)
+            teacher, shifted = shift_teacher_targets(batch.target, batch.obs.arm_state, teacher, tr, gen)
+            batch = dataclasses.replace(batch, target=shifted)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
             losses = model(batch, generator=gen, repeats=tr.noise_samples, teacher=teacher)
         check_finite_loss(losses["loss"], step)
@@ -277,6 +282,48 @@ def teacher_condition(target: ActionTargets, tr: TrainingConfig, gen: torch.Gene
     forced = torch.rand(b, generator=gen) < tr.anchor_teacher_prob
     device = target.event_position.device
     return TargetCondition(target.event_position + jitter.to(device), target.event_valid, forced.to(device))
+
+
+def approaching_arms(target: ActionTargets, arm_state: torch.Tensor) -> torch.Tensor:
+    """bool [B, 2]: arms approaching their next grasp (open, the next event a grasp, the gripper
+    open over the whole chunk), as `dataset.approach_arms` for a batch."""
+    open_now = arm_state[..., 3] >= 0.5
+    stays_open = (target.traj_gripper >= 0.5).all(1)
+    return target.event_valid & (target.event_openness < 0.5) & open_now & stays_open
+
+
+def shift_teacher_targets(
+    target: ActionTargets,
+    arm_state: torch.Tensor,
+    condition: TargetCondition,
+    tr: TrainingConfig,
+    gen: torch.Generator,
+) -> tuple[TargetCondition, ActionTargets]:
+    """Teach the trajectory to follow the target it is conditioned on (`anchor_teacher_shift_m`):
+    each approaching arm of a teacher-forced sample gets its condition moved by up to that distance
+    in the image plane, and its chunk relabelled as a straight move from the current state to the
+    moved target at the expert's pace (at least `recovery_min_speed_m` per step), stopping there.
+    The anchored head's own labels (the true event positions) are left as they are: the head still
+    learns where the cloth says the target is."""
+    if tr.anchor_teacher_shift_m <= 0 or condition.forced is None:
+        return condition, target
+    b, horizon = target.traj_delta.shape[:2]
+    arms = approaching_arms(target, arm_state) & condition.forced[:, None]
+    angle = torch.rand((b, 2), generator=gen) * (2 * math.pi)
+    radius = tr.anchor_teacher_shift_m * torch.rand((b, 2), generator=gen).sqrt()  # uniform over the disc
+    device, dtype = condition.position.device, condition.position.dtype
+    shift = torch.stack((radius * angle.cos(), radius * angle.sin(), torch.zeros_like(radius)), -1)
+    position = condition.position + torch.where(arms[..., None], shift.to(device, dtype), 0.0)
+    start = arm_state[..., :3].to(dtype)
+    pace = target.traj_delta.norm(dim=-1).mean(1).clamp_min(tr.recovery_min_speed_m)  # [B, 2]
+    to_go = position - start
+    distance = to_go.norm(dim=-1)
+    steps = torch.arange(1, horizon + 1, device=device, dtype=dtype)
+    reach = torch.minimum(pace[:, None] * steps[None, :, None], distance[:, None])  # [B, H, 2]
+    path = start[:, None] + (to_go / distance.clamp_min(1e-9)[..., None])[:, None] * reach[..., None]
+    deltas = torch.diff(torch.cat((start[:, None], path), 1), dim=1)
+    traj = torch.where(arms[:, None, :, None], deltas.to(target.traj_delta.dtype), target.traj_delta)
+    return TargetCondition(position, condition.valid, condition.forced), dataclasses.replace(target, traj_delta=traj)
 
 
 def ranks_in_sync(policy: InstantFoldPolicy) -> bool:
