@@ -192,6 +192,10 @@ def test_shifted_teacher_targets_relabel_straight_moves_to_the_moved_target(epis
     shifted, relabelled = shift_teacher_targets(target, state, condition, cfg.train, torch.Generator().manual_seed(0))
     arms = approaching_arms(target, state) & forced[:, None]
     assert arms.sum() >= 4 and (approaching_arms(target, state) & ~forced[:, None]).any()
+    b, a = arms.nonzero()[0].tolist()
+    still = target.traj_delta.clone()
+    still[b, :, a] = 0.0  # the same arm, waiting for its turn: not approaching, never moved
+    assert not approaching_arms(dataclasses.replace(target, traj_delta=still), state)[b, a]
     moved = (shifted.position - condition.position).norm(dim=-1)
     assert (moved[arms] > 0).all() and (moved[arms] <= 0.1 + 1e-6).all() and (moved[~arms] == 0).all()
     assert torch.equal(shifted.position[..., 2], condition.position[..., 2])  # in the image plane

@@ -191,7 +191,8 @@ class TrainingConfig:
     #: target (jittered by `anchor_teacher_noise_m`) instead of the head's own (detached) prediction.
     anchor_teacher_prob: float = 0.5
     anchor_teacher_noise_m: float = 0.01
-    #: Anchored head: an arm approaching its next grasp in a teacher-forced sample gets its target
+    #: Anchored head: an arm on its way to its next grasp (moving, not waiting for its turn) in a
+    #: teacher-forced sample gets its target
     #: moved by up to this distance in the image plane (uniform over the disc) and its chunk
     #: relabelled as a straight move to the moved target at the expert's pace (at least
     #: `recovery_min_speed_m` per step). Without it the target the trajectory is conditioned on always

@@ -284,12 +284,18 @@ def teacher_condition(target: ActionTargets, tr: TrainingConfig, gen: torch.Gene
     return TargetCondition(target.event_position + jitter.to(device), target.event_valid, forced.to(device))
 
 
+#: An arm whose expert chunk moves less than this is waiting for its turn, not approaching.
+APPROACH_MIN_MOVE_M = 0.02
+
+
 def approaching_arms(target: ActionTargets, arm_state: torch.Tensor) -> torch.Tensor:
-    """bool [B, 2]: arms approaching their next grasp (open, the next event a grasp, the gripper
-    open over the whole chunk), as `dataset.approach_arms` for a batch."""
+    """bool [B, 2]: arms on their way to their next grasp: open, the next event a grasp, the gripper
+    open over the whole chunk, and the expert's chunk moving at least `APPROACH_MIN_MOVE_M` (an arm
+    that waits while the other folds has a grasp ahead too, and must keep waiting)."""
     open_now = arm_state[..., 3] >= 0.5
     stays_open = (target.traj_gripper >= 0.5).all(1)
-    return target.event_valid & (target.event_openness < 0.5) & open_now & stays_open
+    moving = target.traj_delta.sum(1).norm(dim=-1) >= APPROACH_MIN_MOVE_M
+    return target.event_valid & (target.event_openness < 0.5) & open_now & stays_open & moving
 
 
 def shift_teacher_targets(
@@ -300,7 +306,7 @@ def shift_teacher_targets(
     gen: torch.Generator,
 ) -> tuple[TargetCondition, ActionTargets]:
     """Teach the trajectory to follow the target it is conditioned on (`anchor_teacher_shift_m`):
-    each approaching arm of a teacher-forced sample gets its condition moved by up to that distance
+    each approaching arm (`approaching_arms`) of a teacher-forced sample gets its condition moved by up to that distance
     in the image plane, and its chunk relabelled as a straight move from the current state to the
     moved target at the expert's pace (at least `recovery_min_speed_m` per step), stopping there.
     The anchored head's own labels (the true event positions) are left as they are: the head still
