@@ -280,6 +280,9 @@ def test_the_breadth_v3_recipe_and_its_cost_are_the_measured_ones() -> None:
             f"{run['policy_steps_per_s']['6000']} steps a second at the end)",
             f"Still about {round(total - 150)} min over the 2.5 h budget",
             f"(breadth v1's took {result('breadth_v1_training.json')['stage_minutes']['2/5 encoder']} min)",
+            f"`docs/results/breadth_v3_10k_training.json`: {result('breadth_v3_10k_training.json')['minutes']} min alone",
+            f"With it the recipe would cost about "
+            f"{round(total - run['policy_minutes'] + result('breadth_v3_10k_training.json')['minutes'])} min from nothing",
         ],
     )
 
@@ -377,3 +380,93 @@ def test_which_cut_costs_the_seen_folds_is_the_measured_one() -> None:
         ],
     )
     assert_quoted(flat_doc("docs/policy.md"), [f"do no better on the seen folds ({count(six, 'ctx_acc')} of 48 right)"])
+
+
+def test_three_starts_at_ten_thousand_steps_is_the_measured_one() -> None:
+    """docs/evaluation.md's "Three starts at 10,000 steps": breadth v3's tokens at breadth v2's steps."""
+    names = ("folds_breadth_v2", "folds_breadth_v3", "folds_breadth_v3_10k")
+    runs = [result(f"{name}.json") for name in names]
+    assert len({cpu_flags(run) for run in runs}) == 1 and {run["bank"] for run in runs} == {runs[0]["bank"]}
+    training = result("breadth_v3_10k_training.json")
+    assert training["policy_start"]["episodes"] == 321 and training["policy_end"]["event"] == "end"
+    rows = merged_rows(runs)
+    assert table(rows) + "\n" + primitive_table(rows) in doc("docs/evaluation.md")
+    v2, v3, ten = (run["rows"]["policy"] for run in runs)
+    limits = [run["outcomes"]["step_limit"] for run in runs]
+    assert count(ten["seen"], "csr95") > count(v3["seen"], "csr95")  # the steps buy successes
+    assert_quoted(
+        flat_doc("docs/evaluation.md"),
+        [
+            f"`docs/results/breadth_v3_10k_training.json`, {training['minutes']} min alone",
+            f"recognise {count(ten['seen'], 'ctx_acc')} of 48 seen contexts (breadth v2, four starts: "
+            f"{count(v2['seen'], 'ctx_acc')}; breadth v3, three starts at 6,000: {count(v3['seen'], 'ctx_acc')}) and land "
+            f"{count(ten['seen'], 'csr95')} inside the envelope ({count(v2['seen'], 'csr95')}; {count(v3['seen'], 'csr95')}), "
+            f"Geom. {ten['seen']['geom']['mean']:.2f} ({v2['seen']['geom']['mean']:.2f}; {v3['seen']['geom']['mean']:.2f})",
+            f"on the held-out folds {count(ten['heldout'], 'ctx_acc')} of 9 are recognised ({count(v2['heldout'], 'ctx_acc')}; "
+            f"{count(v3['heldout'], 'ctx_acc')}), Geom. {ten['heldout']['geom']['mean']:.2f} "
+            f"({v2['heldout']['geom']['mean']:.2f}; {v3['heldout']['geom']['mean']:.2f})",
+            f"{limits[2]} of the 57 rollouts stop at the step limit (breadth v2: {limits[0]}; breadth v3: {limits[1]})",
+            f"fourth start is level on successes and {count(v2['seen'], 'ctx_acc') - count(ten['seen'], 'ctx_acc')} contexts ahead",
+        ],
+    )
+
+
+def following_table(rows: list[tuple[str, str]]) -> str:
+    """docs/policy.md's "Target following" table: per checkpoint (label, offline JSON of
+    docs/results) and split, the trajectory's target following and the other offline checks."""
+    lines = [
+        "| offline checks | split | target following: slope ↑ | straight follower | first grasp: mean (cm) ↓ "
+        "| within 5 cm (%) ↑ | keypose arm sensitivity ↓ | action error (cm) ↓ |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, name in rows:
+        run = result(name)
+        for split, title in (("train", "training"), ("heldout", "held-out starts")):
+            r = run[split]
+            f, g = r["target_following"], r["first_grasp"]
+            lines.append(
+                f"| {label} | {title} ({r['episodes']}) | {f['slope_median']:.2f} | {f['follower_slope_median']:.2f} "
+                f"| {g['mean_error_cm']:.1f} | {g['within_5cm'] * 100:.1f} | {r['arm_sensitivity']['slope_median']:.3f} "
+                f"| {r['action_error_cm']:.2f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def test_target_following_is_the_measured_one() -> None:
+    """docs/policy.md's "Target following": the offline probe of both checkpoints and the closed-loop
+    rows of the policy trained with target shifts against the one without."""
+    offline = [("three starts, 10,000 steps", "offline_breadth_v3_10k.json")]
+    offline.append(("the same with target shifts of up to 10 cm", "offline_target_shift.json"))
+    runs = [result(f"{name}.json") for name in ("folds_breadth_v3_10k", "folds_target_shift")]
+    assert cpu_flags(runs[0]) == cpu_flags(runs[1]) and runs[0]["bank"] == runs[1]["bank"]
+    rows = merged_rows(runs)
+    policy = doc("docs/policy.md")
+    assert following_table(offline) in policy and table(rows) + "\n" + grasp_table(rows) in policy
+    training = result("target_shift_training.json")
+    assert training["policy_start"]["episodes"] == 321 and training["policy_end"]["event"] == "end"
+    (_, before), (_, after) = ((label, result(name)["heldout"]["target_following"]) for label, name in offline)
+    old, new = (run["rows"]["policy"] for run in runs)
+    limits = [run["outcomes"]["step_limit"] for run in runs]
+    first = [row["seen"]["first_grasp"] for row in (old, new)]
+    assert after["slope_median"] > before["slope_median"] and limits[1] < limits[0]
+    assert count(new["seen"], "csr95") < count(old["seen"], "csr95")  # and yet: rejected
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"Closed loop, {limits[0]} of the 57 rollouts of the three-start policy at 10,000 steps stop",
+            f"moves its chunk end by {before['slope_median']:.2f} of a target shift on the held-out starts, where a "
+            f"straight follower would move it by {before['follower_slope_median']:.2f}",
+            f"{training['minutes']} min, `docs/results/target_shift_training.json`",
+            f"raise the target following a little ({after['slope_median']:.2f} against {before['slope_median']:.2f}; "
+            f"a straight follower: {after['follower_slope_median']:.2f})",
+            f"cut the rollouts stopped at the step limit from {limits[0]} to {limits[1]} of 57, and the held-out folds' "
+            f"Geom. from {old['heldout']['geom']['mean']:.2f} to {new['heldout']['geom']['mean']:.2f}",
+            f"the seen folds lose {count(old['seen'], 'csr95') - count(new['seen'], 'csr95')} of their "
+            f"{count(old['seen'], 'csr95')} successes ({count(new['seen'], 'csr95')}; Geom. "
+            f"{new['seen']['geom']['mean']:.2f} against {old['seen']['geom']['mean']:.2f}), with as many contexts right "
+            f"({count(new['seen'], 'ctx_acc')} of 48)",
+            f"({first[1]['xy_m']['mean'] * 100:.1f} cm against {first[0]['xy_m']['mean'] * 100:.1f}, "
+            f"{first[1]['within_5cm'] * 100:.1f} % within 5 cm against {first[0]['within_5cm'] * 100:.1f} %)",
+        ],
+    )
+    assert count(new["seen"], "ctx_acc") == count(old["seen"], "ctx_acc")
