@@ -17,7 +17,12 @@ from typing import Any
 from instant_fold_learning.encoder.configuration import preset as encoder_preset
 from instant_fold_learning.encoder.modeling import ClothEncoder
 from instant_fold_learning.encoder.training import PRESETS as PRETRAIN_PRESETS
-from instant_fold_learning.policy.configuration import LEGACY_MODES, InstantFoldPolicyConfig, PolicyConfig
+from instant_fold_learning.policy.configuration import (
+    LEGACY_MODES,
+    InstantFoldPolicyConfig,
+    PolicyConfig,
+    TrainingConfig,
+)
 from instant_fold_learning.policy.configuration import preset as policy_preset
 from instant_fold_sim.rollout import preset as sim_preset
 
@@ -49,8 +54,10 @@ def test_shipped_model_configs_load_unchanged() -> None:
     assert _text(ClothEncoder.from_pretrained(MODELS / "encoder").config.to_dict()) == _text(encoder)
     policy = json.loads((MODELS / "policy" / "config.json").read_text())
     # Since v5: the mode-id table size, which a demonstration-conditioned policy never used, is
-    # dropped; the language variant's instruction fields are added at their defaults.
+    # dropped; the language variant's instruction fields are added at their defaults, and so are
+    # training options added since (off by default).
     migrated = {k: v for k, v in policy["model"].items() if k != LEGACY_MODES}
     added = {f: getattr(PolicyConfig(), f) for f in ("vocabulary_size", "max_instruction_words")}
-    expected = {**policy, "model": {**migrated, **added}}
+    trained = {f: getattr(TrainingConfig(), f) for f in ("anchor_teacher_shift_m",) if f not in policy["train"]}
+    expected = {**policy, "model": {**migrated, **added}, "train": {**policy["train"], **trained}}
     assert _text(InstantFoldPolicyConfig.from_dict(policy).to_dict()) == _text(expected)
