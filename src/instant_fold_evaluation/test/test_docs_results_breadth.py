@@ -466,7 +466,7 @@ def test_target_following_is_the_measured_one() -> None:
             f"{new['seen']['geom']['mean']:.2f} against {old['seen']['geom']['mean']:.2f}), with as many contexts right "
             f"({count(new['seen'], 'ctx_acc')} of 48)",
             f"({first[1]['xy_m']['mean'] * 100:.1f} cm against {first[0]['xy_m']['mean'] * 100:.1f}, "
-            f"{first[1]['within_5cm'] * 100:.1f} % within 5 cm against {first[0]['within_5cm'] * 100:.1f} %)",
+            f"{first[1]['within_5cm'] * 100:.1f} % within 5 cm against {first[0]['within_5cm'] * 100:.1f} %;",
         ],
     )
     assert count(new["seen"], "ctx_acc") == count(old["seen"], "ctx_acc")

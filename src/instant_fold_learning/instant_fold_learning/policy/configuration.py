@@ -192,12 +192,11 @@ class TrainingConfig:
     anchor_teacher_prob: float = 0.5
     anchor_teacher_noise_m: float = 0.01
     #: Anchored head: an arm on its way to its next grasp (moving, not waiting for its turn) in a
-    #: teacher-forced sample gets its target
-    #: moved by up to this distance in the image plane (uniform over the disc) and its chunk
-    #: relabelled as a straight move to the moved target at the expert's pace (at least
-    #: `recovery_min_speed_m` per step). Without it the target the trajectory is conditioned on always
-    #: agrees with the scene, and the trajectory learns to ignore it (docs/policy.md, "Target
-    #: following"). 0 turns it off. Not in the paper.
+    #: teacher-forced sample gets its target moved by up to this distance in the image plane (uniform
+    #: over the disc) and its chunk relabelled as a straight move to the moved target at the
+    #: expert's pace (at least `recovery_min_speed_m` per step). Without it the target the trajectory is conditioned on always
+    #: agrees with the scene, and the trajectory learns to follow it only in part (docs/policy.md,
+    #: "Target following", where 0.1 m is measured and rejected). 0 turns it off. Not in the paper.
     anchor_teacher_shift_m: float = 0.0
     #: Probability of occluding the current observation's cloth tokens around the grippers.
     occlusion_prob: float = 0.0
