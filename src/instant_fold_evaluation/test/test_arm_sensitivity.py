@@ -17,17 +17,9 @@ from instant_fold_evaluation.arm_sensitivity import (
     shift_variants,
 )
 from instant_fold_evaluation.offline import first_close_frames
-from instant_fold_learning.policy.configuration import preset
 from instant_fold_learning.policy.data import PolicyDataError
 from instant_fold_learning.policy.inference import PolicyRunner, SampledActions
-from instant_fold_learning.policy.synthetic import MODES, synthetic_episodes
 from instant_fold_learning.testing import untrained_policy
-
-
-@pytest.fixture(scope="module")
-def episodes():
-    m = preset("cpu-small").model
-    return synthetic_episodes(1, tuple(MODES)[:2], 2, m.cloth_feature_dim, m.num_cloth_tokens)
 
 
 def _runner(episodes, **model) -> PolicyRunner:

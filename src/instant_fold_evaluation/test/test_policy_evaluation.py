@@ -28,12 +28,6 @@ from instant_fold_learning.policy.training import CHECKPOINT_DIR, train
 
 
 @pytest.fixture(scope="module")
-def episodes():
-    m = preset("cpu-small").model
-    return synthetic_episodes(1, tuple(MODES)[:2], 2, m.cloth_feature_dim, m.num_cloth_tokens)
-
-
-@pytest.fixture(scope="module")
 def checkpoint(episodes, tmp_path_factory):
     cfg = preset("cpu-small")
     cfg.train.steps, cfg.train.batch_size, cfg.train.log_every, cfg.train.checkpoint_every = 4, 4, 4, 4

@@ -14,24 +14,11 @@ from instant_fold_evaluation.target_following import (
     target_following,
     target_slopes,
 )
-from instant_fold_learning.policy.configuration import preset
 from instant_fold_learning.policy.inference import PolicyRunner
-from instant_fold_learning.policy.synthetic import MODES, synthetic_episodes
 from instant_fold_learning.testing import untrained_policy
 
 ANCHORED = {"keypose_head": "anchored", "demo_alignment": "registration", "cloth_geometry": True}
 HORIZON = 8
-
-
-@pytest.fixture(scope="module")
-def episodes():
-    m = preset("cpu-small").model
-    return synthetic_episodes(1, tuple(MODES)[:2], 2, m.cloth_feature_dim, m.num_cloth_tokens)
-
-
-def _runner(episodes, **model) -> PolicyRunner:
-    """Random weights, normalisers calibrated on the episodes (no training)."""
-    return PolicyRunner(untrained_policy(episodes, **model)[0])
 
 
 def test_probes_are_approach_frames_of_a_moving_arm(episodes):
@@ -66,7 +53,7 @@ def test_a_straight_follower_reads_its_own_slope_and_an_ignoring_trajectory_zero
 
 
 def test_the_policy_path_holds_the_probed_target_with_one_noise(episodes):
-    runner = _runner(episodes, **ANCHORED)
+    runner = PolicyRunner(untrained_policy(episodes, **ANCHORED)[0])
     e, demo = episodes[0], episodes[2]
     end = policy_chunk_end(runner, demo, seed=3)
     probes = approach_probes(e.arm_state, runner.cfg.horizon, 2)
@@ -85,4 +72,4 @@ def test_the_policy_path_holds_the_probed_target_with_one_noise(episodes):
 
 def test_a_policy_without_targets_is_refused_by_its_own_error(episodes):
     with pytest.raises(NotAnchoredError, match="takes no target"):
-        policy_chunk_end(_runner(episodes), episodes[2], 0)
+        policy_chunk_end(PolicyRunner(untrained_policy(episodes)[0]), episodes[2], 0)

@@ -29,8 +29,7 @@ def untrained_policy(
     episodes: list | None = None, seed: int | None = 0, preset: str = "cpu-small", **model: Any
 ) -> tuple[InstantFoldPolicy, Any]:
     """(policy, its configuration): random weights (torch seeded with `seed`; None: as it stands),
-    configuration
-    `preset` with `model` overriding fields of its model configuration (e.g.
+    configuration `preset` with `model` overriding fields of its model configuration (e.g.
     `keypose_head="anchored"`), action normalisers, modes and vocabulary from `episodes` (by default
     one synthetic episode of each of two modes)."""
     if seed is not None:

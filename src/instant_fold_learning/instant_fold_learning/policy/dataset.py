@@ -148,15 +148,18 @@ class PolicyDataset:
             d, _, k, _ = chunk_targets(self.episodes[i], t, self.horizon)
             deltas.append(d.reshape(-1, 3))
             keyposes.append(k.reshape(-1, 3))
+        # Relabelled chunks: recovery ones move back by up to the perturbation spread over the
+        # horizon; a move to the true target (`to_target`) or to a moved one (target shifts) goes at
+        # least at the minimum recovery speed.
+        speeds = []
         if self.train.recovery_prob > 0:
-            # Recovery chunks move back by up to the perturbation spread over the horizon; a move to
-            # the target goes at least at the minimum recovery speed.
-            r = self.train.recovery_noise_m / self.horizon
+            speeds.append(self.train.recovery_noise_m / self.horizon)
             if self.train.recovery_mode == "to_target":
-                r = max(r, self.train.recovery_min_speed_m)
-            deltas.append(np.array([[-r, -r, -r], [r, r, r]], np.float32))
-        if self.train.anchor_teacher_shift_m > 0:  # moves to a moved target, at the minimum speed or more
-            r = self.train.recovery_min_speed_m
+                speeds.append(self.train.recovery_min_speed_m)
+        if self.train.anchor_teacher_shift_m > 0:
+            speeds.append(self.train.recovery_min_speed_m)
+        if speeds:
+            r = max(speeds)
             deltas.append(np.array([[-r, -r, -r], [r, r, r]], np.float32))
         delta, keypose = np.concatenate(deltas), np.concatenate(keyposes)
         if self.train.se2_prob > 0:
