@@ -35,10 +35,12 @@ from instant_fold_learning.policy.data import (
 )
 from instant_fold_learning.policy.inference import PolicyRunner, absolute_actions, sample_cached
 from instant_fold_learning.policy.instruction import InstructionError, instruction_text
+from instant_fold_learning.policy.progress import episode_event_counts
 
-#: (cloth_positions [B, N, 3], cloth_features [B, N, D], cloth_valid [B, N], arm_state [B, 2, 4])
-#: -> keypose [B, 2, >= 3] (position first), with the same sampler noise on every call.
-KeyposeFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+#: (cloth_positions [B, N, 3], cloth_features [B, N, D], cloth_valid [B, N], arm_state [B, 2, 4],
+#: event_count [B, 2]) -> keypose [B, 2, >= 3] (position first), with the same sampler noise on
+#: every call.
+KeyposeFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 #: Sideways shifts (m) of the arm, each applied with both signs along camera x and y.
 DEFAULT_SHIFTS_M = (0.03, 0.06)
@@ -92,12 +94,13 @@ def keypose_slopes(
     rows = np.arange(len(probes))
     cloth = (episode.cloth_positions[frames], episode.cloth_features[frames], episode.cloth_valid[frames])
     state = episode.arm_state[frames].astype(np.float32)
-    base = np.asarray(keypose(*cloth, state))[rows, arms, :3]
+    counts = episode_event_counts(episode.arm_state)[frames]
+    base = np.asarray(keypose(*cloth, state, counts))[rows, arms, :3]
     slopes = np.empty((len(probes), len(variants)))
     for j, (axis, shift) in enumerate(variants):
         shifted = state.copy()
         shifted[rows, arms, axis] += shift
-        moved = np.asarray(keypose(*cloth, shifted))[rows, arms, :3]
+        moved = np.asarray(keypose(*cloth, shifted, counts))[rows, arms, :3]
         slopes[:, j] = np.linalg.norm(moved - base, axis=-1) / abs(shift)
     return slopes
 
@@ -142,8 +145,12 @@ def policy_keypose(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) -> K
     context = batched_context(runner, demo)
 
     @torch.inference_mode()
-    def keypose(positions: np.ndarray, features: np.ndarray, valid: np.ndarray, arm: np.ndarray) -> np.ndarray:
-        obs = ObservationTokens(*(as_tensor(a, device, runner.dtype) for a in (positions, features, valid, arm)))
+    def keypose(
+        positions: np.ndarray, features: np.ndarray, valid: np.ndarray, arm: np.ndarray, counts: np.ndarray
+    ) -> np.ndarray:
+        obs = ObservationTokens(
+            *(as_tensor(a, device, runner.dtype) for a in (positions, features, valid, arm, counts))
+        )
         generator = torch.Generator().manual_seed(seed)
         sampled = sample_cached(policy, obs, context(len(arm)), generator)
         _, _, kp = absolute_actions(policy, sampled, obs.arm_state)

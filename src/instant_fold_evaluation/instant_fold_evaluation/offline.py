@@ -31,6 +31,7 @@ from instant_fold_learning.policy.data import PolicyDataError, TokenizedEpisode
 from instant_fold_learning.policy.dataset import demonstration_key
 from instant_fold_learning.policy.inference import PolicyRunner
 from instant_fold_learning.policy.instruction import instruction_text
+from instant_fold_learning.policy.progress import EventCounter
 
 #: Target following is probed on this many (query, demonstration) pairs per split at most, evenly
 #: spread (a median over up to 16 probes each: ample; every pair would double the offline stage).
@@ -113,10 +114,16 @@ def rollout_first_grasp(
     path: list[np.ndarray] = []
     frame = start
     wait = np.ones(2, bool) if arms is None else np.asarray(arms, bool)
+    counter = EventCounter()
     while frame - start < max_frames and (frames[wait] < 0).any():
         c = min(frame, contact - 1)
         chunk = runner.predict(
-            episode.cloth_positions[c], episode.cloth_features[c], state, episode.cloth_valid[c], generator=generator
+            episode.cloth_positions[c],
+            episode.cloth_features[c],
+            state,
+            episode.cloth_valid[c],
+            generator=generator,
+            event_count=counter.observe(state),
         )
         for target in chunk.targets[: chunk.steps_to_execute]:
             frame += 1

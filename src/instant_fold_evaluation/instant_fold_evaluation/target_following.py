@@ -28,11 +28,12 @@ import torch
 from instant_fold_evaluation.arm_sensitivity import batched_context, pooled_slopes, shift_variants
 from instant_fold_learning.policy.data import ObservationTokens, PolicyDataError, TokenizedEpisode, as_tensor
 from instant_fold_learning.policy.inference import PolicyRunner, absolute_actions, sample_cached
+from instant_fold_learning.policy.progress import episode_event_counts
 
 #: (cloth_positions [B, N, 3], cloth_features [B, N, D], cloth_valid [B, N], arm_state [B, 2, 4],
-#: targets [B, 2, 3], held [B, 2]) -> the chunk's last position per arm [B, 2, 3], with the same
-#: sampler noise on every call.
-ChunkEndFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+#: event_count [B, 2], targets [B, 2, 3], held [B, 2]) -> the chunk's last position per arm
+#: [B, 2, 3], with the same sampler noise on every call.
+ChunkEndFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 #: An approach probe's grasp lies at least this many frames ahead (the arm is on its way, not there).
 MIN_LEAD_FRAMES = 6
@@ -86,16 +87,17 @@ def target_slopes(
     frames = np.array([p[1] for p in probes])
     cloth = (episode.cloth_positions[frames], episode.cloth_features[frames], episode.cloth_valid[frames])
     state = episode.arm_state[frames].astype(np.float32)
+    counts = episode_event_counts(episode.arm_state)[frames]
     targets = np.zeros((len(probes), 2, 3), np.float32)
     targets[rows, arms] = np.stack([p[2] for p in probes])
     held = np.zeros((len(probes), 2), bool)
     held[rows, arms] = True
-    base = np.asarray(chunk_end(*cloth, state, targets, held))[rows, arms]
+    base = np.asarray(chunk_end(*cloth, state, counts, targets, held))[rows, arms]
     slopes = np.empty((len(probes), len(variants)))
     for j, (axis, shift) in enumerate(variants):
         moved_targets = targets.copy()
         moved_targets[rows, arms, axis] += shift
-        moved = np.asarray(chunk_end(*cloth, state, moved_targets, held))[rows, arms]
+        moved = np.asarray(chunk_end(*cloth, state, counts, moved_targets, held))[rows, arms]
         slopes[:, j] = np.linalg.norm(moved - base, axis=-1) / abs(shift)
     follower = np.array([min(1.0, progress / max(distance, 1e-9)) for *_, progress, distance in probes])
     return slopes, follower
@@ -118,10 +120,11 @@ def policy_chunk_end(runner: PolicyRunner, demo: TokenizedEpisode, seed: int) ->
         features: np.ndarray,
         valid: np.ndarray,
         arm: np.ndarray,
+        counts: np.ndarray,
         targets: np.ndarray,
         held: np.ndarray,
     ) -> np.ndarray:
-        obs = ObservationTokens(*(as_tensor(a, device, dtype) for a in (positions, features, valid, arm)))
+        obs = ObservationTokens(*(as_tensor(a, device, dtype) for a in (positions, features, valid, arm, counts)))
         override = (torch.as_tensor(targets, device=device), torch.as_tensor(held, device=device))
         generator = torch.Generator().manual_seed(seed)
         sampled = sample_cached(policy, obs, context(len(arm)), generator, override)

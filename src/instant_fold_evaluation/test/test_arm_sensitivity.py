@@ -19,6 +19,7 @@ from instant_fold_evaluation.arm_sensitivity import (
 from instant_fold_evaluation.offline import first_close_frames
 from instant_fold_learning.policy.data import PolicyDataError
 from instant_fold_learning.policy.inference import PolicyRunner, SampledActions
+from instant_fold_learning.policy.progress import episode_event_counts
 from instant_fold_learning.testing import untrained_policy
 
 
@@ -49,13 +50,13 @@ def test_probes_are_frames_before_each_arms_first_grasp(episodes):
 def test_a_keypose_that_moves_with_the_arm_has_slope_one_and_a_fixed_one_zero(episodes):
     const = np.array([0.1, -0.2, 0.05, 0.0])
 
-    def follows(pos, feat, valid, arm):
+    def follows(pos, feat, valid, arm, counts):
         return arm + const
 
-    def fixed(pos, feat, valid, arm):
+    def fixed(pos, feat, valid, arm, counts):
         return np.broadcast_to(const, arm.shape).copy()
 
-    def half(pos, feat, valid, arm):
+    def half(pos, feat, valid, arm, counts):
         return np.concatenate([0.5 * arm[..., :3], arm[..., 3:]], -1)
 
     e = episodes[0]
@@ -75,7 +76,7 @@ def test_a_keypose_that_moves_with_the_arm_has_slope_one_and_a_fixed_one_zero(ep
 def test_only_the_shifted_arms_keypose_is_measured(episodes):
     """The other arm's keypose moving with the shifted arm is cross-talk, not this arm's slope."""
 
-    def crossed(pos, feat, valid, arm):
+    def crossed(pos, feat, valid, arm, counts):
         return arm[:, ::-1] + 0.0  # each arm's keypose is the other arm's state
 
     np.testing.assert_allclose(keypose_slopes(crossed, episodes[0], (0.03,), 3), 0.0)
@@ -86,7 +87,8 @@ def test_the_policy_path_uses_one_noise_for_every_shift(episodes, runner):
     keypose = policy_keypose(runner, demo, seed=3)
     probes = probe_frames(e.arm_state, 2)
     frames = [f for _, f in probes]
-    args = (e.cloth_positions[frames], e.cloth_features[frames], e.cloth_valid[frames], e.arm_state[frames])
+    counts = episode_event_counts(e.arm_state)[frames]
+    args = (e.cloth_positions[frames], e.cloth_features[frames], e.cloth_valid[frames], e.arm_state[frames], counts)
     first, again = keypose(*args), keypose(*args)
     assert first.shape == (len(probes), 2, 4)
     np.testing.assert_array_equal(first, again)  # same seed, same batch: same noise, same keypose

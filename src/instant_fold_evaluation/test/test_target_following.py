@@ -15,6 +15,7 @@ from instant_fold_evaluation.target_following import (
     target_slopes,
 )
 from instant_fold_learning.policy.inference import PolicyRunner
+from instant_fold_learning.policy.progress import episode_event_counts
 from instant_fold_learning.testing import untrained_policy
 
 ANCHORED = {"keypose_head": "anchored", "demo_alignment": "registration", "cloth_geometry": True}
@@ -39,10 +40,10 @@ def test_a_straight_follower_reads_its_own_slope_and_an_ignoring_trajectory_zero
     e = episodes[0]
     probes = approach_probes(e.arm_state, HORIZON, 3)
 
-    def ignores(pos, feat, valid, arm, targets, held):
+    def ignores(pos, feat, valid, arm, counts, targets, held):
         return arm[..., :3] + 0.05
 
-    def reaches(pos, feat, valid, arm, targets, held):
+    def reaches(pos, feat, valid, arm, counts, targets, held):
         return np.where(held[..., None], targets, arm[..., :3])
 
     slopes, follower = target_slopes(ignores, e, HORIZON, (0.03, 0.06), 3)
@@ -53,14 +54,16 @@ def test_a_straight_follower_reads_its_own_slope_and_an_ignoring_trajectory_zero
 
 
 def test_the_policy_path_holds_the_probed_target_with_one_noise(episodes):
-    runner = PolicyRunner(untrained_policy(episodes, **ANCHORED)[0])
+    # A policy that reads its progress through the fold gets each probe's event counts.
+    runner = PolicyRunner(untrained_policy(episodes, **ANCHORED, event_progress=True)[0])
     e, demo = episodes[0], episodes[2]
     end = policy_chunk_end(runner, demo, seed=3)
     probes = approach_probes(e.arm_state, runner.cfg.horizon, 2)
     frames = [f for _, f, *_ in probes]
     targets = np.zeros((len(probes), 2, 3), np.float32)
     held = np.zeros((len(probes), 2), bool)
-    args = (e.cloth_positions[frames], e.cloth_features[frames], e.cloth_valid[frames], e.arm_state[frames])
+    counts = episode_event_counts(e.arm_state)[frames]
+    args = (e.cloth_positions[frames], e.cloth_features[frames], e.cloth_valid[frames], e.arm_state[frames], counts)
     first = end(*args, targets, held)
     np.testing.assert_array_equal(first, end(*args, targets, held))  # same seed and batch: same chunk
     held[:, 0] = True

@@ -37,6 +37,7 @@ from instant_fold_learning.policy.event_targets import (
     ReleaseLatch,
     resolve,
 )
+from instant_fold_learning.policy.progress import EventCounter
 
 #: Tokenizes one frame with its cloth mask.
 FrameTokenizer = Callable[[RGBDFrame, np.ndarray], TokenArrays]
@@ -138,6 +139,8 @@ class PolicyServer:
         # predict-service calls made meanwhile never touch its targets.
         self.event_targets = event_targets
         self._held: weakref.WeakKeyDictionary[torch.Generator, EventTargets] = weakref.WeakKeyDictionary()
+        # So do the event counts a policy with `model.event_progress` reads (`progress.EventCounter`).
+        self._counters: weakref.WeakKeyDictionary[torch.Generator, EventCounter] = weakref.WeakKeyDictionary()
 
     @classmethod
     def from_checkpoints(
@@ -236,6 +239,7 @@ class PolicyServer:
         self.demonstration = demo
         self.generator.manual_seed(self.seed)
         self._held.clear()
+        self._counters.clear()
         return time.perf_counter() - start
 
     def load_instruction(self, text: str) -> None:
@@ -244,6 +248,7 @@ class PolicyServer:
         self.demonstration, self._fingerprint, self._demo_tokens = None, None, None
         self.generator.manual_seed(self.seed)
         self._held.clear()
+        self._counters.clear()
 
     def fold_generator(self) -> torch.Generator:
         """The sampler's noise for one fold, seeded as a demonstration load seeds `generator`: a
@@ -305,8 +310,12 @@ class PolicyServer:
         if encoder_id and self.encoder_id and encoder_id != self.encoder_id:
             raise PolicyServerError(f"tokens come from encoder {encoder_id}, the server uses {self.encoder_id}")
         noise = self.generator if generator is None else generator
+        progress = {}
+        if getattr(getattr(self.runner, "cfg", None), "event_progress", False):
+            counter = self._counters.setdefault(noise, EventCounter())
+            progress["event_count"] = counter.observe(arm_state)
         predict = functools.partial(
-            self.runner.predict, tokens.positions, tokens.features, arm_state, tokens.valid, noise
+            self.runner.predict, tokens.positions, tokens.features, arm_state, tokens.valid, noise, **progress
         )
         if self.event_targets == "policy":
             chunk = predict()

@@ -311,3 +311,30 @@ def test_a_keypoint_detector_serves_the_demonstration_event_targets(anchored, tm
         PolicyServer.from_checkpoints(
             *anchored, device="cpu", event_targets="demonstration", keypoint_detector=tmp_path / "kp2"
         )
+
+
+def test_each_fold_counts_its_own_gripper_events(tmp_path) -> None:
+    """A policy reading its progress (`model.event_progress`) is told each arm's grasps and releases
+    of the fold it serves: counted per fold, from zero, over the states the fold's queries show."""
+    server = PolicyServer.from_checkpoints(*untrained_checkpoints(tmp_path, event_progress=True), device="cpu")
+    server.load_demonstration(make_demonstration())
+    seen: list[list[int]] = []
+    runner_predict = server.runner.predict
+
+    def recording(*args, event_count=None, **kwargs):
+        seen.append(np.asarray(event_count).tolist())
+        return runner_predict(*args, event_count=event_count, **kwargs)
+
+    server.runner.predict = recording
+    tokens = server.tokenize(*cloth_frame())
+    fold, other = server.fold_generator(), server.fold_generator()
+    for state in (HOME, CLOSED, CLOSED, HOME):
+        server.predict(tokens, state, generator=fold)
+    server.predict(tokens, CLOSED, generator=other)
+    server.predict(tokens, HOME)  # a predict-service call: its own stream
+    assert seen == [[0, 0], [1, 0], [1, 0], [2, 0], [1, 0], [0, 0]]
+    server.load_demonstration(make_demonstration())
+    server.predict(tokens, CLOSED, generator=fold)
+    assert seen[-1] == [1, 0]  # a demonstration load starts every stream over, as it does held targets
+    with pytest.raises(InvalidInputError, match="arm_state"):
+        server.predict(tokens, HOME[:, :3], generator=fold)

@@ -106,6 +106,11 @@ class PolicyConfig:
     #: robot-state tokens their position relative to it (metric geometry attention can read out;
     #: rotary phases alone only compare positions). Not in the paper.
     cloth_geometry: bool = False
+    #: Every robot-state token carries its arm's gripper-event count so far (the current scene's
+    #: counted by the fold's runner, each demonstration keyframe's along the keyframes;
+    #: `policy/progress.py`): the stage of the fold, where one observation leaves it ambiguous.
+    #: Not in the paper: a choice, measured in docs/policy.md.
+    event_progress: bool = False
 
     def validate(self) -> PolicyConfig:
         positive = (

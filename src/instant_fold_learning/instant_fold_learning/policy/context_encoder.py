@@ -9,6 +9,7 @@ from torch import nn
 
 from instant_fold_learning.policy.attention import Block, Rope3D, alibi_slopes, sinusoidal
 from instant_fold_learning.policy.configuration import PolicyConfig
+from instant_fold_learning.policy.progress import MAX_EVENT_COUNT
 
 
 def masked_centroid(positions: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -35,19 +36,34 @@ class SceneTokenizer(nn.Module):
         self.hand = nn.Embedding(2, w)
         self.kind = nn.Embedding(2, w)  # 0 = cloth token, 1 = robot-state token
         self.geometry = FourierGeometry(w) if cfg.cloth_geometry else None
+        self.progress = nn.Embedding(MAX_EVENT_COUNT + 1, w) if cfg.event_progress else None
 
-    def robot(self, state: torch.Tensor, origin: torch.Tensor | None = None) -> torch.Tensor:
+    def robot(
+        self, state: torch.Tensor, origin: torch.Tensor | None = None, counts: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """[..., 2, 4] arm states -> [..., 2, W] robot-state tokens; with cloth geometry the
-        positions are taken relative to `origin` [..., 3] (the cloth centroid; ignored without)."""
+        positions are taken relative to `origin` [..., 3] (the cloth centroid; ignored without);
+        with event progress `counts` [..., 2] are the arms' gripper events so far (required)."""
         if self.geometry is not None:
             assert origin is not None, "cloth geometry needs the cloth centroid"
             state = torch.cat((state[..., :3] - origin[..., None, :], state[..., 3:]), -1)
-        return self.state_encoder(state) + self.hand.weight + self.kind.weight[1]
+        tokens = self.state_encoder(state) + self.hand.weight + self.kind.weight[1]
+        if self.progress is not None:
+            if counts is None:
+                raise ValueError("model.event_progress: the robot state needs its arms' event counts")
+            tokens = tokens + self.progress(counts.clamp(0, MAX_EVENT_COUNT))
+        return tokens
 
     def scene(
-        self, positions: torch.Tensor, features: torch.Tensor, valid: torch.Tensor, state: torch.Tensor | None
+        self,
+        positions: torch.Tensor,
+        features: torch.Tensor,
+        valid: torch.Tensor,
+        state: torch.Tensor | None,
+        counts: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Tokens, positions and validity of cloth (+ robot-state, when `state` is given) tokens."""
+        """Tokens, positions and validity of cloth (+ robot-state, when `state` is given, with the
+        arms' event `counts` under event progress) tokens."""
         tokens = self.cloth_proj(features) + self.kind.weight[0]
         origin = masked_centroid(positions, valid) if self.geometry is not None else None
         if origin is not None:
@@ -56,7 +72,7 @@ class SceneTokenizer(nn.Module):
             return tokens, positions, valid
         robot_valid = torch.ones((*valid.shape[:-1], 2), dtype=torch.bool, device=valid.device)
         return (
-            torch.cat((tokens, self.robot(state, origin)), -2),
+            torch.cat((tokens, self.robot(state, origin, counts)), -2),
             torch.cat((positions, state[..., :3]), -2),
             torch.cat((valid, robot_valid), -1),
         )

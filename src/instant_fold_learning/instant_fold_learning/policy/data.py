@@ -104,12 +104,14 @@ def instruction_tokens(ids: np.ndarray, batch: int, device: torch.device | str) 
 @dataclass
 class ObservationTokens:
     """Current observation: cloth_positions [B, N, 3], cloth_features [B, N, D], cloth_valid [B, N],
-    arm_state [B, 2, 4] (x, y, z, openness per arm, camera frame)."""
+    arm_state [B, 2, 4] (x, y, z, openness per arm, camera frame), event_count long [B, 2] (each
+    arm's gripper events so far in the fold; what `model.event_progress` reads, None elsewhere)."""
 
     cloth_positions: torch.Tensor
     cloth_features: torch.Tensor
     cloth_valid: torch.Tensor
     arm_state: torch.Tensor
+    event_count: torch.Tensor | None = None
 
     def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> ObservationTokens:
         return _to(self, device, dtype)
@@ -297,6 +299,7 @@ class PolicySample:
     event_openness: np.ndarray  # [2]
     event_valid: np.ndarray  # [2] bool
     instruction: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # [L] word ids
+    event_count: np.ndarray = field(default_factory=lambda: np.zeros(2, np.int64))  # [2] events so far
 
 
 def pad_instructions(instructions: list[np.ndarray]) -> np.ndarray:
@@ -402,7 +405,13 @@ def collate(samples: list[PolicySample], demo_owner: list[int] | None = None) ->
         frame_mask,
         torch.from_numpy(pad_instructions([s.instruction for s in holders])),
     )
-    obs = ObservationTokens(stack("cloth_positions"), stack("cloth_features"), stack("cloth_valid"), stack("arm_state"))
+    obs = ObservationTokens(
+        stack("cloth_positions"),
+        stack("cloth_features"),
+        stack("cloth_valid"),
+        stack("arm_state"),
+        stack("event_count"),
+    )
     target = ActionTargets(
         *(
             stack(name)

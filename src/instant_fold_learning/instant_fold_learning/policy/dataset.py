@@ -32,6 +32,7 @@ from instant_fold_learning.policy.data import (
 )
 from instant_fold_learning.policy.instruction import Vocabulary, instruction_text
 from instant_fold_learning.policy.normalization import ActionNormalizers
+from instant_fold_learning.policy.progress import episode_event_counts
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class PolicyDataset:
                 if self.frames_of[i]:
                     self.contexts_of[d].append(i)
         self.arm_events = [arm_events(e.arm_state) for e in episodes]
+        self.event_counts = [episode_event_counts(e.arm_state) for e in episodes]
         # SE(2) leaves the return home alone: from the last gripper event on, targets are robot poses.
         self.homing_from = [last_gripper_event(e) for e in episodes]
         # Decision frames (before the first gripper event) weigh train.decision_weight in every draw.
@@ -230,6 +232,7 @@ class PolicyDataset:
             event.openness,
             event.valid,
             self.instruction_ids[ep_idx],
+            self.event_counts[ep_idx][t],
         )
 
     def draw_batch(self, rng: np.random.Generator, size: int, augment: bool = True) -> PolicyBatch:

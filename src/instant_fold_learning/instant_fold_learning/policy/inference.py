@@ -29,6 +29,7 @@ from instant_fold_learning.policy.data import (
 from instant_fold_learning.policy.decoder import DecoderOutput
 from instant_fold_learning.policy.instruction import InstructionError
 from instant_fold_learning.policy.modeling import DemoContext, InstantFoldPolicy, euler_times
+from instant_fold_learning.policy.progress import event_counts
 
 #: Seconds between chunk steps unless the deployment says otherwise (the policy server's
 #: `step_duration` parameter default; the sim graph sets its frame period).
@@ -261,7 +262,11 @@ class PolicyRunner:
         # which would fall on a fold's first query. A query on the first keyframe, with noise of
         # its own, pays them here; the runner keeps no state from it.
         first = ObservationTokens(
-            demo.cloth_positions[:, 0], demo.cloth_features[:, 0], demo.cloth_valid[:, 0], demo.arm_state[:, 0]
+            demo.cloth_positions[:, 0],
+            demo.cloth_features[:, 0],
+            demo.cloth_valid[:, 0],
+            demo.arm_state[:, 0],
+            event_counts(demo.arm_state)[:, 0],
         )
         sample_cached(self.policy, first, self._context, torch.Generator().manual_seed(0))
 
@@ -294,8 +299,12 @@ class PolicyRunner:
         generator: torch.Generator | None = None,
         target_override: Array | None = None,
         override_mask: Array | None = None,
+        event_count: Array | None = None,
     ) -> ActionChunk:
         """One query: [N, 3] positions, [N, D] features, [2, 4] arm states -> an ABSOLUTE `ActionChunk`.
+
+        `event_count` [2]: each arm's gripper events so far in this fold (`progress.EventCounter`),
+        required by a policy with `model.event_progress` and ignored by others.
 
         Anchored head only: `target_override` [2, 3] with `override_mask` [2] (bool) holds the
         masked arms' next targets at the given grasp/place points instead of the ones read from
@@ -310,6 +319,7 @@ class PolicyRunner:
             self._tensor(feat[None]),
             self._tensor(val[None]),
             self._tensor(state[None]),
+            self._event_count(event_count),
         )
         override = self._override(target_override, override_mask)
         sampled = sample_cached(self.policy, obs, self._context, generator, override)
@@ -322,6 +332,20 @@ class PolicyRunner:
             self.step_duration,
             keypose=None if keypose is None else keypose[0].cpu().numpy(),
         )
+
+    def _event_count(self, event_count: Array | None) -> torch.Tensor | None:
+        """`predict`'s event counts as a [1, 2] tensor where the policy reads them, checked."""
+        if not self.cfg.event_progress:
+            return None
+        if event_count is None:
+            raise PolicyInputError(
+                "event_count: this policy reads each arm's gripper events so far in the fold "
+                "(model.event_progress); count them with progress.EventCounter"
+            )
+        counts = _array("event_count", event_count, (2,))
+        if counts.dtype.kind not in "iu" or (counts < 0).any():
+            raise PolicyInputError(f"event_count: expected two non-negative integers, got {counts.tolist()}")
+        return torch.from_numpy(counts.astype(np.int64))[None].to(self.device)
 
     def _override(
         self, target_override: Array | None, override_mask: Array | None

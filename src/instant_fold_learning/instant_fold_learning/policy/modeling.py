@@ -40,6 +40,7 @@ from instant_fold_learning.policy.data import ActionTargets, DemoTokens, Observa
 from instant_fold_learning.policy.decoder import ActionDenoiser, DecoderOutput, TargetCondition
 from instant_fold_learning.policy.instruction import PAD, InstructionError, Vocabulary
 from instant_fold_learning.policy.normalization import ActionNormalizers, NormalizerError
+from instant_fold_learning.policy.progress import event_counts
 
 #: Point maps between the current scene's and the demonstration's frames ([B, L, 3] -> [B, L, 3]).
 PointMap = Callable[[torch.Tensor], torch.Tensor]
@@ -176,8 +177,9 @@ class InstantFoldPolicy(nn.Module):
             valid = ids != PAD
         else:
             state = demo.arm_state if self.cfg.use_proprio_in_context else None
+            counts = event_counts(demo.arm_state) if state is not None and self.cfg.event_progress else None
             tokens, pos, valid = self.tokenizer.scene(
-                demo.cloth_positions, demo.cloth_features, demo.cloth_valid, state
+                demo.cloth_positions, demo.cloth_features, demo.cloth_valid, state, counts
             )
             tokens, pos, valid = self.context_encoder(tokens, pos, valid & demo.frame_mask[..., None])
             if self.summary is not None:
@@ -215,7 +217,9 @@ class InstantFoldPolicy(nn.Module):
         """
         if override is not None and self.anchor is None:
             raise ValueError("prepare_scene: target overrides need the anchored keypose head")
-        x, pos, valid = self.tokenizer.scene(obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.arm_state)
+        x, pos, valid = self.tokenizer.scene(
+            obs.cloth_positions, obs.cloth_features, obs.cloth_valid, obs.arm_state, obs.event_count
+        )
         centroid = masked_centroid(obs.cloth_positions, obs.cloth_valid)
         to_demo, to_scene = self._alignment(obs, context, centroid)
         # Fusion queries: the scene in the demonstration's frame (a translation, with the cached
@@ -250,7 +254,7 @@ class InstantFoldPolicy(nn.Module):
             x = torch.cat((x, self.target_tokens.to(x.dtype).expand(b, -1, -1)), 1)
             pos = torch.cat((pos, target.position.to(pos.dtype)), 1)
             valid = torch.cat((valid, torch.ones_like(target.valid)), 1)
-        proprio = self.denoiser.proprio_condition(self.tokenizer.robot(obs.arm_state, centroid))
+        proprio = self.denoiser.proprio_condition(self.tokenizer.robot(obs.arm_state, centroid, obs.event_count))
         scene = SceneCache(
             self.denoiser.context_kv(x, pos, valid), proprio, obs.arm_state[..., :3], None, anchor, target
         )

@@ -16,6 +16,7 @@ import torch
 from instant_fold_core.plotting import save_figure
 from instant_fold_learning.policy.data import TokenizedEpisode, chunk_targets
 from instant_fold_learning.policy.inference import PolicyRunner
+from instant_fold_learning.policy.progress import episode_event_counts
 
 
 @dataclass
@@ -63,6 +64,7 @@ def plot_demo_conditioning(
             state,
             episode.cloth_valid[frame],
             generator=torch.Generator().manual_seed(seed),
+            event_count=episode_event_counts(episode.arm_state)[frame],
         )
         for arm in range(2):
             path_xy = np.concatenate([state[None, arm, :2], chunk.targets[:, arm, :2]])

@@ -1,0 +1,121 @@
+"""Progress through a fold (`model.event_progress`): event counts agree between training, the
+demonstration's keyframes and a fold's runner, and the policy reads them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from instant_fold_core.dataset.keyframes import extract_keyframes
+from instant_fold_core.errors import InvalidInputError
+from instant_fold_learning.policy.configuration import preset as policy_preset
+from instant_fold_learning.policy.data import ObservationTokens, arm_events, collate, keyframe_tokens
+from instant_fold_learning.policy.dataset import PolicyDataset
+from instant_fold_learning.policy.inference import PolicyInputError, PolicyRunner
+from instant_fold_learning.policy.progress import EventCounter, episode_event_counts, event_counts
+from instant_fold_learning.policy.synthetic import synthetic_episodes
+from instant_fold_learning.testing import untrained_policy
+
+
+@pytest.fixture(scope="module")
+def episode():
+    """One synthetic bottom-up fold of the cpu-small configuration's token shape."""
+    m = policy_preset("cpu-small").model
+    return synthetic_episodes(1, ("bottom_up",), 1, m.cloth_feature_dim, m.num_cloth_tokens)[0]
+
+
+def states(openness: list[list[float]]) -> np.ndarray:
+    """[T, 2, 4] arm states at the origin with the given per-frame openness [T, 2]."""
+    out = np.zeros((len(openness), 2, 4), np.float32)
+    out[..., 3] = openness
+    return out
+
+
+def test_counts_every_grasp_and_release_of_each_arm() -> None:
+    seq = states([[1, 1], [0, 1], [0, 1], [1, 0], [1, 0], [0, 1]])
+    expected = [[0, 0], [1, 0], [1, 0], [2, 1], [2, 1], [3, 2]]
+    np.testing.assert_array_equal(event_counts(torch.from_numpy(seq)).numpy(), expected)
+    np.testing.assert_array_equal(episode_event_counts(seq), expected)
+    counter = EventCounter()
+    np.testing.assert_array_equal([counter.observe(state) for state in seq], expected)
+    # Grippers start open, for every counter: a sequence that starts holding has made one event.
+    held = states([[0, 1], [1, 1]])
+    assert episode_event_counts(held).tolist() == [[1, 0], [2, 0]]
+    assert [EventCounter().observe(held[0]).tolist()] == [[1, 0]]
+
+
+def test_keyframes_count_as_the_episode_does(episode) -> None:
+    """What the policy reads at a demonstration keyframe is what it read at that frame in training
+    (the keyframes keep every gripper event), and the counts follow `arm_events`' grasps and releases."""
+    keyframes = extract_keyframes(episode.arm_state)
+    along_keyframes = event_counts(torch.from_numpy(episode.arm_state[keyframes])).numpy()
+    np.testing.assert_array_equal(along_keyframes, episode_event_counts(episode.arm_state)[keyframes])
+    events = arm_events(episode.arm_state)
+    np.testing.assert_array_equal(episode_event_counts(episode.arm_state)[-1], [len(e) for e in events])
+    assert sum(len(e) for e in events) >= 2  # the episode grasps and releases
+
+
+def test_counter_refuses_a_malformed_state_without_counting() -> None:
+    counter = EventCounter()
+    counter.observe(states([[0, 1]])[0])
+    with pytest.raises(InvalidInputError, match="arm_state"):
+        counter.observe(np.zeros((2, 3)))
+    with pytest.raises(InvalidInputError, match="arm_state"):
+        counter.observe(np.full((2, 4), np.nan))
+    assert counter.observe(states([[0, 1]])[0]).tolist() == [1, 0]
+
+
+def test_training_samples_carry_their_frames_counts(episode) -> None:
+    policy, config = untrained_policy([episode], event_progress=True)
+    dataset = PolicyDataset([episode], policy.cfg.horizon, config.train)
+    counts = episode_event_counts(episode.arm_state)
+    rng = np.random.default_rng(0)
+    for i in range(0, len(dataset), 5):
+        _, t = dataset.index[i]
+        np.testing.assert_array_equal(dataset.sample(i, rng).event_count, counts[t])
+    batch = collate([dataset.sample(i, rng) for i in range(3)])
+    assert batch.obs.event_count is not None and batch.obs.event_count.dtype == torch.int64
+    assert torch.isfinite(policy.compute_loss(batch)["loss"])
+
+
+def test_policy_reads_the_counts_and_the_runner_requires_them(episode) -> None:
+    policy, _ = untrained_policy([episode], event_progress=True)
+    policy.eval()
+    kf = episode.keyframes
+    demo = keyframe_tokens(
+        episode.cloth_positions[kf],
+        episode.cloth_features[kf],
+        episode.cloth_valid[kf],
+        episode.arm_state[kf],
+        1,
+        "cpu",
+    )
+    context = policy.encode_context(demo)
+    t = int(kf[1])
+
+    def scene(counts: list[int]) -> torch.Tensor:
+        """The fused scene's keys and the trajectory's proprio condition (an untrained decoder's
+        zero-initialised output reads nothing yet)."""
+        obs = ObservationTokens(
+            *(torch.from_numpy(a[t][None]) for a in (episode.cloth_positions, episode.cloth_features)),
+            torch.from_numpy(episode.cloth_valid[t][None]),
+            torch.from_numpy(episode.arm_state[t][None]),
+            torch.tensor([counts]),
+        )
+        with torch.no_grad():
+            cache = policy.prepare_scene(obs, context)
+        return torch.cat((cache.proprio.flatten(), cache.context_kv[0].k.flatten()))
+
+    assert not torch.allclose(scene([0, 0]), scene([2, 0]))
+    torch.testing.assert_close(scene([2, 0]), scene([2, 0]))
+    runner = PolicyRunner(policy, device="cpu")
+    runner.load_demonstration(
+        episode.cloth_positions[kf], episode.cloth_features[kf], episode.arm_state[kf], episode.cloth_valid[kf]
+    )
+    args = (episode.cloth_positions[t], episode.cloth_features[t], episode.arm_state[t], episode.cloth_valid[t])
+    with pytest.raises(PolicyInputError, match="event_count"):
+        runner.predict(*args)
+    with pytest.raises(PolicyInputError, match="event_count"):
+        runner.predict(*args, event_count=np.array([-1, 0]))
+    assert np.isfinite(runner.predict(*args, event_count=np.array([1, 0])).targets).all()
