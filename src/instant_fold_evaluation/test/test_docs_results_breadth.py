@@ -470,3 +470,47 @@ def test_target_following_is_the_measured_one() -> None:
         ],
     )
     assert count(new["seen"], "ctx_acc") == count(old["seen"], "ctx_acc")
+
+
+def test_progress_through_the_fold_is_the_measured_one() -> None:
+    """docs/policy.md's "Progress through the fold": the closed-loop rows of the policy told its event
+    counts against the same recipe without them."""
+    runs = [result(f"{name}.json") for name in ("folds_breadth_v3_10k", "folds_progress", "folds_breadth_v2")]
+    assert len({cpu_flags(run) for run in runs}) == 1 and len({run["bank"] for run in runs}) == 1
+    rows = merged_rows(runs[:2])
+    assert table(rows) + "\n" + grasp_table(rows) + "\n" + primitive_table(rows) in doc("docs/policy.md")
+    training = result("progress_training.json")
+    assert training["policy_start"]["episodes"] == 321 and training["policy_end"]["event"] == "end"
+    old, new, v2 = (run["rows"]["policy"] for run in runs)
+    limits = [run["outcomes"]["step_limit"] for run in runs[:2]]
+    extra = [sum(e["extra"] for e in row["seen"]["events"].values()) for row in (old, new)]
+    missed = [row["seen"]["events"]["grasp 2"]["missed"] for row in (old, new)]
+    body = [row["seen"]["primitives"]["body"] for row in (old, new)]
+    csr_bar = 0.7 * runs[1]["rows"]["oracle-out-of-sample"]["seen"]["csr95"]["mean"]
+    geom_bar = runs[1]["rows"]["do-nothing"]["heldout"]["geom"]["mean"] / 2
+    made = [row["seen"]["events"]["grasp 1"]["measured"] for row in (old, new)]
+    assert (
+        limits[1] < limits[0] and extra[1] < extra[0] and count(new["seen"], "ctx_acc") > count(old["seen"], "ctx_acc")
+    )
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"{training['minutes']} min, `docs/results/progress_training.json`",
+            f"{limits[1]} of the 57 rollouts stop at the step limit ({limits[0]} without)",
+            f"grasps and releases beyond the oracle's on the seen folds: {extra[1]} ({extra[0]} without",
+            f"second grasps never made: {missed[1]} of {new['seen']['events']['grasp 2']['expected']} ({missed[0]})",
+            f"{count(new['seen'], 'ctx_acc')} of 48 seen contexts right ({count(old['seen'], 'ctx_acc')} without), "
+            f"the shown fold's body fold in {body[1]:.1f} % ({body[0]:.1f} %); {count(new['seen'], 'csr95')} inside the "
+            f"envelope ({count(old['seen'], 'csr95')}), Geom. {new['seen']['geom']['mean']:.2f} "
+            f"({old['seen']['geom']['mean']:.2f}); every expected first grasp made ({made[0]} of 96 without)",
+            f"Held-out folds: {count(new['heldout'], 'ctx_acc')} of 9 recognised ({count(old['heldout'], 'ctx_acc')}), "
+            f"Geom. {new['heldout']['geom']['mean']:.2f} ({old['heldout']['geom']['mean']:.2f})",
+            f"(seen Ctx. Acc. {new['seen']['ctx_acc']['mean']:.1f} % against 90 %, C-SR@95 "
+            f"{new['seen']['csr95']['mean']:.1f} % against {csr_bar:.1f} %, held-out Ctx. Acc. "
+            f"{new['heldout']['ctx_acc']['mean']:.1f} % against 60 %, held-out Geom. "
+            f"{new['heldout']['geom']['mean']:.2f} against {geom_bar:.2f})",
+            f"breadth v2 (four starts, 10,000 steps) had {count(v2['seen'], 'ctx_acc')} of 48 seen contexts, "
+            f"{count(v2['seen'], 'csr95')} successes, Geom. {v2['seen']['geom']['mean']:.2f}",
+        ],
+    )
+    assert made[1] == 96
