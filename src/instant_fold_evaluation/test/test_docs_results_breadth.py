@@ -514,3 +514,35 @@ def test_progress_through_the_fold_is_the_measured_one() -> None:
         ],
     )
     assert made[1] == 96
+
+
+def test_progress_at_the_recipes_steps_is_the_measured_one() -> None:
+    """docs/policy.md's "Progress through the fold" at 6,000 steps: the cpu-folds recipe with and
+    without it, the reason the recipe turns it on."""
+    runs = [result(f"{name}.json") for name in ("folds_breadth_v3", "folds_progress_6k")]
+    assert cpu_flags(runs[0]) == cpu_flags(runs[1]) and runs[0]["bank"] == runs[1]["bank"]
+    rows = merged_rows(runs)
+    assert table(rows) + "\n" + primitive_table(rows) in doc("docs/policy.md")
+    training = result("progress_6k_training.json")
+    assert training["policy_start"]["episodes"] == 321 and training["policy_end"]["event"] == "end"
+    old, new = (run["rows"]["policy"] for run in runs)
+    limits = [run["outcomes"]["step_limit"] for run in runs]
+    extra = [sum(e["extra"] for e in row["seen"]["events"].values()) for row in (old, new)]
+    geom_bar = runs[1]["rows"]["do-nothing"]["heldout"]["geom"]["mean"] / 2
+    assert new["heldout"]["geom"]["mean"] <= geom_bar < old["heldout"]["geom"]["mean"]
+    assert count(new["seen"], "ctx_acc") > count(old["seen"], "ctx_acc")
+    assert count(new["seen"], "csr95") >= count(old["seen"], "csr95")
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"`docs/results/progress_6k_training.json`, {training['minutes']} min with the README test command beside it",
+            f"{count(new['seen'], 'ctx_acc')} of 48 seen contexts right ({count(old['seen'], 'ctx_acc')} without), "
+            f"as many successes ({count(new['seen'], 'csr95')}), Geom. {new['seen']['geom']['mean']:.2f} "
+            f"({old['seen']['geom']['mean']:.2f}); held-out folds {count(new['heldout'], 'ctx_acc')} of 9 recognised "
+            f"({count(old['heldout'], 'ctx_acc')}), Geom. {new['heldout']['geom']['mean']:.2f} "
+            f"({old['heldout']['geom']['mean']:.2f}), under issue 34's bar of half of do-nothing's ({geom_bar:.2f})",
+            f"{limits[1]} rollouts at the step limit ({limits[0]}), {extra[1]} grasps and releases beyond the oracle's "
+            f"on the seen folds ({extra[0]})",
+        ],
+    )
+    assert count(new["seen"], "csr95") == count(old["seen"], "csr95")  # "as many successes"
