@@ -546,3 +546,20 @@ def test_progress_at_the_recipes_steps_is_the_measured_one() -> None:
         ],
     )
     assert count(new["seen"], "csr95") == count(old["seen"], "csr95")  # "as many successes"
+
+
+def test_progress_offline_is_the_measured_one() -> None:
+    """docs/policy.md's "Progress through the fold": the offline checks with and without the counts."""
+    offline = [("three starts, 10,000 steps", "offline_breadth_v3_10k.json")]
+    offline.append(("the same with event progress", "offline_progress.json"))
+    assert following_table(offline) in doc("docs/policy.md")
+    before, after = (result(name)["heldout"] for _, name in offline)
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"({after['target_following']['slope_median']:.2f} against {before['target_following']['slope_median']:.2f} "
+            f"on the held-out starts; a straight follower: {after['target_following']['follower_slope_median']:.2f})",
+            f"({after['first_grasp']['within_5cm'] * 100:.1f} % against {before['first_grasp']['within_5cm'] * 100:.1f} %)",
+            f"({after['action_error_cm']:.2f} against {before['action_error_cm']:.2f} cm)",
+        ],
+    )
