@@ -563,3 +563,23 @@ def test_progress_offline_is_the_measured_one() -> None:
             f"({after['action_error_cm']:.2f} against {before['action_error_cm']:.2f} cm)",
         ],
     )
+
+
+def test_two_starts_at_ten_thousand_steps_is_the_measured_one() -> None:
+    """docs/policy.md's "Two starts at 10,000 steps, without progress" against three starts."""
+    runs = [result(f"{name}.json") for name in ("folds_breadth_v4", "folds_breadth_v3_10k")]
+    assert cpu_flags(runs[0]) == cpu_flags(runs[1]) and runs[0]["bank"] == runs[1]["bank"]
+    two, three = (run["rows"]["policy"] for run in runs)
+    assert count(two["seen"], "csr95") >= count(three["seen"], "csr95")  # "does as well as three"
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"{count(two['seen'], 'ctx_acc')} of 48 seen contexts right, {count(two['seen'], 'csr95')} successes, "
+            f"Geom. {two['seen']['geom']['mean']:.2f}; held-out folds {count(two['heldout'], 'ctx_acc')} of 9 "
+            f"recognised, Geom. {two['heldout']['geom']['mean']:.2f}; {runs[0]['outcomes']['step_limit']} rollouts "
+            "at the step limit",
+            f"as three ({count(three['seen'], 'ctx_acc')}, {count(three['seen'], 'csr95')}, "
+            f"{three['seen']['geom']['mean']:.2f}; held-out {count(three['heldout'], 'ctx_acc')}, "
+            f"{three['heldout']['geom']['mean']:.2f})",
+        ],
+    )
