@@ -23,6 +23,7 @@ import torch
 
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
 from instant_fold_core.errors import InvalidInputError
+from instant_fold_learning.policy.progress import CLOSED_BELOW
 
 
 class PolicyDataError(InvalidInputError):
@@ -343,8 +344,8 @@ class EventTargets:
 
 def arm_events(arm_state: np.ndarray) -> list[np.ndarray]:
     """Per arm, the frames whose open/closed state differs from the previous frame's (openness
-    < 0.5 = closed): that arm's grasps and releases, increasing."""
-    closed = np.asarray(arm_state)[:, :, 3] < 0.5
+    below `CLOSED_BELOW` = closed): that arm's grasps and releases, increasing."""
+    closed = np.asarray(arm_state)[:, :, 3] < CLOSED_BELOW
     return [np.flatnonzero(closed[1:, a] != closed[:-1, a]) + 1 for a in range(closed.shape[1])]
 
 

@@ -23,7 +23,8 @@ from instant_fold_core.errors import InvalidInputError
 #: Counts above this share its embedding (the benchmarks' folds make at most 3 carries per arm).
 MAX_EVENT_COUNT = 7
 
-#: Openness below this is closed, as `data.arm_events` reads the training episodes.
+#: Openness below this is closed: how the training episodes' gripper events are read
+#: (`data.arm_events`) and counted here.
 CLOSED_BELOW = 0.5
 
 
