@@ -56,8 +56,10 @@ class EventCounter:
         """The counts [2] including this query's measured state [2, 4] (InvalidInputError for
         another shape or a non-finite openness, counting nothing)."""
         state = np.asarray(arm_state)
-        if state.shape != (2, 4) or not np.isfinite(state[:, 3]).all():
-            raise InvalidInputError(f"arm_state: expected [2, 4] with finite openness, got {list(state.shape)}")
+        if state.shape != (2, 4):
+            raise InvalidInputError(f"arm_state: expected shape [2, 4], got {list(state.shape)}")
+        if not np.isfinite(state[:, 3]).all():
+            raise InvalidInputError(f"arm_state: gripper openness must be finite, got {state[:, 3].tolist()}")
         closed = state[:, 3] < CLOSED_BELOW
         self.counts += closed != self.closed
         self.closed = closed

@@ -54,6 +54,7 @@ def plot_demo_conditioning(
     ax.scatter(cloth[:, 0], cloth[:, 1], s=14, c="0.7", label="cloth tokens (now)")
     state = episode.arm_state[frame]
     ax.scatter(state[:, 0], state[:, 1], s=90, c="k", marker="s", label="grippers (now)")
+    counts = episode_event_counts(episode.arm_state)[frame]
     for i, (name, demo) in enumerate(demos.items()):
         colour = colours[i % len(colours)]
         kf = demo.keyframes
@@ -64,7 +65,7 @@ def plot_demo_conditioning(
             state,
             episode.cloth_valid[frame],
             generator=torch.Generator().manual_seed(seed),
-            event_count=episode_event_counts(episode.arm_state)[frame],
+            event_count=counts,
         )
         for arm in range(2):
             path_xy = np.concatenate([state[None, arm, :2], chunk.targets[:, arm, :2]])
