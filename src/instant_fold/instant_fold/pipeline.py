@@ -26,7 +26,8 @@ with `--skip` or replaced by existing data: `generate.store` (an episode store m
 `pretrain.encoder` (e.g. `models/encoder`: the policy is trained on that encoder's tokens).
 A recipe may start from another (`base: cpu-small`) and name only what it changes
 (`config/pipelines/cpu-folds.yaml`, the fold split). `--set` overrides any recipe key (a YAML value: `--set generate.episodes_per=3`,
-`--set train.processes=1`). Compute threads per process are the recipe's `threads`, set here for
+`--set train.processes=1`). The policy's `train.model` and `train.train` mappings are layered key by
+key (`--set train.model.event_progress=true` keeps the other model keys). Compute threads per process are the recipe's `threads`, set here for
 every stage, so a run's numbers do not depend on the caller's `OMP_NUM_THREADS`.
 """
 
@@ -237,7 +238,7 @@ def recipe_path(name: str, config_root: Path) -> Path:
 def read_recipe(path: Path, chain: tuple[Path, ...] = ()) -> Recipe:
     """The recipe of a YAML file. With a top-level `base: NAME` (a recipe of the same folder, or a
     YAML path relative to it) the file's keys override that recipe's, so a variant names only what
-    it changes."""
+    it changes (in a mapping such as `train.model` too: its keys are taken over the base's)."""
     data = read_yaml(path, "pipeline recipe")
     if not isinstance(data, dict) or "base" not in data:
         return override(Recipe(), data, str(path))
@@ -250,7 +251,7 @@ def read_recipe(path: Path, chain: tuple[Path, ...] = ()) -> Recipe:
         raise ConfigError(f"{path}: base: {name!r} is a cycle ({' -> '.join(str(c) for c in (*chain, path))})")
     if not parent.is_file():
         raise ConfigError(f"{path}: base: no recipe {parent}")
-    return override(read_recipe(parent, (*chain, path.resolve())), data, str(path))
+    return override(read_recipe(parent, (*chain, path.resolve())), data, str(path), merge_mappings=True)
 
 
 def load_recipe(path: Path, settings: Sequence[str] = ()) -> Recipe:
@@ -266,7 +267,7 @@ def load_recipe(path: Path, settings: Sequence[str] = ()) -> Recipe:
             value = text
         for part in reversed(key.split(".")):
             value = {part: value}
-        recipe = override(recipe, value, "--set")
+        recipe = override(recipe, value, "--set", merge_mappings=True)
     return recipe
 
 

@@ -93,7 +93,7 @@ class ModelRecipe:
         return build(cls, data).validate()
 
 
-def override(config: T, overrides: Any, where: str = "") -> T:
+def override(config: T, overrides: Any, where: str = "", merge_mappings: bool = False) -> T:
     """A copy of the dataclass `config` with `overrides` (a mapping, possibly nested) applied.
 
     Unknown keys are refused; every value must be of the kind of the field's class default
@@ -101,8 +101,10 @@ def override(config: T, overrides: Any, where: str = "") -> T:
     stored as a float; a list or tuple of the default's element kind where a tuple belongs;
     `None` or text where the default is `None`), so a string where a number belongs fails here,
     not deep inside a model. A field that is a dataclass takes nested overrides key by key; any
-    other field (a mapping included) is replaced whole. The dataclass's own `__post_init__` checks
-    run on the result.
+    other field is replaced whole, a mapping included unless `merge_mappings`: then a mapping
+    field keeps its keys and takes the override's over them (a layered file, such as a pipeline
+    recipe on its base, names only the keys it changes). The dataclass's own `__post_init__`
+    checks run on the result.
     """
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise TypeError(f"override: {config!r} is not a dataclass instance")
@@ -114,7 +116,9 @@ def override(config: T, overrides: Any, where: str = "") -> T:
     for key, value in overrides.items():
         current, path = getattr(config, key), dotted(where, key)
         if dataclasses.is_dataclass(current) and not isinstance(current, type):
-            changes[key] = override(current, value, path)
+            changes[key] = override(current, value, path, merge_mappings)
+        elif merge_mappings and isinstance(current, Mapping) and isinstance(value, Mapping):
+            changes[key] = {**current, **value}
         else:
             changes[key] = _checked(path, value, getattr(defaults, key))
     return dataclasses.replace(config, **changes)

@@ -71,6 +71,11 @@ def test_overrides_merge_sections_key_by_key_and_replace_plain_mappings() -> Non
     assert base.inner.steps == 5  # the preset object is not changed
     assert build(Outer, {"inner": {"rate": 3}}).inner.rate == 3.0
     assert isinstance(build(Outer, {"inner": {"rate": 3}}).inner.rate, float)
+    layered = override(base, {"inner": {"extra": {"z": 0, "j": 3}}}, merge_mappings=True)
+    assert layered.inner.extra == {"k": 1, "j": 3, "z": 0}  # a layered file keeps the mapping's other keys
+    assert base.inner.extra == {"k": 1, "j": 2}
+    with pytest.raises(ConfigError, match=r"inner.extra: expected a mapping, got 5"):
+        override(base, {"inner": {"extra": 5}}, merge_mappings=True)
 
 
 def test_presets_are_fresh_copies_and_unknown_names_list_the_known() -> None:
