@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from instant_fold_core.errors import InvalidInputError, NonFiniteError
 
@@ -23,6 +24,11 @@ from instant_fold_core.errors import InvalidInputError, NonFiniteError
 #: openness (1 open, 0 closed). The policy's proprioception, a demonstration keypose and the
 #: controller's measurement are all this [2, 4] array.
 ARM_STATE_SHAPE = (2, 4)
+
+#: Openness below this is a closed gripper: the one rule of the simulators' grasps, the datasets'
+#: gripper events, demonstration keyframes, the policy's event counts, the fold loop and the drivers
+#: (two readers with their own thresholds would disagree about a half-open gripper).
+GRIPPER_CLOSED_BELOW = 0.5
 
 
 class ChunkRepresentation(IntEnum):
@@ -59,6 +65,11 @@ class FoldPhase(IntEnum):
     PREDICTING = 2
     EXECUTING = 3
     RETURNING_HOME = 4
+
+
+def gripper_closed(openness: ArrayLike) -> np.ndarray:
+    """Elementwise `openness < GRIPPER_CLOSED_BELOW` (a bool array, 0-d for one number)."""
+    return np.asarray(openness) < GRIPPER_CLOSED_BELOW
 
 
 def _steps_with(bad: np.ndarray) -> list[int]:

@@ -20,7 +20,7 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import load_file, save_file
 
-from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.contracts import KeyframeEvent, gripper_closed
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
@@ -168,8 +168,9 @@ def from_episode(episode: Episode, name: str = "") -> Demonstration:
     before = openness[np.maximum(kf - 1, 0)]
     after = openness[np.minimum(kf + 1, episode.num_frames - 1)]
     events = np.full((kf.size, 2), KeyframeEvent.MOTION, np.uint8)
-    events[(before > 0.5) & (after <= 0.5)] = KeyframeEvent.GRASP
-    events[(before <= 0.5) & (after > 0.5)] = KeyframeEvent.RELEASE
+    closed_before, closed_after = gripper_closed(before), gripper_closed(after)
+    events[~closed_before & closed_after] = KeyframeEvent.GRASP
+    events[closed_before & ~closed_after] = KeyframeEvent.RELEASE
     events[-1] = KeyframeEvent.TERMINAL
     meta = episode.meta
     return Demonstration(

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.errors import InvalidInputError
 
 
@@ -53,14 +54,14 @@ class GraspEpisode:
     released: bool
 
 
-def grasp_episodes(trace: np.ndarray, open_threshold: float = 0.5) -> list[GraspEpisode]:
+def grasp_episodes(trace: np.ndarray) -> list[GraspEpisode]:
     """Episodes of a per-frame gripper trace [T, 2, 4] (x, y, z, openness), by grasp time then arm.
 
-    A gripper is closed while its openness is below `open_threshold`."""
+    A gripper is closed while `gripper_closed` says so."""
     tr = finite_array("trace", trace, (None, 2, 4))
     episodes = []
     for arm in range(2):
-        closed = tr[:, arm, 3] < open_threshold
+        closed = gripper_closed(tr[:, arm, 3])
         edges = np.diff(closed.astype(np.int8), prepend=0, append=0)
         for start, stop in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True):
             released = bool(stop < len(tr))

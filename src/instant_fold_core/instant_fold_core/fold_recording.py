@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from instant_fold_core.contracts import ActionChunk, ChunkRepresentation, KeyframeEvent
+from instant_fold_core.contracts import ActionChunk, ChunkRepresentation, KeyframeEvent, gripper_closed
 from instant_fold_core.dataset.schema import ARM_NAMES, KEYPOINT_NAMES
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.errors import InvalidInputError
@@ -242,7 +242,7 @@ class FoldRecording:
                 index,
             )
         if chunk.keypose is not None:
-            closed = chunk.keypose[:, 3] < 0.5
+            closed = gripper_closed(chunk.keypose[:, 3])
             labels = [f"{arm} {'closed' if c else 'open'}" for arm, c in zip(ARM_NAMES, closed, strict=True)]
             self._log(
                 "policy/keypose",
@@ -264,7 +264,7 @@ class FoldRecording:
             self._last_state_stamp = stamp
             self._path.append(arms[:, :3].copy())
         rr = self._rr
-        radii = [0.016 if o < 0.5 else 0.01 for o in arms[:, 3]]  # closed grippers drawn larger
+        radii = [0.016 if gripper_closed(o) else 0.01 for o in arms[:, 3]]  # closed grippers drawn larger
         self._log("arms/position", rr.Points3D(arms[:, :3], colors=list(ARM_COLOURS), radii=radii), stamp)
         for arm, name in enumerate(ARM_NAMES):
             self._log(f"arms/openness/{name}", rr.Scalars(float(arms[arm, 3])), stamp)

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import ndimage
 
-from instant_fold_core.contracts import KeyframeEvent
+from instant_fold_core.contracts import KeyframeEvent, gripper_closed
 from instant_fold_core.demonstration import Demonstration
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_core.rgbd import RGBDFrame
@@ -370,7 +370,7 @@ def events_from_arm_states(states: np.ndarray, intrinsics: np.ndarray, source: s
     frame of a new open/closed state; its keypose is where the gripper was then, and that frame's
     image is the keyframe's observation (as `instant_fold_core.demonstration.from_episode` does
     for the simulator's own demonstrations)."""
-    closed = states[:, :, 3] < 0.5
+    closed = gripper_closed(states[:, :, 3])
     if closed[0].any():
         raise ExtractionError(f"the {ARMS[int(np.argmax(closed[0]))]} gripper is closed in the first frame")
     events = []

@@ -31,6 +31,7 @@ from rclpy.node import Node
 from rclpy.task import Future
 from rclpy.time import Time
 
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.demonstration import DemonstrationError, load_demonstration
 from instant_fold_interfaces.msg import DualArmState
 from instant_fold_interfaces.srv import SimStep
@@ -64,7 +65,7 @@ def waypoints(keypose: np.ndarray, frame_index: np.ndarray, start: np.ndarray) -
         for k in range(1, frames + 1):
             out.append((position + (goal - position) * (k / frames), openness.copy()))
         position, command = goal, keypose[i, :, 3].astype(np.float64)
-        if ((command < 0.5) != (openness < 0.5)).any():
+        if (gripper_closed(command) != gripper_closed(openness)).any():
             out.append((position, command))
         openness = command
     return out

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_learning.policy.data import (
     ObservationTokens,
     PolicyDataError,
@@ -65,8 +66,8 @@ def variant_label(axis: int, shift: float) -> str:
 
 def probe_frames(arm_state: np.ndarray, frames_per_arm: int) -> list[tuple[int, int]]:
     """(arm, frame) pairs: up to `frames_per_arm` frames evenly spread before each arm's first
-    closure (openness < 0.5); none for an arm that never closes or is closed from the start."""
-    closed = np.asarray(arm_state)[:, :, 3] < 0.5
+    closure (`gripper_closed`); none for an arm that never closes or is closed from the start."""
+    closed = gripper_closed(np.asarray(arm_state)[:, :, 3])
     pairs = []
     for arm in range(closed.shape[1]):
         if not closed[:, arm].any() or closed[0, arm]:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_evaluation.arm_sensitivity import (
     DEFAULT_FRAMES_PER_ARM,
     DEFAULT_SHIFTS_M,
@@ -39,8 +40,8 @@ FOLLOWING_PAIRS = 64
 
 
 def first_close_frames(arm_state: np.ndarray) -> np.ndarray:
-    """Per arm, the first frame whose gripper is closed (openness < 0.5), -1 if it never closes."""
-    closed = np.asarray(arm_state)[:, :, 3] < 0.5
+    """Per arm, the first frame whose gripper is closed (`gripper_closed`), -1 if it never closes."""
+    closed = gripper_closed(np.asarray(arm_state)[:, :, 3])
     return np.array([int(np.argmax(c)) if c.any() else -1 for c in closed.T])
 
 
@@ -128,7 +129,7 @@ def rollout_first_grasp(
         for target in chunk.targets[: chunk.steps_to_execute]:
             frame += 1
             path.append(target)
-            for arm in np.flatnonzero((frames < 0) & (target[:, 3] < 0.5)):
+            for arm in np.flatnonzero((frames < 0) & gripper_closed(target[:, 3])):
                 grasp[arm], frames[arm] = target[arm, :3], frame
             state = target.astype(np.float32)
     return GraspRollout(grasp, frames, np.stack(path))

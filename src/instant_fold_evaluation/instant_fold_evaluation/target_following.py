@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_evaluation.arm_sensitivity import batched_context, pooled_slopes, shift_variants
 from instant_fold_learning.policy.data import ObservationTokens, PolicyDataError, TokenizedEpisode, as_tensor
 from instant_fold_learning.policy.inference import PolicyRunner, absolute_actions, sample_cached
@@ -51,7 +52,7 @@ def approach_probes(
     """(arm, frame, grasp position, expert progress over the chunk, distance to the grasp): up to
     `per_arm` frames per arm, evenly spread over the frames at which it approaches its next grasp."""
     state = np.asarray(arm_state, np.float64)
-    closed = state[:, :, 3] < 0.5
+    closed = gripper_closed(state[:, :, 3])
     frames_total = len(state)
     probes = []
     for arm in range(2):

@@ -41,7 +41,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from instant_fold_core.config import at_least_zero
-from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase
+from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase, gripper_closed
 
 NANOSECONDS = 1_000_000_000
 
@@ -54,7 +54,6 @@ class FoldLoopConfig:
     max_steps: int = 150  # policy queries per fold (config/policy.yaml: why)
     observation_timeout_s: float = 10.0  # no fresh observation for this long aborts the fold
     home_tolerance_m: float = 0.03  # both arms this close to home (and open) = returned home
-    open_threshold: float = 0.5  # openness above this is "open"
     min_events: int = 2  # gripper events (grasps + releases) before returning home ends the fold
     home_capture_m: float = 0.25  # policy's next keypose this close to home (per arm) = it is going home
     home_speed_m_s: float = 0.5  # speed of the host's move home
@@ -153,7 +152,7 @@ class FoldLoop(Generic[Tokens]):
         count events twice)."""
         if stamp_ns < self._state_ns:
             return
-        is_open = state[:, 3] > self.config.open_threshold
+        is_open = ~gripper_closed(state[:, 3])
         if self._last_open is not None:
             self.events_executed += int(np.count_nonzero(is_open != self._last_open))
             if self.config.regrasp_guard_m > 0:
@@ -241,7 +240,7 @@ class FoldLoop(Generic[Tokens]):
     def _open_near_home(self, pose: np.ndarray, tolerance_m: float) -> bool:
         """Both arms of `pose` [2, 4] open and within `tolerance_m` of home."""
         near = np.linalg.norm(pose[:, :3] - self.home, axis=1) <= tolerance_m
-        return bool(near.all() and (pose[:, 3] > self.config.open_threshold).all())
+        return bool(near.all() and not gripper_closed(pose[:, 3]).any())
 
     def phase_after(self, keypose: np.ndarray | None) -> FoldPhase:
         """RETURNING_HOME from the query on which the policy's next keypose [2, 4] is home (open,
@@ -252,7 +251,7 @@ class FoldLoop(Generic[Tokens]):
             return FoldPhase.RETURNING_HOME
         if self._state is None or self.events_executed < self.demonstrated_events:
             return FoldPhase.EXECUTING
-        open_now = bool((self._state[:, 3] > self.config.open_threshold).all())
+        open_now = not gripper_closed(self._state[:, 3]).any()
         if self.config.home_after_events:
             heading_home = True
         else:
@@ -289,7 +288,7 @@ class FoldLoop(Generic[Tokens]):
     def _guard_regrasps(self, chunk: ActionChunk) -> ActionChunk:
         """`chunk` with the grippers of guarded arms (`regrasp_guard_m`) held open where it closes them."""
         guarded = np.isfinite(self._released_at[:, 0])
-        closes = (chunk.openness <= self.config.open_threshold).any(axis=0) & guarded
+        closes = gripper_closed(chunk.openness).any(axis=0) & guarded
         if not closes.any():
             return chunk
         self.regrasps_guarded += 1
@@ -303,13 +302,12 @@ class FoldLoop(Generic[Tokens]):
         (every step, when the keypose does not report a grasp for it)."""
         if self.config.grasp_gate_m <= 0 or chunk.keypose is None or self._state is None:
             return chunk
-        threshold = self.config.open_threshold
         positions = chunk.absolute_positions(self._state[:, :3])
         keypose = np.asarray(chunk.keypose, np.float64)
         away = np.linalg.norm(positions[:, :, :2] - keypose[None, :, :2], axis=-1) > self.config.grasp_gate_m
-        aims = keypose[:, 3] <= threshold  # the keypose is a grasp
-        is_open = self._state[:, 3] > threshold
-        gated = (chunk.openness <= threshold) & is_open[None] & (away | ~aims[None])
+        aims = gripper_closed(keypose[:, 3])  # the keypose is a grasp
+        is_open = ~gripper_closed(self._state[:, 3])
+        gated = gripper_closed(chunk.openness) & is_open[None] & (away | ~aims[None])
         if not gated.any():
             return chunk
         self.grasps_gated += 1

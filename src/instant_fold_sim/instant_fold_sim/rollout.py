@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from instant_fold_core.config import Presets
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.dataset.keyframes import extract_keyframes
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
 from instant_fold_core.errors import ConfigError, InstantFoldError
@@ -198,7 +199,7 @@ def pick_place_plan(
 
 
 def _grasp_index(plan: Plan) -> int:
-    return next(i for i, (_, openness) in enumerate(plan) if openness < 0.5)
+    return next(i for i, (_, openness) in enumerate(plan) if gripper_closed(openness))
 
 
 def _hold(pos: np.ndarray, openness: float, frames: int) -> Plan:

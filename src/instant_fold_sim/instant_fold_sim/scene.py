@@ -33,6 +33,8 @@ import numpy as np
 import warp as wp
 from newton import ParticleFlags
 
+from instant_fold_core.contracts import gripper_closed
+
 from .garments import GarmentMesh
 
 #: Newton units per simulation-space metre (Newton runs in centimetres).
@@ -507,9 +509,9 @@ class ClothScene:
     def command_gripper(self, arm: int, openness: float) -> None:
         """Apply a commanded openness: closing an open gripper grasps, opening a closed one releases."""
         g = self.grippers[arm]
-        if openness < 0.5 <= g.openness:
+        if gripper_closed(openness) and not gripper_closed(g.openness):
             self.grasp(arm)
-        elif openness >= 0.5 > g.openness:
+        elif gripper_closed(g.openness) and not gripper_closed(openness):
             self.release(arm)
 
     def reset(self, positions: np.ndarray) -> ClothScene:

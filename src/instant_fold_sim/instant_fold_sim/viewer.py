@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.dataset.schema import Episode
 from instant_fold_core.dataset.zarr_store import EpisodeStore, StoreError
 
@@ -40,7 +41,7 @@ def annotate(ep: Episode, t: int, label: str | None = None) -> Image.Image:
     for (u, v), colour in zip(_project(ep, ep.keypoints[t].astype(np.float64)), KEYPOINT_COLOURS, strict=True):
         draw.ellipse([u - 3, v - 3, u + 3, v + 3], outline=colour, width=2)
     for arm, (u, v) in enumerate(_project(ep, ep.arm_state[t, :, :3].astype(np.float64))):
-        closed = ep.arm_state[t, arm, 3] < 0.5
+        closed = gripper_closed(ep.arm_state[t, arm, 3])
         box = [u - 5, v - 5, u + 5, v + 5]
         draw.rectangle(box, outline=(255, 255, 0), fill=(255, 255, 0) if closed else None, width=2)
     if label:
@@ -125,7 +126,7 @@ def recording(ep: Episode, path: str | Path, fps: float | None = None) -> Path:
             "cloth/keypoints",
             rr.Points3D(ep.keypoints[t], colors=KEYPOINT_COLOURS, labels=list(KEYPOINT_NAMES), radii=0.008),
         )
-        closed = ep.arm_state[t, :, 3] < 0.5
+        closed = gripper_closed(ep.arm_state[t, :, 3])
         colors = [(255, 255, 0) if c else (120, 120, 0) for c in closed]
         rec.log("arms/state", rr.Points3D(ep.arm_state[t, :, :3], labels=list(ARM_NAMES), radii=0.015, colors=colors))
         rec.log("arms/target", rr.Points3D(ep.action[t, :, :3], radii=0.008, colors=[(255, 128, 0)] * 2))

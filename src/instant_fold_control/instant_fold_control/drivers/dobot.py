@@ -43,6 +43,7 @@ from instant_fold_control.drivers.base import (
     RobotDrivers,
 )
 from instant_fold_core.config import check_keys
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.errors import ConfigError
 
 MIN_SERVO_RATE_HZ = 33.0
@@ -336,7 +337,7 @@ class DobotDriver(ArmDriver):
             self._holding = False
 
     def set_gripper(self, openness: float) -> None:
-        closed = float(openness) < 0.5
+        closed = bool(gripper_closed(float(openness)))
         if closed == self._gripper_closed:
             return
         level = self.params.gripper_close_level if closed else 1 - self.params.gripper_close_level

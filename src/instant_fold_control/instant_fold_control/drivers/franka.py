@@ -43,6 +43,7 @@ from instant_fold_control.drivers.base import (
     RobotDrivers,
 )
 from instant_fold_core.config import check_keys
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.errors import ConfigError
 
 INSTALL_HINT = "the franka driver needs franky: pip install franky-control==2.0.0"
@@ -172,7 +173,7 @@ class FrankaDriver(ArmDriver):
 
     def set_gripper(self, openness: float) -> None:
         if self._gripper is not None:
-            self._gripper.request(closed=float(openness) < 0.5)
+            self._gripper.request(closed=bool(gripper_closed(float(openness))))
 
     def hold(self) -> None:
         # The last asynchronous CartesianMotion ends at the last commanded target and franky keeps

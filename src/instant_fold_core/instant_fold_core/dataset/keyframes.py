@@ -12,6 +12,8 @@ import itertools
 
 import numpy as np
 
+from instant_fold_core.contracts import gripper_closed
+
 
 def _close_gaps(flags: np.ndarray, min_run: int) -> np.ndarray:
     """Fill idle gaps shorter than `min_run` inside motion (a grasp pause is not a stop)."""
@@ -24,9 +26,9 @@ def _close_gaps(flags: np.ndarray, min_run: int) -> np.ndarray:
 
 
 def gripper_events(arm_state: np.ndarray) -> np.ndarray:
-    """Frames (int, increasing) whose open/closed state (openness < 0.5 = closed) differs from the
+    """Frames (int, increasing) whose open/closed state (`gripper_closed`) differs from the
     previous frame's for some arm: every grasp and release of [T, 2, 4] arm states."""
-    closed = np.asarray(arm_state)[:, :, 3] < 0.5
+    closed = gripper_closed(np.asarray(arm_state)[:, :, 3])
     return np.flatnonzero((closed[1:] != closed[:-1]).any(axis=1)) + 1
 
 

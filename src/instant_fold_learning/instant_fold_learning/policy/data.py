@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
 from instant_fold_core.errors import InvalidInputError
-from instant_fold_learning.policy.progress import CLOSED_BELOW
 
 
 class PolicyDataError(InvalidInputError):
@@ -343,9 +343,9 @@ class EventTargets:
 
 
 def arm_events(arm_state: np.ndarray) -> list[np.ndarray]:
-    """Per arm, the frames whose open/closed state differs from the previous frame's (openness
-    below `CLOSED_BELOW` = closed): that arm's grasps and releases, increasing."""
-    closed = np.asarray(arm_state)[:, :, 3] < CLOSED_BELOW
+    """Per arm, the frames whose open/closed state differs from the previous frame's
+    (`gripper_closed`): that arm's grasps and releases, increasing."""
+    closed = gripper_closed(np.asarray(arm_state)[:, :, 3])
     return [np.flatnonzero(closed[1:, a] != closed[:-1, a]) + 1 for a in range(closed.shape[1])]
 
 

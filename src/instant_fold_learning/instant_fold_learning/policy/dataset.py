@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.dataset.keyframes import gripper_events
 from instant_fold_core.dataset.schema import folding_context
 from instant_fold_learning.policy.configuration import TrainingConfig
@@ -358,9 +359,9 @@ def approach_arms(episode: TokenizedEpisode, t: int, horizon: int, event: EventT
     """bool [2]: arms approaching their next grasp at frame t (open, the next event a grasp, the
     gripper staying open over the whole chunk): the phase in which a closed loop drifts."""
     idx = np.minimum(np.arange(t, t + horizon), episode.num_frames - 1)
-    open_now = episode.arm_state[t, :, 3] >= 0.5
-    stays_open = (episode.action[idx, :, 3] >= 0.5).all(0)
-    return event.valid & (event.openness < 0.5) & open_now & stays_open
+    open_now = ~gripper_closed(episode.arm_state[t, :, 3])
+    stays_open = (~gripper_closed(episode.action[idx, :, 3])).all(0)
+    return event.valid & gripper_closed(event.openness) & open_now & stays_open
 
 
 def retarget_recovery(

@@ -37,6 +37,7 @@ from typing import Protocol
 
 import numpy as np
 
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.registration import PlanarRigid, RegistrationTrack
 from instant_fold_core.tokens import TokenArrays
 from instant_fold_learning.keypoints.mapping import KeypointCarrier, keypoint_shift
@@ -58,10 +59,6 @@ EVENT_TARGETS = ("policy", "latched", "demonstration_releases", "demonstration")
 
 #: `event_targets` value that picks the deployment's choice for the policy at hand (`resolve`).
 AUTO = "auto"
-
-#: Openness above this is "open" (`FoldLoopConfig.open_threshold`'s default: a strategy sees a
-#: grasp where the fold loop counts one).
-OPEN_THRESHOLD = 0.5
 
 #: A grasp farther than this (x, y) from where the demonstration's grasp maps onto the cloth is not
 #: that grasp (the policy grasped elsewhere): its carry keeps the policy's own targets.
@@ -115,29 +112,28 @@ def resolve(requested: str, keypose_head: str | None, conditioning: str) -> str:
     return requested
 
 
-def closed_arms(arm_state: np.ndarray, open_threshold: float = OPEN_THRESHOLD) -> np.ndarray:
+def closed_arms(arm_state: np.ndarray) -> np.ndarray:
     """bool [2]: the arms whose measured gripper is closed (a malformed state is the
     `PolicyInputError` the runner would raise, before any strategy changes)."""
-    return _array("arm_state", arm_state, (2, 4))[:, 3] <= open_threshold
+    return gripper_closed(_array("arm_state", arm_state, (2, 4))[:, 3])
 
 
 class ReleaseLatch:
     """`latched`: per-arm targets held while the arm's gripper is measured closed."""
 
-    def __init__(self, open_threshold: float = OPEN_THRESHOLD) -> None:
-        self.open_threshold = open_threshold
+    def __init__(self) -> None:
         self.target = np.zeros((2, 3), np.float32)
         self.latched = np.zeros(2, bool)
 
     def targets(self, cloth: TokenArrays, arm_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Clear the arms measured open (their release is executed), then the held targets."""
-        self.latched &= closed_arms(arm_state, self.open_threshold)
+        self.latched &= closed_arms(arm_state)
         return self.target.copy(), self.latched.copy()
 
     def observe(self, arm_state: np.ndarray, keypose: np.ndarray) -> None:
         """The closed arms that hold no target yet (its first query since the grasp) keep the
         target the policy reported."""
-        first = closed_arms(arm_state, self.open_threshold) & ~self.latched
+        first = closed_arms(arm_state) & ~self.latched
         self.target[first] = keypose[first, :3]
         self.latched |= first
 
@@ -173,7 +169,6 @@ class DemonstrationTargets:
         demo_arm_state: np.ndarray,
         registration: ReplayConfig | None = None,
         match_m: float = GRASP_MATCH_M,
-        open_threshold: float = OPEN_THRESHOLD,
         grasps: bool = False,
         keypoints: KeypointCarrier | None = None,
         keypoint_latch_m: float = KEYPOINT_LATCH_M,
@@ -198,7 +193,6 @@ class DemonstrationTargets:
         self.cfg = registration or ReplayConfig()
         self.match_m = match_m
         self.first_match_m = first_match_m
-        self.open_threshold = open_threshold
         self.hold_grasps = grasps
         self.keypoints = keypoints
         self.keypoint_latch_m = keypoint_latch_m
@@ -229,7 +223,7 @@ class DemonstrationTargets:
         """Start each newly measured grasp's carry (its target from the demonstration, if it
         matches one), end the carries of arms measured open; with `grasps`, map each open arm's
         next demonstrated grasp onto this cloth. The held targets."""
-        closed = closed_arms(arm_state, self.open_threshold)
+        closed = closed_arms(arm_state)
         before = np.zeros(2, bool) if self._closed is None else self._closed
         self.held &= closed
         self.aimed &= ~closed
@@ -247,7 +241,7 @@ class DemonstrationTargets:
         on. When both open arms report grasps within `conflict_m` of each other, the policy has sent
         both to one point: each holds its own mapped grasp (the demonstration says which part each
         arm takes)."""
-        grasping = {a: keypose[a, :2] for a in self._mapped if keypose[a, 3] < self.open_threshold}
+        grasping = {a: keypose[a, :2] for a in self._mapped if gripper_closed(keypose[a, 3])}
         for a, xy in grasping.items():
             self.aimed[a] |= self._near(int(self.grasps[a]), xy, self._mapped[a], self._registered[a])
         if len(grasping) == 2 and np.linalg.norm(grasping[0] - grasping[1]) < self.conflict_m:

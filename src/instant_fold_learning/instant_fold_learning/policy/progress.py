@@ -18,21 +18,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from instant_fold_core.contracts import GRIPPER_CLOSED_BELOW, gripper_closed
 from instant_fold_core.errors import InvalidInputError
 
 #: Counts above this share its embedding (the benchmarks' folds make at most 3 carries per arm).
 MAX_EVENT_COUNT = 7
-
-#: Openness below this is closed: how the training episodes' gripper events are read
-#: (`data.arm_events`) and counted here.
-CLOSED_BELOW = 0.5
 
 
 def event_counts(arm_state: torch.Tensor) -> torch.Tensor:
     """[..., T, 2, 4] arm states in time order (an episode's frames or a demonstration's keyframes,
     the first one the start) -> [..., T, 2] long: per arm, the open/closed changes up to and
     including each step, from open grippers."""
-    closed = (arm_state[..., 3] < CLOSED_BELOW).long()
+    closed = (arm_state[..., 3] < GRIPPER_CLOSED_BELOW).long()
     start_open = torch.zeros_like(closed[..., :1, :])
     return (torch.cat((start_open, closed), -2).diff(dim=-2) != 0).long().cumsum(-2)
 
@@ -60,7 +57,7 @@ class EventCounter:
             raise InvalidInputError(f"arm_state: expected shape [2, 4], got {list(state.shape)}")
         if not np.isfinite(state[:, 3]).all():
             raise InvalidInputError(f"arm_state: gripper openness must be finite, got {state[:, 3].tolist()}")
-        closed = state[:, 3] < CLOSED_BELOW
+        closed = gripper_closed(state[:, 3])
         self.counts += closed != self.closed
         self.closed = closed
         return self.counts.copy()

@@ -57,7 +57,7 @@ import torch
 
 from instant_fold_core.checkpoint import CONFIG_FILE, read_json
 from instant_fold_core.config import at_least_zero
-from instant_fold_core.contracts import ActionChunk
+from instant_fold_core.contracts import ActionChunk, gripper_closed
 from instant_fold_core.errors import ConfigError
 from instant_fold_core.pick_place import SCRIPTED, SIM_TO_REAL
 from instant_fold_core.registration import (
@@ -165,8 +165,8 @@ def cloth_arrays(
 
 
 def demo_stages(arm_state: np.ndarray) -> list[Stage]:
-    """The stages of a demonstration's arm states [K, 2, 4] (openness < 0.5 = closed)."""
-    closed = arm_state[:, :, 3] < 0.5
+    """The stages of a demonstration's arm states [K, 2, 4] (`gripper_closed`)."""
+    closed = gripper_closed(arm_state[:, :, 3])
     before = np.concatenate([np.zeros((1, 2), bool), closed[:-1]])
     stages = []
     for k in np.flatnonzero((closed != before).any(1)):
@@ -404,7 +404,7 @@ class RegistrationReplay:
     def _stage_done(self, state: np.ndarray) -> bool:
         """The current stage's switch was commanded and every arm of it measures the new openness."""
         events = self._stages[self._stage].events
-        return self._switched and all((state[a, 3] < 0.5) == (e is Event.GRASP) for a, e in events.items())
+        return self._switched and all(gripper_closed(state[a, 3]) == (e is Event.GRASP) for a, e in events.items())
 
     def _advance(self) -> None:
         """On to the next stage: the arms of the finished one remember the level they worked at."""
@@ -425,7 +425,7 @@ class RegistrationReplay:
         arrived = all(
             np.linalg.norm(state[a, :3] - self._arms[a].target) <= self.cfg.reach_tolerance_m for a in stage.events
         )
-        plan = _Plan(keypose=np.concatenate([state[:, :3], (state[:, 3:] >= 0.5).astype(float)], 1))
+        plan = _Plan(keypose=np.concatenate([state[:, :3], (~gripper_closed(state[:, 3:])).astype(float)], 1))
         plan.openness = plan.keypose[:, 3].copy()
         for a in range(2):
             if a in stage.events:
@@ -494,7 +494,7 @@ class RegistrationReplay:
         """An arm outside the current stage: holds (cloth in hand, or never moved in the
         demonstration); once it has let go, rises to its approach height; with no event left, goes home."""
         position, arm = state[:3], self._arms[a]
-        if state[3] < 0.5 or arm.level is None:
+        if gripper_closed(state[3]) or arm.level is None:
             return position[None], MOTION.move_speed
         waypoints = []
         raised = arm.level - MOTION.hover  # camera z of the approach height over its last event

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from instant_fold_core.contracts import GRIPPER_CLOSED_BELOW
 from instant_fold_core.plotting import save_figure
 from instant_fold_learning.policy.configuration import InstantFoldPolicyConfig, TrainingConfig
 from instant_fold_learning.policy.data import ActionTargets, PolicyDataError, TokenizedEpisode, collate
@@ -292,10 +293,10 @@ def approaching_arms(target: ActionTargets, arm_state: torch.Tensor) -> torch.Te
     """bool [B, 2]: arms on their way to their next grasp: open, the next event a grasp, the gripper
     open over the whole chunk, and the expert's chunk moving at least `APPROACH_MIN_MOVE_M` (an arm
     that waits while the other folds has a grasp ahead too, and must keep waiting)."""
-    open_now = arm_state[..., 3] >= 0.5
-    stays_open = (target.traj_gripper >= 0.5).all(1)
+    open_now = arm_state[..., 3] >= GRIPPER_CLOSED_BELOW
+    stays_open = (target.traj_gripper >= GRIPPER_CLOSED_BELOW).all(1)
     moving = target.traj_delta.sum(1).norm(dim=-1) >= APPROACH_MIN_MOVE_M
-    return target.event_valid & (target.event_openness < 0.5) & open_now & stays_open & moving
+    return target.event_valid & (target.event_openness < GRIPPER_CLOSED_BELOW) & open_now & stays_open & moving
 
 
 def shift_teacher_targets(

@@ -53,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+from instant_fold_core.contracts import gripper_closed
+
 from . import layout
 from .assets import panda_usd
 from .backend import Backend, BackendError, BackendState
@@ -335,7 +337,7 @@ class _Arm:
         """Joint position targets for the TCP at `target_world` and the fingers (physics tracks them)."""
         self.robot.set_joint_position_target_index(target=self.solve(target_world), joint_ids=self.joint_ids)
         self.openness = float(openness)
-        fingers = layout.FINGER_OPEN if openness >= 0.5 else layout.FINGER_CLOSED
+        fingers = layout.FINGER_CLOSED if gripper_closed(openness) else layout.FINGER_OPEN
         self.robot.set_joint_position_target_index(
             target=self.torch.full((1, len(self.finger_ids)), fingers, device=self.offset.device),
             joint_ids=self.finger_ids,
@@ -475,10 +477,12 @@ class IsaacLabBackend(Backend):
         spec = self._spec()
         positions = self.cloth.data.nodal_pos_w.torch[0].cpu().numpy()
         for i, arm in enumerate(self.arms):
-            if openness[i] < 0.5 <= arm.openness:  # close: hold the cloth within the grasp radius
+            if gripper_closed(openness[i]) and not gripper_closed(
+                arm.openness
+            ):  # close: hold the cloth within the grasp radius
                 hand = arm.hand_rotation_world()
                 self.holds[i].grasp(positions, arm.tcp_world(), hand, spec.grasp_radius, self.holds[1 - i].ids)
-            elif openness[i] >= 0.5 > arm.openness:  # open: release
+            elif gripper_closed(arm.openness) and not gripper_closed(openness[i]):  # open: release
                 self.holds[i].release()
             arm.command(target[i], float(openness[i]))
         self._hold(target)
