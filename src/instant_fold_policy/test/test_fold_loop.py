@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from instant_fold_core.contracts import ActionChunk, ChunkRepresentation, FoldOutcome, FoldPhase
+from instant_fold_core.dataset.keyframes import gripper_events
 from instant_fold_core.errors import ConfigError
+from instant_fold_learning.policy.data import arm_events
+from instant_fold_learning.policy.progress import EventCounter, episode_event_counts
 from instant_fold_policy.fold_loop import (
     NANOSECONDS,
     Finish,
@@ -560,3 +563,21 @@ def test_bad_home_is_refused() -> None:
     with pytest.raises(ValueError, match="home"):
         loop.on_home(np.full((2, 3), np.inf))
     np.testing.assert_array_equal(loop.home, HOME)
+
+
+def test_every_reader_counts_the_same_events_at_the_gripper_boundary() -> None:
+    """A half-open gripper (openness exactly 0.5) is open for the fold loop, the training episodes'
+    events and counts, the keyframes and the policy server's counter alike (`gripper_closed`): two
+    thresholds would let the loop end a fold on events the policy never counted."""
+    openness = np.array([[1.0, 1.0], [0.5, 1.0], [0.49, 0.5], [0.5, 0.2], [0.2, 0.5]])
+    trace = np.zeros((len(openness), 2, 4))
+    trace[..., 3] = openness
+    loop: FoldLoop[str] = FoldLoop(FoldLoopConfig(), HOME)
+    counter = EventCounter()
+    for t, arms in enumerate(trace):
+        loop.on_state(arms, t)
+        counted = counter.observe(arms)
+    per_arm = [len(frames) for frames in arm_events(trace)]
+    assert per_arm == [3, 2] == counted.tolist() == episode_event_counts(trace)[-1].tolist()
+    assert loop.events_executed == sum(per_arm)
+    np.testing.assert_array_equal(gripper_events(trace), [2, 3, 4])
