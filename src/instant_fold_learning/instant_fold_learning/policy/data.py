@@ -16,14 +16,17 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
-from instant_fold_core.contracts import gripper_closed
+from instant_fold_core.contracts import GRIPPER_CLOSED_BELOW, gripper_closed
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
 from instant_fold_core.errors import InvalidInputError
+
+#: A numpy array or a torch tensor of openness or flags (`approaching_grasp` reads either).
+Flags = TypeVar("Flags", np.ndarray, torch.Tensor)
 
 
 class PolicyDataError(InvalidInputError):
@@ -362,6 +365,27 @@ def event_targets(arm_state: np.ndarray, events: list[np.ndarray], t: int) -> Ev
         if later.size:
             position[a], openness[a], valid[a] = arm_state[later[0], a, :3], arm_state[later[0], a, 3], True
     return EventTargets(position, openness, valid)
+
+
+def approaching_grasp(open_now: Flags, chunk_openness: Flags, event_valid: Flags, event_openness: Flags) -> Flags:
+    """Arms [..., 2] on their way to their next grasp: open now [..., 2], the next event a grasp
+    (valid and closing, [..., 2]), the gripper open over the whole chunk [..., H, 2]. Numpy arrays of
+    one sample (the dataset's recovery labels) or tensors of a batch (the teacher's shifted targets)."""
+    opened = open_now >= GRIPPER_CLOSED_BELOW
+    stays_open = (chunk_openness >= GRIPPER_CLOSED_BELOW).all(-2)
+    return event_valid & (event_openness < GRIPPER_CLOSED_BELOW) & opened & stays_open
+
+
+def straight_approach(start: torch.Tensor, goal: torch.Tensor, speed: torch.Tensor, horizon: int) -> torch.Tensor:
+    """Per-step deltas [H, ..., 3] of a straight move from `start` [..., 3] towards `goal` [..., 3]
+    at `speed` [...] metres per step, stopping there: the chunk label of an arm moved off the
+    expert's path (a recovery) or sent to a moved target (the teacher's shift)."""
+    to_go = goal - start
+    distance = to_go.norm(dim=-1)
+    steps = torch.arange(1, horizon + 1, dtype=start.dtype, device=start.device).reshape(-1, *[1] * distance.dim())
+    reach = torch.minimum(speed * steps, distance)
+    path = start + (to_go / distance.clamp_min(1e-9)[..., None]) * reach[..., None]
+    return torch.diff(torch.cat((start[None], path)), dim=0)
 
 
 def collate(samples: list[PolicySample], demo_owner: list[int] | None = None) -> PolicyBatch:

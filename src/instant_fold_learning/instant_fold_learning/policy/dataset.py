@@ -15,8 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.dataset.keyframes import gripper_events
 from instant_fold_core.dataset.schema import folding_context
 from instant_fold_learning.policy.configuration import TrainingConfig
@@ -26,10 +26,12 @@ from instant_fold_learning.policy.data import (
     PolicyDataError,
     PolicySample,
     TokenizedEpisode,
+    approaching_grasp,
     arm_events,
     chunk_targets,
     collate,
     event_targets,
+    straight_approach,
 )
 from instant_fold_learning.policy.instruction import Vocabulary, instruction_text
 from instant_fold_learning.policy.normalization import ActionNormalizers
@@ -356,12 +358,10 @@ def recovery_targets(
 
 
 def approach_arms(episode: TokenizedEpisode, t: int, horizon: int, event: EventTargets) -> np.ndarray:
-    """bool [2]: arms approaching their next grasp at frame t (open, the next event a grasp, the
-    gripper staying open over the whole chunk): the phase in which a closed loop drifts."""
+    """bool [2]: arms approaching their next grasp at frame t (`approaching_grasp` over the chunk
+    from t): the phase in which a closed loop drifts."""
     idx = np.minimum(np.arange(t, t + horizon), episode.num_frames - 1)
-    open_now = ~gripper_closed(episode.arm_state[t, :, 3])
-    stays_open = (~gripper_closed(episode.action[idx, :, 3])).all(0)
-    return event.valid & gripper_closed(event.openness) & open_now & stays_open
+    return approaching_grasp(episode.arm_state[t, :, 3], episode.action[idx, :, 3], event.valid, event.openness)
 
 
 def retarget_recovery(
@@ -392,12 +392,10 @@ def retarget_recovery(
         )
         start = expert + offset
         pace = np.linalg.norm(np.diff(episode.action[idx, a, :3], axis=0), axis=-1).mean()
-        speed = max(float(pace), train.recovery_min_speed_m)
-        to_go = event.position[a] - start
-        distance = float(np.linalg.norm(to_go))
-        reach = np.minimum(speed * (np.arange(horizon) + 1), distance)
-        path = start + (to_go / max(distance, 1e-9))[None] * reach[:, None]
-        traj_delta[:, a] = np.diff(np.concatenate([start[None], path]), axis=0)
+        speed = torch.tensor(max(float(pace), train.recovery_min_speed_m))
+        traj_delta[:, a] = straight_approach(
+            torch.from_numpy(start), torch.from_numpy(event.position[a]), speed, horizon
+        ).numpy()
         keypose_delta[a] = keypose_delta[a] + state[a, :3] - start
         state[a, :3] = start
     return state, traj_delta.astype(np.float32), keypose_delta.astype(np.float32)

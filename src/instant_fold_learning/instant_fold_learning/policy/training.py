@@ -25,10 +25,16 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from instant_fold_core.contracts import GRIPPER_CLOSED_BELOW
 from instant_fold_core.plotting import save_figure
 from instant_fold_learning.policy.configuration import InstantFoldPolicyConfig, TrainingConfig
-from instant_fold_learning.policy.data import ActionTargets, PolicyDataError, TokenizedEpisode, collate
+from instant_fold_learning.policy.data import (
+    ActionTargets,
+    PolicyDataError,
+    TokenizedEpisode,
+    approaching_grasp,
+    collate,
+    straight_approach,
+)
 from instant_fold_learning.policy.dataset import PolicyDataset
 from instant_fold_learning.policy.decoder import TargetCondition
 from instant_fold_learning.policy.inference import absolute_actions, sample_cached
@@ -290,13 +296,12 @@ APPROACH_MIN_MOVE_M = 0.02
 
 
 def approaching_arms(target: ActionTargets, arm_state: torch.Tensor) -> torch.Tensor:
-    """bool [B, 2]: arms on their way to their next grasp: open, the next event a grasp, the gripper
-    open over the whole chunk, and the expert's chunk moving at least `APPROACH_MIN_MOVE_M` (an arm
-    that waits while the other folds has a grasp ahead too, and must keep waiting)."""
-    open_now = arm_state[..., 3] >= GRIPPER_CLOSED_BELOW
-    stays_open = (target.traj_gripper >= GRIPPER_CLOSED_BELOW).all(1)
+    """bool [B, 2]: arms on their way to their next grasp (`approaching_grasp`) whose expert chunk
+    moves at least `APPROACH_MIN_MOVE_M` (an arm that waits while the other folds has a grasp ahead
+    too, and must keep waiting)."""
     moving = target.traj_delta.sum(1).norm(dim=-1) >= APPROACH_MIN_MOVE_M
-    return target.event_valid & (target.event_openness < GRIPPER_CLOSED_BELOW) & open_now & stays_open & moving
+    approaching = approaching_grasp(arm_state[..., 3], target.traj_gripper, target.event_valid, target.event_openness)
+    return approaching & moving
 
 
 def shift_teacher_targets(
@@ -323,12 +328,7 @@ def shift_teacher_targets(
     position = condition.position + torch.where(arms[..., None], shift.to(device, dtype), 0.0)
     start = arm_state[..., :3].to(dtype)
     pace = target.traj_delta.norm(dim=-1).mean(1).clamp_min(tr.recovery_min_speed_m)  # [B, 2]
-    to_go = position - start
-    distance = to_go.norm(dim=-1)
-    steps = torch.arange(1, horizon + 1, device=device, dtype=dtype)
-    reach = torch.minimum(pace[:, None] * steps[None, :, None], distance[:, None])  # [B, H, 2]
-    path = start[:, None] + (to_go / distance.clamp_min(1e-9)[..., None])[:, None] * reach[..., None]
-    deltas = torch.diff(torch.cat((start[:, None], path), 1), dim=1)
+    deltas = straight_approach(start, position, pace, horizon).movedim(0, 1)  # [B, H, 2, 3]
     traj = torch.where(arms[:, None, :, None], deltas.to(target.traj_delta.dtype), target.traj_delta)
     return TargetCondition(position, condition.valid, condition.forced), dataclasses.replace(target, traj_delta=traj)
 
