@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from instant_fold_core.contracts import GRIPPER_CLOSED_BELOW, gripper_closed
-from instant_fold_core.errors import InvalidInputError
+from instant_fold_core.contracts import ARM_STATE_SHAPE, GRIPPER_CLOSED_BELOW, gripper_closed
+from instant_fold_core.validation import check_array
 
 #: Counts above this share its embedding (the benchmarks' folds make at most 3 carries per arm).
 MAX_EVENT_COUNT = 7
@@ -50,13 +50,9 @@ class EventCounter:
         self.counts = np.zeros(2, np.int64)
 
     def observe(self, arm_state: np.ndarray) -> np.ndarray:
-        """The counts [2] including this query's measured state [2, 4] (InvalidInputError for
-        another shape or a non-finite openness, counting nothing)."""
-        state = np.asarray(arm_state)
-        if state.shape != (2, 4):
-            raise InvalidInputError(f"arm_state: expected shape [2, 4], got {list(state.shape)}")
-        if not np.isfinite(state[:, 3]).all():
-            raise InvalidInputError(f"arm_state: gripper openness must be finite, got {state[:, 3].tolist()}")
+        """The counts [2] including this query's measured state [2, 4] (`check_array`'s
+        ValidationError for another shape or a non-finite value, counting nothing)."""
+        state = check_array("arm_state", np.asarray(arm_state), ARM_STATE_SHAPE)
         closed = gripper_closed(state[:, 3])
         self.counts += closed != self.closed
         self.closed = closed
