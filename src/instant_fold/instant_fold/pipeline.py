@@ -141,12 +141,13 @@ class PretrainStage:
     """`instant_fold_learning.pretrain_encoder` on the store's training split."""
 
     config: str = "cpu-small"
+    #: 0: the weights pretraining starts from, saved untrained (the untrained-encoder row).
     steps: int = 600
     #: An existing encoder directory (e.g. models/encoder): not pretrained, its tokens are used.
     encoder: str | None = None
 
     def __post_init__(self) -> None:
-        check_numbers("pretrain", self, positive=("steps",))
+        check_numbers("pretrain", self, non_negative=("steps",))
 
 
 @dataclass(frozen=True)
@@ -342,7 +343,9 @@ class Pipeline:
         if p.encoder:
             self.stage(f"2/6 encoder: using {self.encoder} (pretrain.encoder), not pretrained here")
             return
-        self.stage(f"2/6 encoder pretraining ({p.steps} steps)")
+        self.stage(
+            f"2/6 encoder pretraining ({p.steps} steps{': the initial weights, untrained' if not p.steps else ''})"
+        )
         self.run(
             self.module(
                 "instant_fold_learning.pretrain_encoder", "--config", p.config, "--data", self.store,

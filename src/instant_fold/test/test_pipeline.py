@@ -67,6 +67,7 @@ def test_settings_override_keys_by_path_and_bad_ones_are_refused() -> None:
     assert recipe.generate.modes == load_recipe(path).generate.modes  # the rest of the section is kept
     policy = policy_config(load_recipe(path, ["train.steps=7"]))
     assert policy["train"]["steps"] == 7 and policy["train"]["batch_size"] == 32
+    assert load_recipe(path, ["pretrain.steps=0"]).pretrain.steps == 0  # the untrained-encoder row
     layered = policy_config(load_recipe(path, ["train.model.event_progress=true", "train.train.ema_decay=0.99"]))
     assert layered["model"] == {**policy["model"], "event_progress": True}  # the recipe's other model keys kept
     assert layered["train"] == {**policy["train"], "steps": 10000, "ema_decay": 0.99}
@@ -74,6 +75,7 @@ def test_settings_override_keys_by_path_and_bad_ones_are_refused() -> None:
         ("generate.episodes=3", "episodes"),  # unknown key, named
         ("generate.episodes_per=three", "episodes_per"),
         ("train.processes=0", "processes"),
+        ("pretrain.steps=-1", "pretrain.steps"),  # 0 is the untrained encoder; fewer is nothing
         ("threads", "KEY=VALUE"),
     ]:
         with pytest.raises(ConfigError, match=message):

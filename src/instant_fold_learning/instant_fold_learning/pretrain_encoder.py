@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             f"steps {summary['start_step']}->{last['step']}: loss {first['loss']:.4f} -> {last['loss']:.4f}, "
             f"{last['tokens_per_s']:.0f} tokens/s; encoder saved to {Path(args.out) / ENCODER_DIR}"
         )
+    elif summary["rank"] == 0 and summary["start_step"] == 0:
+        print(f"0 steps: the initial (untrained) encoder saved to {Path(args.out) / ENCODER_DIR}")
     return 0
 
 

@@ -40,6 +40,23 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
     return load_file(str(path / "model.safetensors"))
 
 
+def test_zero_steps_save_the_weights_training_starts_from(episodes, tmp_path):
+    """`train.steps` 0 is the untrained-encoder row: the encoder pretraining would start from
+    (seeded), saved where a trained one goes, every weight as built."""
+    cfg = tiny_config(0)
+    summary = pretrain(episodes, cfg, tmp_path / "zero", echo=False)
+    assert summary["history"] == [] and [r["event"] for r in read_log(tmp_path / "zero" / LOG_FILE)] == ["start", "end"]
+    torch.manual_seed(cfg.train.seed)
+    initial = PretrainModel(cfg.encoder, cfg.train).encoder.state_dict()
+    saved = ClothEncoder.from_pretrained(tmp_path / "zero" / "encoder").state_dict()
+    assert saved.keys() == initial.keys() and all(torch.equal(saved[k], initial[k]) for k in saved)
+    trained = pretrain(episodes, tiny_config(1), tmp_path / "one", echo=False)
+    assert trained["history"] and not all(
+        torch.equal(v, initial[k])
+        for k, v in ClothEncoder.from_pretrained(tmp_path / "one" / "encoder").state_dict().items()
+    )
+
+
 def test_run_logs_checkpoints_and_resumes_exactly(episodes, tmp_path):
     full = pretrain(episodes, tiny_config(3), tmp_path / "full", echo=False)
     assert [r["step"] for r in full["history"]] == [1, 2, 3]

@@ -97,12 +97,12 @@ class TrainingConfig:
             "train",
             self,
             positive=(
-                *("steps", "clothes_per_batch", "trajectories_per_cloth", "max_frames"),
+                *("clothes_per_batch", "trajectories_per_cloth", "max_frames"),
                 *("lr", "sigma", "tau_start", "tau_end", "keypoint_radius"),
                 *("loss_block", "log_every", "checkpoint_every"),
             ),
             non_negative=(
-                *("weight_decay", "warmup_steps", "grad_clip", "same_weight", "cross_weight", "motion_dist"),
+                *("steps", "weight_decay", "warmup_steps", "grad_clip", "same_weight", "cross_weight", "motion_dist"),
                 *("occlusion_radius_m", "random_occluders"),
             ),
             unit_interval=("min_lr_ratio", "motion_frac", "occlusion_prob"),
@@ -318,7 +318,8 @@ def pretrain(
     """Train the encoder on `episodes`; writes `train_state/`, `log.jsonl` and `encoder/` (the
     deployable encoder) to `out`. `resume`: continue the run in `out`. `stop_at` ends this run
     early at that step (after saving the train state), as a preempted job would; the schedules
-    still follow `train.steps`. Returns a summary."""
+    still follow `train.steps`. `train.steps` 0 saves the weights training would start from (seeded
+    by `train.seed`): the paper's untrained-encoder ablation, from the same command. Returns a summary."""
     out = Path(out)
     tcfg = config.validate().train
     check_new_run(out, resume, (ENCODER_DIR, "checkpoints"))
