@@ -435,6 +435,16 @@ class Pipeline:
         (self.work / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         return summary
 
+    def _untrained_or_given(self) -> str:
+        """The summary's encoder entry when the run trained none."""
+        if self.recipe.pretrain.encoder:
+            return "not pretrained here"
+        return (
+            "untrained: the initial weights (pretrain.steps 0)"
+            if self.recipe.pretrain.steps == 0
+            else "not pretrained yet"
+        )
+
     def summarize(self) -> dict[str, Any]:
         """What the model cards quote: stage wall times, data, encoder and policy training ends, offline results."""
         from instant_fold_learning.trainer import LOG_FILE, read_log
@@ -457,7 +467,9 @@ class Pipeline:
             "episodes": {d.name: len(list(d.glob("*.npz"))) for d in (self.tokens_train, self.tokens_heldout)},
             "generation": generation_cost(self.store) if self.store.is_dir() else None,
             "generation_by_context": cost_by_context(self.store) if self.store.is_dir() else None,
-            "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]} if encoder else "not pretrained here",
+            "encoder": {"first_loss": encoder[0]["loss"], "last": encoder[-1]}
+            if encoder
+            else self._untrained_or_given(),
             "keypoints": keypoints,
             "policy_start": next((r for r in policy if r["event"] == "start"), None),
             "policy_end": next((r for r in reversed(policy) if r["event"] == "end"), None),
@@ -500,7 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("work", nargs="?", default="runs/default_models", help="work directory (resumed if it exists)")
     parser.add_argument(
-        "--recipe", default="cpu-small", help="a recipe of config/pipelines/ (cpu-small, paper) or a YAML file"
+        "--recipe",
+        default="cpu-small",
+        help="a recipe of config/pipelines/ (cpu-small, cpu-folds, paper) or a YAML file",
     )
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="STAGE.KEY=VALUE")
     parser.add_argument("--only", nargs="+", choices=STAGES, help="run these stages only (no install)")
