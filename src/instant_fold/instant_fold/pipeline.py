@@ -27,7 +27,8 @@ with `--skip` or replaced by existing data: `generate.store` (an episode store m
 A recipe may start from another (`base: cpu-small`) and name only what it changes
 (`config/pipelines/cpu-folds.yaml`, the fold split). `--set` overrides any recipe key (a YAML value: `--set generate.episodes_per=3`,
 `--set train.processes=1`). The policy's `train.model` and `train.train` mappings are layered key by
-key (`--set train.model.event_progress=true` keeps the other model keys). Compute threads per process are the recipe's `threads`, set here for
+key (`--set train.model.event_progress=true` keeps the other model keys; a layer sets keys, it cannot
+remove one of its base's). Compute threads per process are the recipe's `threads`, set here for
 every stage, so a run's numbers do not depend on the caller's `OMP_NUM_THREADS`.
 """
 
@@ -439,11 +440,9 @@ class Pipeline:
         """The summary's encoder entry when the run trained none."""
         if self.recipe.pretrain.encoder:
             return "not pretrained here"
-        return (
-            "untrained: the initial weights (pretrain.steps 0)"
-            if self.recipe.pretrain.steps == 0
-            else "not pretrained yet"
-        )
+        if self.recipe.pretrain.steps == 0 and (self.pretrain_run / ENCODER_DIR).is_dir():
+            return "untrained: the initial weights (pretrain.steps 0)"
+        return "not pretrained yet"
 
     def summarize(self) -> dict[str, Any]:
         """What the model cards quote: stage wall times, data, encoder and policy training ends, offline results."""

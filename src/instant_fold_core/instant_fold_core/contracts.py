@@ -68,7 +68,8 @@ class FoldPhase(IntEnum):
 
 
 def gripper_closed(openness: ArrayLike) -> np.ndarray:
-    """Elementwise `openness < GRIPPER_CLOSED_BELOW` (a bool array, 0-d for one number)."""
+    """Elementwise `openness < GRIPPER_CLOSED_BELOW` (a bool array; a numpy bool for one number).
+    Openness must be finite (NaN would read as open): every boundary refuses it before it gets here."""
     return np.asarray(openness) < GRIPPER_CLOSED_BELOW
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from instant_fold_core.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from instant_fold_core.errors import ConfigError
 from instant_fold_learning.encoder import ClothEncoder
 from instant_fold_learning.encoder.synthetic import synthetic_dataset
 from instant_fold_learning.encoder.training import PretrainConfig, PretrainModel, pretrain, restore
@@ -55,6 +56,8 @@ def test_zero_steps_save_the_weights_training_starts_from(episodes, tmp_path):
         torch.equal(v, initial[k])
         for k, v in ClothEncoder.from_pretrained(tmp_path / "one" / "encoder").state_dict().items()
     )
+    with pytest.raises(ConfigError, match="holds a run at step 1"):  # never the trained weights called untrained
+        pretrain(episodes, cfg, tmp_path / "one", resume=True, echo=False)
 
 
 def test_run_logs_checkpoints_and_resumes_exactly(episodes, tmp_path):

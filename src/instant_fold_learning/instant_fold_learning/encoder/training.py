@@ -331,6 +331,8 @@ def pretrain(
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
     start = restore(out, model, optimizer) if resume else 0
+    if start > tcfg.steps:  # e.g. `steps: 0` (the untrained encoder) over a trained run: never its weights
+        raise ConfigError(f"train.steps {tcfg.steps}: {out} holds a run at step {start} already (choose another --out)")
     runner = DistributedDataParallel(model) if where.world_size > 1 else model
     log = RunLog(out, where, "encoder", echo)
     log.write({"event": "start", "config": config.encoder.name, "world_size": where.world_size, "start_step": start})

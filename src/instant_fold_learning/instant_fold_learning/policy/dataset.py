@@ -392,10 +392,9 @@ def retarget_recovery(
         )
         start = expert + offset
         pace = np.linalg.norm(np.diff(episode.action[idx, a, :3], axis=0), axis=-1).mean()
-        speed = torch.tensor(max(float(pace), train.recovery_min_speed_m))
-        traj_delta[:, a] = straight_approach(
-            torch.from_numpy(start), torch.from_numpy(event.position[a]), speed, horizon
-        ).numpy()
+        speed = torch.tensor(max(float(pace), train.recovery_min_speed_m), dtype=torch.float64)
+        goal = torch.from_numpy(event.position[a].astype(np.float64))
+        traj_delta[:, a] = straight_approach(torch.from_numpy(start.astype(np.float64)), goal, speed, horizon).numpy()
         keypose_delta[a] = keypose_delta[a] + state[a, :3] - start
         state[a, :3] = start
     return state, traj_delta.astype(np.float32), keypose_delta.astype(np.float32)

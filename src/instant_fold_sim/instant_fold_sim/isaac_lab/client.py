@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from ..rollout import GenerationConfig, StartState
 
 #: Folders holding the `instant_fold_sim` package (src/instant_fold_sim), the plain-numpy
-#: `instant_fold_control.transforms` its scene geometry uses and the `instant_fold_core.errors`
-#: root those transforms' errors derive from: the only paths the Isaac Lab process gets on
+#: `instant_fold_control.transforms` its scene geometry uses and `instant_fold_core` (the
+#: `errors` root those transforms' errors derive from, the gripper rule of `contracts`, numpy only): the only paths the Isaac Lab process gets on
 #: PYTHONPATH (symlink installs resolve to the sources, plain installs to their site-packages
 #: folders: package-relative import roots, not a look-up of the repository).
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]

@@ -477,12 +477,11 @@ class IsaacLabBackend(Backend):
         spec = self._spec()
         positions = self.cloth.data.nodal_pos_w.torch[0].cpu().numpy()
         for i, arm in enumerate(self.arms):
-            if gripper_closed(openness[i]) and not gripper_closed(
-                arm.openness
-            ):  # close: hold the cloth within the grasp radius
+            closes, was_closed = gripper_closed(openness[i]), gripper_closed(arm.openness)
+            if closes and not was_closed:  # close: hold the cloth within the grasp radius
                 hand = arm.hand_rotation_world()
                 self.holds[i].grasp(positions, arm.tcp_world(), hand, spec.grasp_radius, self.holds[1 - i].ids)
-            elif gripper_closed(arm.openness) and not gripper_closed(openness[i]):  # open: release
+            elif was_closed and not closes:  # open: release
                 self.holds[i].release()
             arm.command(target[i], float(openness[i]))
         self._hold(target)
