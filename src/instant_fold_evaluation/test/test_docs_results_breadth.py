@@ -25,6 +25,36 @@ def _breadth_v2_from_nothing() -> dict[str, float]:
     }
 
 
+def _recipe_from_nothing(generation: dict, train_episodes: int, policy_minutes: float) -> dict[str, float]:
+    """A fold-split recipe's stage minutes from nothing: its episodes' generation (`generation_cost`
+    of breadth v2's store), its policy run, breadth v2's other stages scaled to its episodes (the
+    offline evaluation reads its training episodes and breadth v2's held-out starts)."""
+    v2, v2_scaled = result("breadth_v2_training.json"), _breadth_v2_from_nothing()
+    tokenised = sum(v2["tokenising_resumed"].values())
+    evaluated = (train_episodes + v2["episodes"]["tokens_heldout"]) / sum(v2["episodes"].values())
+    return {
+        "generation": generation["minutes_for_2_workers"],
+        "encoder": v2_scaled["encoder"],
+        "tokenising": round(v2_scaled["tokenising"] / tokenised * generation["episodes"], 1),
+        "keypoints": v2_scaled["keypoints"],
+        "policy": policy_minutes,
+        "offline": round(v2_scaled["offline"] * evaluated, 1),
+    }
+
+
+def _cost_rows(stages: dict[str, float], generation: dict, train_episodes: int) -> list[str]:
+    """The lines of docs/policy.md's cost table of a recipe (`_recipe_from_nothing`)."""
+    v2 = result("breadth_v2_training.json")
+    total = round(sum(stages.values()), 1)
+    return [f"| {stage} | {minutes} |" for stage, minutes in stages.items() if stage != "offline"] + [
+        f"| offline evaluation | {stages['offline']} | breadth v2's x {train_episodes + v2['episodes']['tokens_heldout']} / "
+        f"{sum(v2['episodes'].values())} episodes |",
+        f"| total | {total} | breadth v2: about {round(sum(_breadth_v2_from_nothing().values()))} |",
+        f"the recipe's {generation['episodes']} episodes in breadth v2's store: {generation['worker_seconds']:,} "
+        "worker-seconds over 2 workers",
+    ]
+
+
 def test_the_breadth_v2_training_run_is_the_measured_one() -> None:
     """docs/policy.md's "Breadth v2" stage table, budget and offline results."""
     run = result("breadth_v2_training.json")
@@ -248,31 +278,10 @@ def test_the_breadth_v3_recipe_and_its_cost_are_the_measured_ones() -> None:
     assert generation["episodes"] == 16 * (7 * 3 + 3) and cpu_flags(run) == cpu_flags(v2)
     assert run["policy_start"]["episodes"] == 321 and run["policy_end"]["event"] == "end"
     v2_scaled = _breadth_v2_from_nothing()
-    heldout = v2["episodes"]["tokens_heldout"]
-    stages = {
-        "generation": generation["minutes_for_2_workers"],
-        "encoder": v2_scaled["encoder"],
-        "tokenising": round(
-            v2_scaled["tokenising"] / sum(v2["tokenising_resumed"].values()) * generation["episodes"], 1
-        ),
-        "keypoints": v2_scaled["keypoints"],
-        "policy": run["policy_minutes"],
-        "offline": round(v2_scaled["offline"] * (start["episodes"] + heldout) / sum(v2["episodes"].values()), 1),
-    }
+    stages = _recipe_from_nothing(generation, start["episodes"], run["policy_minutes"])
     total = round(sum(stages.values()), 1)
     assert 150 < total < round(sum(v2_scaled.values()))  # cheaper than breadth v2, still over 2.5 h
-    policy = doc("docs/policy.md")
-    assert_quoted(
-        policy,
-        [f"| {stage} | {minutes} |" for stage, minutes in stages.items() if stage != "offline"]
-        + [
-            f"| offline evaluation | {stages['offline']} | breadth v2's x {start['episodes'] + heldout} / "
-            f"{sum(v2['episodes'].values())} episodes |",
-            f"| total | {total} | breadth v2: about {round(sum(v2_scaled.values()))} |",
-            f"the recipe's {generation['episodes']} episodes in breadth v2's store: {generation['worker_seconds']:,} "
-            "worker-seconds over 2 workers",
-        ],
-    )
+    assert_quoted(doc("docs/policy.md"), _cost_rows(stages, generation, start["episodes"]))
     assert_quoted(
         flat_doc("docs/policy.md"),
         [
@@ -581,5 +590,63 @@ def test_two_starts_at_ten_thousand_steps_is_the_measured_one() -> None:
             f"as three ({count(three['seen'], 'ctx_acc')}, {count(three['seen'], 'csr95')}, "
             f"{three['seen']['geom']['mean']:.2f}; held-out {count(three['heldout'], 'ctx_acc')}, "
             f"{three['heldout']['geom']['mean']:.2f})",
+        ],
+    )
+
+
+def test_two_starts_ten_thousand_steps_and_progress_is_the_recipe_and_the_measured_one() -> None:
+    """docs/policy.md's "Two starts, 10,000 steps and progress: the cpu-folds recipe": its closed
+    loop against the same run without progress and against the recipe it replaced, its offline
+    checks, and its cost from nothing within the 2.5 h budget."""
+    names = ("folds_breadth_v4", "folds_breadth_v4_progress", "folds_progress_6k", "folds_progress")
+    runs = [result(f"{name}.json") for name in names]
+    v4, new = runs[:2]
+    assert all(cpu_flags(run) == cpu_flags(v4) and run["bank"] == v4["bank"] for run in runs)
+    rows = merged_rows([v4, new])
+    assert table(rows) + "\n" + primitive_table(rows) in doc("docs/policy.md")
+    run = result("breadth_v4_progress_training.json")
+    start, generation = run["policy_start"], run["generation"]
+    assert start["start_step"] == 0 and start["world_size"] == 2 and run["policy_end"]["ranks_in_sync"]
+    assert run["generation_names"] == ["*__e00[01]", "proc_0000[012]__*__e003"] and start["episodes"] == 215
+    assert generation["episodes"] == 16 * (7 * 2 + 3) and cpu_flags(run) == cpu_flags(v4)
+    stages = _recipe_from_nothing(generation, start["episodes"], result("progress_training.json")["minutes"])
+    total = round(sum(stages.values()), 1)
+    assert total < 150
+    assert_quoted(doc("docs/policy.md"), _cost_rows(stages, generation, start["episodes"]))
+    p = {name: run["rows"]["policy"] for name, run in zip(("v4", "new", "replaced", "three"), runs, strict=True)}
+    seen = {
+        k: (count(r["seen"], "ctx_acc"), count(r["seen"], "csr95"), f"{r['seen']['geom']['mean']:.2f}")
+        for k, r in p.items()
+    }
+    held = {k: (count(r["heldout"], "ctx_acc"), f"{r['heldout']['geom']['mean']:.2f}") for k, r in p.items()}
+    extra = {k: sum(e["extra"] for e in r["seen"]["events"].values()) for k, r in p.items()}
+    body = {k: f"{r['seen']['primitives']['body']:.1f}" for k, r in p.items()}
+    assert seen["new"][1] == seen["v4"][1]  # "as many successes"
+    assert seen["new"][0] > max(seen[k][0] for k in ("v4", "replaced", "three"))  # "the most so far"
+    geom_bar = new["rows"]["do-nothing"]["heldout"]["geom"]["mean"] / 2
+    assert float(held["new"][1]) > geom_bar
+    offline = result("offline_breadth_v4_progress.json")["heldout"]
+    oracle = new["rows"]["oracle-out-of-sample"]["seen"]["csr95"]["mean"]
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"- {seen['new'][0]} of 48 seen contexts right, the most so far ({seen['v4'][0]} without progress), as many "
+            f"successes ({seen['new'][1]}), Geom. {seen['new'][2]} ({seen['v4'][2]}); the shown fold's body fold kept in "
+            f"{body['new']} % of seen rollouts ({body['v4']} %); held-out folds {held['new'][0]} of 9 recognised "
+            f"({held['v4'][0]}), Geom. {held['new'][1]} ({held['v4'][1]}); {new['outcomes']['step_limit']} rollouts at "
+            f"the step limit ({v4['outcomes']['step_limit']}), {extra['new']} grasps and releases beyond the oracle's "
+            f"on the seen folds ({extra['v4']}).",
+            f"6,000 steps: {seen['replaced'][0]} of 48, {seen['replaced'][1]} successes, Geom. {seen['replaced'][2]}; "
+            f"held-out {held['replaced'][0]} of 9, Geom. {held['replaced'][1]}) it recognises "
+            f"{seen['new'][0] - seen['replaced'][0]} more seen contexts and folds {seen['new'][1] - seen['replaced'][1]} "
+            f"more inside the envelope",
+            f"(over the bar of half of do-nothing's, {geom_bar:.2f})",
+            f"10,000 steps ({seen['three'][0]}, {seen['three'][1]}, {seen['three'][2]})",
+            f"5 cm {offline['first_grasp']['within_5cm'] * 100:.1f} %, target following "
+            f"{offline['target_following']['slope_median']:.2f}, action error {offline['action_error_cm']:.2f} cm",
+            f"Within the 2.5 h budget by about {round(150 - total)} min",
+            f"seen Ctx. Acc. {new['rows']['policy']['seen']['ctx_acc']['mean']:.1f} % against 90 %, C-SR@95 "
+            f"{new['rows']['policy']['seen']['csr95']['mean']:.1f} % against {0.7 * oracle:.1f} %, held-out Ctx. Acc. "
+            f"{new['rows']['policy']['heldout']['ctx_acc']['mean']:.1f} % against 60 %",
         ],
     )
