@@ -650,3 +650,41 @@ def test_two_starts_ten_thousand_steps_and_progress_is_the_recipe_and_the_measur
             f"{new['rows']['policy']['heldout']['ctx_acc']['mean']:.1f} % against 60 %",
         ],
     )
+
+
+def test_the_untrained_encoder_row_on_the_breadth_benchmark_is_the_measured_one() -> None:
+    """docs/evaluation.md's "The untrained-encoder row on the breadth benchmark": the paper's second
+    ordering at breadth v3's recipe with progress, same data, settings and benchmark."""
+    runs = [result(f"{name}.json") for name in ("folds_progress_6k", "folds_untrained_6k")]
+    assert cpu_flags(runs[0]) == cpu_flags(runs[1]) and runs[0]["bank"] == runs[1]["bank"]
+    assert runs[1]["encoder"] != runs[0]["encoder"]  # each row closed loop with its own encoder
+    rows = merged_rows(runs)
+    assert table(rows) + "\n" + grasp_table(rows) + "\n" + primitive_table(rows) in doc("docs/evaluation.md")
+    run, pretrained = result("untrained_6k_training.json"), result("progress_6k_training.json")
+    assert run["encoder"].startswith("untrained") and cpu_flags(run) == cpu_flags(runs[0])
+    same = ("episodes", "samples", "start_step", "world_size")
+    assert [run["policy_start"][k] for k in same] == [pretrained["policy_start"][k] for k in same]
+    trained, untrained = (r["rows"]["policy"] for r in runs)
+    seen = [
+        (count(r["seen"], "ctx_acc"), count(r["seen"], "csr95"), r["seen"]["geom"]["mean"])
+        for r in (trained, untrained)
+    ]
+    held = [
+        (count(r["heldout"], "ctx_acc"), count(r["heldout"], "csr95"), r["heldout"]["geom"]["mean"])
+        for r in (trained, untrained)
+    ]
+    assert seen[0][:2] == seen[1][:2] and seen[0][2] < seen[1][2]  # "level ... shaped a little better"
+    assert held[0][0] == held[1][0] + 1 and held[0][1] == held[1][1] + 1 and held[0][2] < held[1][2]
+    within = [r["seen"]["first_grasp"]["within_5cm"] * 100 for r in (trained, untrained)]
+    assert_quoted(
+        flat_doc("docs/evaluation.md"),
+        [
+            f"`untrained_6k_training.json`: {run['policy_start']['episodes']} training episodes, "
+            f"{run['policy_start']['samples']:,} samples, as the pretrained row's",
+            f"({seen[0][0]} of 48 contexts right, {seen[0][1]} successes each)",
+            f"(Geom. {seen[0][2]:.2f} against {seen[1][2]:.2f})",
+            f"more often ({within[0]:.1f} % against {within[1]:.1f} %)",
+            f"({held[0][0]} of 9 against {held[1][0]}), succeeds once more ({held[0][1]} against {held[1][1]}) and "
+            f"shapes them better (Geom. {held[0][2]:.2f} against {held[1][2]:.2f})",
+        ],
+    )
