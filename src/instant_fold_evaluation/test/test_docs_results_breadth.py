@@ -688,3 +688,24 @@ def test_the_untrained_encoder_row_on_the_breadth_benchmark_is_the_measured_one(
             f"shapes them better (Geom. {held[0][2]:.2f} against {held[1][2]:.2f})",
         ],
     )
+
+
+def test_the_recipes_second_draw_is_the_measured_one() -> None:
+    """docs/policy.md's second draw of the cpu-folds recipe's row: same checkpoint, bank and machine, sampler seed 1."""
+    first, second = (
+        result(f"{name}.json") for name in ("folds_breadth_v4_progress", "folds_breadth_v4_progress_seed1")
+    )
+    assert (first["seed"], second["seed"]) == (0, 1) and first["checkpoint"] == second["checkpoint"]
+    assert cpu_flags(first) == cpu_flags(second) and first["bank"] == second["bank"]
+    one, two = (run["rows"]["policy"] for run in (first, second))
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"{count(two['seen'], 'ctx_acc')} of 48 seen contexts right, {count(two['seen'], 'csr95')} successes, Geom. "
+            f"{two['seen']['geom']['mean']:.2f}; held-out folds {count(two['heldout'], 'ctx_acc')} of 9 recognised, Geom. "
+            f"{two['heldout']['geom']['mean']:.2f}; {second['outcomes']['step_limit']} rollouts at the step limit",
+            f"across draws ({count(one['seen'], 'ctx_acc')}, {count(two['seen'], 'ctx_acc')}); the successes "
+            f"({count(one['seen'], 'csr95')}, {count(two['seen'], 'csr95')}) and the held-out folds "
+            f"({count(one['heldout'], 'ctx_acc')}, {count(two['heldout'], 'ctx_acc')} of 9)",
+        ],
+    )
