@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any, Protocol, TypeVar, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -67,10 +68,31 @@ class FoldPhase(IntEnum):
     RETURNING_HOME = 4
 
 
-def gripper_closed(openness: ArrayLike) -> np.ndarray:
-    """Elementwise `openness < GRIPPER_CLOSED_BELOW` (a bool array; a numpy bool for one number).
+class _Tensor(Protocol):
+    """A torch tensor as `gripper_closed` reads it (the core does not import torch)."""
+
+    def __lt__(self, other: float, /) -> _Tensor: ...
+
+    def long(self) -> _Tensor: ...
+
+
+_T = TypeVar("_T", bound=_Tensor)
+
+
+@overload
+def gripper_closed(openness: _T) -> _T: ...
+
+
+@overload
+def gripper_closed(openness: ArrayLike) -> np.ndarray: ...
+
+
+def gripper_closed(openness: object) -> object:
+    """Elementwise `openness < GRIPPER_CLOSED_BELOW`: a bool array (a numpy bool for one number), or
+    a bool tensor of a tensor, on its device (the training batches read the rule in torch).
     Openness must be finite (NaN would read as open): every boundary refuses it before it gets here."""
-    return np.asarray(openness) < GRIPPER_CLOSED_BELOW
+    value: Any = openness if hasattr(openness, "long") else np.asarray(openness)
+    return value < GRIPPER_CLOSED_BELOW
 
 
 def _steps_with(bad: np.ndarray) -> list[int]:

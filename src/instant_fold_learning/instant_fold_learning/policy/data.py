@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from instant_fold_core.contracts import GRIPPER_CLOSED_BELOW, gripper_closed
+from instant_fold_core.contracts import gripper_closed
 from instant_fold_core.dataset.schema import KEYPOINT_NAMES, Episode
 from instant_fold_core.errors import InvalidInputError
 
@@ -371,9 +371,8 @@ def approaching_grasp(open_now: Flags, chunk_openness: Flags, event_valid: Flags
     """Arms [..., 2] on their way to their next grasp: open now [..., 2], the next event a grasp
     (valid and closing, [..., 2]), the gripper open over the whole chunk [..., H, 2]. Numpy arrays of
     one sample (the dataset's recovery labels) or tensors of a batch (the teacher's shifted targets)."""
-    opened = open_now >= GRIPPER_CLOSED_BELOW
-    stays_open = (chunk_openness >= GRIPPER_CLOSED_BELOW).all(-2)
-    return event_valid & (event_openness < GRIPPER_CLOSED_BELOW) & opened & stays_open
+    stays_open = (~gripper_closed(chunk_openness)).all(-2)
+    return event_valid & gripper_closed(event_openness) & ~gripper_closed(open_now) & stays_open
 
 
 def straight_approach(start: torch.Tensor, goal: torch.Tensor, speed: torch.Tensor, horizon: int) -> torch.Tensor:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from instant_fold_core.contracts import ARM_STATE_SHAPE, GRIPPER_CLOSED_BELOW, gripper_closed
+from instant_fold_core.contracts import ARM_STATE_SHAPE, gripper_closed
 from instant_fold_core.validation import check_array
 
 #: Counts above this share its embedding (the benchmarks' folds make at most 3 carries per arm).
@@ -29,7 +29,7 @@ def event_counts(arm_state: torch.Tensor) -> torch.Tensor:
     """[..., T, 2, 4] arm states in time order (an episode's frames or a demonstration's keyframes,
     the first one the start) -> [..., T, 2] long: per arm, the open/closed changes up to and
     including each step, from open grippers."""
-    closed = (arm_state[..., 3] < GRIPPER_CLOSED_BELOW).long()
+    closed = gripper_closed(arm_state[..., 3]).long()
     start_open = torch.zeros_like(closed[..., :1, :])
     return (torch.cat((start_open, closed), -2).diff(dim=-2) != 0).long().cumsum(-2)
 
