@@ -9,10 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from instant_fold_core.dataset.keyframes import arm_events
 from instant_fold_core.errors import ConfigError
 from instant_fold_learning.policy.anchor import AnchorOutput, anchor_losses, windowed_mean
 from instant_fold_learning.policy.configuration import preset
-from instant_fold_learning.policy.data import ObservationTokens, arm_events, collate, event_targets
+from instant_fold_learning.policy.data import ObservationTokens, collate, event_targets
 from instant_fold_learning.policy.dataset import PolicyDataset, approach_arms, retarget_recovery
 from instant_fold_learning.policy.decoder import TargetCondition
 from instant_fold_learning.policy.inference import PolicyInputError, PolicyRunner, absolute_actions, sample_cached

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from instant_fold_core.dataset.keyframes import extract_keyframes
+from instant_fold_core.dataset.keyframes import arm_events, extract_keyframes
 from instant_fold_core.errors import InvalidInputError
 from instant_fold_learning.policy.configuration import preset as policy_preset
-from instant_fold_learning.policy.data import ObservationTokens, arm_events, collate, keyframe_tokens
+from instant_fold_learning.policy.data import ObservationTokens, collate, keyframe_tokens
 from instant_fold_learning.policy.dataset import PolicyDataset
 from instant_fold_learning.policy.inference import PolicyInputError, PolicyRunner
 from instant_fold_learning.policy.progress import EventCounter, episode_event_counts, event_counts

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from instant_fold_core.contracts import ActionChunk, ChunkRepresentation, FoldOutcome, FoldPhase
-from instant_fold_core.dataset.keyframes import gripper_events
+from instant_fold_core.dataset.keyframes import arm_events, gripper_events
 from instant_fold_core.errors import ConfigError
-from instant_fold_learning.policy.data import arm_events
 from instant_fold_learning.policy.progress import EventCounter, episode_event_counts
 from instant_fold_policy.fold_loop import (
     NANOSECONDS,

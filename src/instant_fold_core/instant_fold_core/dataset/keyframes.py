@@ -25,11 +25,17 @@ def _close_gaps(flags: np.ndarray, min_run: int) -> np.ndarray:
     return out
 
 
-def gripper_events(arm_state: np.ndarray) -> np.ndarray:
-    """Frames (int, increasing) whose open/closed state (`gripper_closed`) differs from the
-    previous frame's for some arm: every grasp and release of [T, 2, 4] arm states."""
+def arm_events(arm_state: np.ndarray) -> list[np.ndarray]:
+    """Per arm of [T, 2, 4] arm states, the frames (int, increasing) whose open/closed state
+    (`gripper_closed`) differs from the previous frame's: that arm's grasps and releases."""
     closed = gripper_closed(np.asarray(arm_state)[:, :, 3])
-    return np.flatnonzero((closed[1:] != closed[:-1]).any(axis=1)) + 1
+    return [np.flatnonzero(closed[1:, a] != closed[:-1, a]) + 1 for a in range(closed.shape[1])]
+
+
+def gripper_events(arm_state: np.ndarray) -> np.ndarray:
+    """Frames (int, increasing) of every grasp and release of [T, 2, 4] arm states, any arm: the
+    union of the `arm_events`."""
+    return np.unique(np.concatenate(arm_events(arm_state)))
 
 
 def extract_keyframes(

@@ -345,13 +345,6 @@ class EventTargets:
     valid: np.ndarray
 
 
-def arm_events(arm_state: np.ndarray) -> list[np.ndarray]:
-    """Per arm, the frames whose open/closed state differs from the previous frame's
-    (`gripper_closed`): that arm's grasps and releases, increasing."""
-    closed = gripper_closed(np.asarray(arm_state)[:, :, 3])
-    return [np.flatnonzero(closed[1:, a] != closed[:-1, a]) + 1 for a in range(closed.shape[1])]
-
-
 def event_targets(arm_state: np.ndarray, events: list[np.ndarray], t: int) -> EventTargets:
     """The grasp/place targets of frame t: where each arm is at its first event after t (the measured
     state of that frame), what its gripper becomes, and whether it has one left; an arm with none

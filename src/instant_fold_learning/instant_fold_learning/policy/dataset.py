@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from instant_fold_core.dataset.keyframes import gripper_events
+from instant_fold_core.dataset.keyframes import arm_events, gripper_events
 from instant_fold_core.dataset.schema import folding_context
 from instant_fold_learning.policy.configuration import TrainingConfig
 from instant_fold_learning.policy.data import (
@@ -27,7 +27,6 @@ from instant_fold_learning.policy.data import (
     PolicySample,
     TokenizedEpisode,
     approaching_grasp,
-    arm_events,
     chunk_targets,
     collate,
     event_targets,
