@@ -57,7 +57,7 @@ def test_shipped_model_configs_load_unchanged() -> None:
     # dropped; the language variant's instruction fields are added at their defaults, and so are
     # training options added since (off by default).
     migrated = {k: v for k, v in policy["model"].items() if k != LEGACY_MODES}
-    model_added = ("vocabulary_size", "max_instruction_words", "event_progress")
+    model_added = ("vocabulary_size", "max_instruction_words", "event_progress", "progress_bias")
     added = {f: getattr(PolicyConfig(), f) for f in model_added if f not in policy["model"]}
     trained = {f: getattr(TrainingConfig(), f) for f in ("anchor_teacher_shift_m",) if f not in policy["train"]}
     expected = {**policy, "model": {**migrated, **added}, "train": {**policy["train"], **trained}}

@@ -1,19 +1,27 @@
-"""Progress through a fold (`model.event_progress`): event counts agree between training, the
-demonstration's keyframes and a fold's runner, and the policy reads them."""
+"""Progress through a fold (`model.event_progress`, `model.progress_bias`): event counts agree
+between training, the demonstration's keyframes and a fold's runner, and the policy reads them."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 import torch
 
 from instant_fold_core.dataset.keyframes import arm_events, extract_keyframes
-from instant_fold_core.errors import InvalidInputError
+from instant_fold_core.errors import ConfigError, InvalidInputError
 from instant_fold_learning.policy.configuration import preset as policy_preset
 from instant_fold_learning.policy.data import ObservationTokens, collate, keyframe_tokens
 from instant_fold_learning.policy.dataset import PolicyDataset
 from instant_fold_learning.policy.inference import PolicyInputError, PolicyRunner
-from instant_fold_learning.policy.progress import EventCounter, episode_event_counts, event_counts
+from instant_fold_learning.policy.progress import (
+    PROGRESS_SPAN,
+    EventCounter,
+    ProgressBias,
+    episode_event_counts,
+    event_counts,
+)
 from instant_fold_learning.policy.synthetic import synthetic_episodes
 from instant_fold_learning.testing import untrained_policy
 
@@ -79,8 +87,9 @@ def test_training_samples_carry_their_frames_counts(episode) -> None:
     assert torch.isfinite(policy.compute_loss(batch)["loss"])
 
 
-def test_policy_reads_the_counts_and_the_runner_requires_them(episode) -> None:
-    policy, _ = untrained_policy([episode], event_progress=True)
+@pytest.mark.parametrize("bias", [False, True], ids=["counts", "counts and bias"])
+def test_policy_reads_the_counts_and_the_runner_requires_them(episode, bias: bool) -> None:
+    policy, _ = untrained_policy([episode], event_progress=True, progress_bias=bias)
     policy.eval()
     kf = episode.keyframes
     demo = keyframe_tokens(
@@ -119,3 +128,103 @@ def test_policy_reads_the_counts_and_the_runner_requires_them(episode) -> None:
     with pytest.raises(PolicyInputError, match="event_count"):
         runner.predict(*args, event_count=np.array([-1, 0]))
     assert np.isfinite(runner.predict(*args, event_count=np.array([1, 0])).targets).all()
+
+
+#: The cloth-anchored policy with progress, as the cpu-folds recipe trains it (plus the bias).
+ANCHORED = {
+    "keypose_head": "anchored",
+    "demo_alignment": "registration",
+    "cloth_geometry": True,
+    "event_progress": True,
+}
+
+
+def test_progress_bias_is_looked_up_per_arm_and_laid_out_per_keyframe() -> None:
+    bias = ProgressBias(num_heads=2)
+    with torch.no_grad():
+        bias.table.copy_(torch.arange(bias.table.numel(), dtype=torch.float32).view_as(bias.table))
+    counts = torch.tensor([[[0, 0], [1, 0], [2, 1], [9, 1]]])  # 4 keyframes, [B, K, 2]
+    current = torch.tensor([[1, 0]])
+    out = bias(counts, current)
+    assert out.shape == (1, 2, 4)
+    for k, (left, right) in enumerate(counts[0].tolist()):
+        ahead = [min(max(c - n, -PROGRESS_SPAN), PROGRESS_SPAN) + PROGRESS_SPAN for c, n in ((left, 1), (right, 0))]
+        for h in range(2):
+            assert out[0, h, k] == bias.table[0, h, ahead[0]] + bias.table[1, h, ahead[1]]
+    laid = bias.tokens(counts, current, per_keyframe=3, before=2, after=1)
+    assert laid.shape == (1, 2, 1, 2 + 4 * 3 + 1)
+    assert (laid[..., :2] == 0).all() and (laid[..., -1] == 0).all()
+    torch.testing.assert_close(laid[0, :, 0, 2:-1], out[0].repeat_interleave(3, -1))
+
+
+def test_progress_bias_needs_the_counts() -> None:
+    with pytest.raises(ConfigError, match="progress_bias: needs model.event_progress"):
+        untrained_policy(progress_bias=True)
+
+
+def _keyframe_demo(episode):
+    kf = episode.keyframes
+    return keyframe_tokens(
+        episode.cloth_positions[kf],
+        episode.cloth_features[kf],
+        episode.cloth_valid[kf],
+        episode.arm_state[kf],
+        1,
+        "cpu",
+    )
+
+
+def _observation(episode, t: int, counts: list[int]) -> ObservationTokens:
+    return ObservationTokens(
+        *(torch.from_numpy(a[t][None]) for a in (episode.cloth_positions, episode.cloth_features)),
+        torch.from_numpy(episode.cloth_valid[t][None]),
+        torch.from_numpy(episode.arm_state[t][None]),
+        torch.tensor([counts]),
+    )
+
+
+def test_progress_bias_starts_as_the_policy_without_it(episode) -> None:
+    """The tables start at zero: the same weights give the same losses with and without the bias."""
+    plain, config = untrained_policy([episode], **ANCHORED)
+    biased, _ = untrained_policy([episode], **ANCHORED, progress_bias=True)
+    missing, unexpected = biased.load_state_dict(plain.state_dict(), strict=False)
+    assert not unexpected and missing and all("progress" in k for k in missing)
+    dataset = PolicyDataset([episode], plain.cfg.horizon, config.train)
+    rng = np.random.default_rng(0)
+    batch = collate([dataset.sample(i, rng) for i in range(0, len(dataset), max(1, len(dataset) // 4))])
+    losses = [m.compute_loss(batch, generator=torch.Generator().manual_seed(1)) for m in (plain, biased)]
+    torch.testing.assert_close(losses[0]["loss"], losses[1]["loss"])
+    losses[1]["loss"].backward()
+    assert biased.fusion_progress is not None and biased.anchor_progress is not None
+    assert all(b.table.grad is not None and b.table.grad.abs().sum() > 0 for b in biased.fusion_progress)
+    assert biased.anchor_progress.table.grad is not None and biased.anchor_progress.table.grad.abs().sum() > 0
+
+
+def test_progress_bias_lets_the_scene_read_only_the_keyframe_ahead(episode) -> None:
+    """With a large bias for "the left arm's next event" the fused scene reads that keyframe's
+    tokens only: replacing every other keyframe's context tokens changes nothing."""
+    policy, _ = untrained_policy([episode], **ANCHORED, progress_bias=True)
+    policy.eval()
+    assert policy.fusion_progress is not None
+    with torch.no_grad():
+        for bias in policy.fusion_progress:
+            bias.table[0, :, PROGRESS_SPAN + 1] = 60.0  # the left arm one event ahead
+        context = policy.encode_context(_keyframe_demo(episode))
+    assert context.counts is not None
+    t, current = int(episode.keyframes[1]), [1, 0]
+    ahead = (context.counts[0, :, 0] == current[0] + 1).nonzero()[:, 0].tolist()
+    assert ahead and len(ahead) < context.counts.shape[1]
+    per_keyframe = context.keyframe_tokens
+    others = torch.ones(context.tokens.shape[1], dtype=torch.bool)
+    for k in ahead:
+        others[k * per_keyframe : (k + 1) * per_keyframe] = False
+    noise = torch.randn(context.tokens.shape, generator=torch.Generator().manual_seed(0))
+    scrambled = dataclasses.replace(context, tokens=torch.where(others[None, :, None], noise, context.tokens))
+
+    def fused(ctx) -> torch.Tensor:
+        with torch.no_grad():
+            return policy.prepare_scene(_observation(episode, t, current), ctx).context_kv[0].k
+
+    torch.testing.assert_close(fused(scrambled), fused(context))
+    unbiased = dataclasses.replace(context, counts=None)  # the same context without the bias
+    assert not torch.allclose(fused(dataclasses.replace(scrambled, counts=None)), fused(unbiased))

@@ -82,17 +82,19 @@ class AnchorHead(nn.Module):
         robot: torch.Tensor,
         arm_xyz: torch.Tensor,
         centroid: torch.Tensor,
+        read_bias: torch.Tensor | None = None,
     ) -> AnchorOutput:
         """context [B, L, W] (the decoder's scene context) with positions/validity; cloth [B, N, W]
         the fused cloth tokens at cloth_pos [B, N, 3]; robot [B, 2, W] the current robot-state
         tokens (which hand, how far the fold is) and arm_xyz [B, 2, 3] their positions; centroid
         [B, 3] the cloth centroid, where the queries sit so that relative attention does not favour
-        cloth near the arm."""
+        cloth near the arm; `read_bias` an additive attention mask [B, heads, 1, L] on the context
+        (`model.progress_bias`)."""
         b = cloth.shape[0]
         q = self.queries.to(cloth.dtype)[None] + robot
         q_pos = centroid[:, None].expand(b, 2, 3).to(cloth_pos.dtype)
         ones = torch.ones(b, 2, dtype=torch.bool, device=cloth.device)
-        h = self.read(q, q_pos, ones, self.read.context_kv(context, context_pos, context_valid))
+        h = self.read(q, q_pos, ones, self.read.context_kv(context, context_pos, context_valid), read_bias)
         logits = torch.einsum("bhw,bnw->bhn", self.query_proj(h), self.key_proj(cloth)) / math.sqrt(cloth.shape[-1])
         logits = logits.float().masked_fill(~cloth_valid[:, None], float("-inf"))
         point = windowed_mean(logits, cloth_pos.float(), self.window_m)

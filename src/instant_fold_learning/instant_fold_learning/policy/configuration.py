@@ -111,6 +111,11 @@ class PolicyConfig:
     #: `policy/progress.py`): the stage of the fold, where one observation leaves it ambiguous.
     #: Not in the paper: a choice, measured in docs/policy.md.
     event_progress: bool = False
+    #: With `event_progress`: attention from the current scene to the demonstration keyframes (the
+    #: fusion, and the anchored head's read of the state-event tokens) gets a learned bias per head
+    #: by how many events each arm's count at a keyframe is ahead of its current one
+    #: (`policy/progress.py`, `ProgressBias`). Not in the paper: a choice, measured in docs/policy.md.
+    progress_bias: bool = False
 
     def validate(self) -> PolicyConfig:
         positive = (
@@ -148,6 +153,10 @@ class PolicyConfig:
             raise ConfigError("model.num_summary_tokens: must be > 0 when use_summary_tokens is set")
         if not 0 < self.rope_min_wavelength_m < self.rope_max_wavelength_m:
             raise ConfigError("model.rope_min_wavelength_m: need 0 < min < rope_max_wavelength_m")
+        if self.progress_bias and not (self.event_progress and self.conditioning == "demo"):
+            raise ConfigError(
+                "model.progress_bias: needs model.event_progress and a demonstration (conditioning: demo)"
+            )
         return self
 
     @property

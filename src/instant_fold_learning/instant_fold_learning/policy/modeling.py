@@ -40,7 +40,7 @@ from instant_fold_learning.policy.data import ActionTargets, DemoTokens, Observa
 from instant_fold_learning.policy.decoder import ActionDenoiser, DecoderOutput, TargetCondition
 from instant_fold_learning.policy.instruction import PAD, InstructionError, Vocabulary
 from instant_fold_learning.policy.normalization import ActionNormalizers, NormalizerError
-from instant_fold_learning.policy.progress import event_counts
+from instant_fold_learning.policy.progress import ProgressBias, event_counts
 
 #: Point maps between the current scene's and the demonstration's frames ([B, L, 3] -> [B, L, 3]).
 PointMap = Callable[[torch.Tensor], torch.Tensor]
@@ -75,6 +75,10 @@ class DemoContext:
     #: The first keyframe's cloth tokens: positions [B, N, 3], features [B, N, D], validity [B, N]
     #: (`model.demo_alignment = "registration"`: registered onto every query's cloth), else None.
     first_cloth: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    #: Each keyframe's arms' event counts [B, K, 2] (`model.progress_bias`), else None; `tokens`
+    #: then holds `keyframe_tokens` tokens per keyframe in keyframe order, then the summary tokens.
+    counts: torch.Tensor | None = None
+    keyframe_tokens: int = 0
 
     def select(self, index: torch.Tensor) -> DemoContext:
         """Row `index[b]` for every b: the encoded demonstration of each sample of a batch whose
@@ -96,6 +100,8 @@ class DemoContext:
             ],
             pick(self.anchor),
             None if self.first_cloth is None else tuple(x.index_select(0, index) for x in self.first_cloth),
+            pick(self.counts),
+            self.keyframe_tokens,
         )
 
 
@@ -148,6 +154,13 @@ class InstantFoldPolicy(nn.Module):
         self.anchor = AnchorHead(cfg, rope) if anchored else None
         #: Anchored head: content of the two target tokens added to the decoder's scene context.
         self.target_tokens = nn.Parameter(torch.randn(2, cfg.width) * 0.02) if anchored else None
+        #: `model.progress_bias`: one per fusion layer, and one for the anchored head's read of the
+        #: state-event tokens (where it has them).
+        self.fusion_progress = (
+            nn.ModuleList(ProgressBias(cfg.num_heads) for _ in range(cfg.fusion_layers)) if cfg.progress_bias else None
+        )
+        read_events = cfg.progress_bias and anchored and cfg.use_state_event_tokens
+        self.anchor_progress = ProgressBias(cfg.num_heads) if read_events else None
         self.normalizers = ActionNormalizers()
         #: Mode name -> id of the training data's modes (a record of what the policy trained on).
         self.mode_ids: dict[str, int] = {}
@@ -167,6 +180,7 @@ class InstantFoldPolicy(nn.Module):
     def encode_context(self, demo: DemoTokens) -> DemoContext:
         """Encode the context keyframes once; padded keyframes are masked out of every attention."""
         events: tuple[torch.Tensor | None, ...] = (None, None, None)
+        counts, per_keyframe = None, 0
         if self.word_embedding is not None and self.word_position is not None:
             ids = demo.instruction
             if ids.shape[1] == 0 or not (ids != PAD).any(1).all():
@@ -181,6 +195,7 @@ class InstantFoldPolicy(nn.Module):
             tokens, pos, valid = self.tokenizer.scene(
                 demo.cloth_positions, demo.cloth_features, demo.cloth_valid, state, counts
             )
+            per_keyframe = tokens.shape[2]
             tokens, pos, valid = self.context_encoder(tokens, pos, valid & demo.frame_mask[..., None])
             if self.summary is not None:
                 s_tok, s_pos, s_valid = self.summary(tokens, pos, valid)
@@ -195,7 +210,11 @@ class InstantFoldPolicy(nn.Module):
             anchor = masked_centroid(demo.cloth_positions[:, 0], demo.cloth_valid[:, 0])
         if registration:
             first = (demo.cloth_positions[:, 0], demo.cloth_features[:, 0], demo.cloth_valid[:, 0])
-        return DemoContext(tokens, pos, valid, *events, fusion_kv, anchor, first)
+        if self.fusion_progress is None:
+            counts, per_keyframe = None, 0
+        elif counts is None:  # without the arm states in the context's content
+            counts = event_counts(demo.arm_state)
+        return DemoContext(tokens, pos, valid, *events, fusion_kv, anchor, first, counts, per_keyframe)
 
     # ------------------------------------------------------------------ stage 2: query
     def prepare_scene(
@@ -229,10 +248,14 @@ class InstantFoldPolicy(nn.Module):
         fusion_kv = context.fusion_kv or [
             block.context_kv(context.tokens, to_scene(context.positions), context.valid) for block in self.fusion
         ]
-        for block, kv in zip(self.fusion, fusion_kv, strict=True):
-            x = block(x, to_demo(pos), valid, kv)
+        for block, kv, bias in zip(self.fusion, fusion_kv, self._fusion_bias(context, obs), strict=True):
+            x = block(x, to_demo(pos), valid, kv, bias)
         n = obs.cloth_positions.shape[1]
         cloth, robot = x[:, :n], x[:, n:]
+        read_bias = None
+        if self.anchor_progress is not None and context.counts is not None and context.event_tokens is not None:
+            # The state-event tokens: two per keyframe (one per arm), after the scene's tokens.
+            read_bias = self.anchor_progress.tokens(context.counts, obs.event_count, 2, x.shape[1], 0)
         if context.event_tokens is not None:
             x = torch.cat((x, context.event_tokens), 1)
             pos = torch.cat((pos, to_scene(context.event_positions)), 1)
@@ -240,7 +263,16 @@ class InstantFoldPolicy(nn.Module):
         anchor, target = None, None
         if self.anchor is not None:
             anchor = self.anchor(
-                x, pos, valid, cloth, obs.cloth_positions, obs.cloth_valid, robot, obs.arm_state[..., :3], centroid
+                x,
+                pos,
+                valid,
+                cloth,
+                obs.cloth_positions,
+                obs.cloth_valid,
+                robot,
+                obs.arm_state[..., :3],
+                centroid,
+                read_bias,
             )
             target = TargetCondition(anchor.target.detach(), anchor.remaining)
             if condition is not None:
@@ -264,6 +296,20 @@ class InstantFoldPolicy(nn.Module):
             per_block = self.denoiser.modulations(ts, proprio.repeat(steps, 1))
             scene.schedule = [[m[i * b : (i + 1) * b] for m in per_block] for i in range(steps)]
         return scene
+
+    def _fusion_bias(self, context: DemoContext, obs: ObservationTokens) -> list[torch.Tensor | None]:
+        """Per fusion layer, the progress bias over the context's keyframe tokens (none on the summary
+        tokens), or None for each without `model.progress_bias`."""
+        if self.fusion_progress is None or context.counts is None:
+            return [None] * len(self.fusion)
+        if obs.event_count is None:
+            raise ValueError("model.progress_bias: the observation needs its arms' event counts")
+        keyframes = context.counts.shape[1] * context.keyframe_tokens
+        after = context.tokens.shape[1] - keyframes
+        return [
+            bias.tokens(context.counts, obs.event_count, context.keyframe_tokens, 0, after).to(context.tokens.dtype)
+            for bias in self.fusion_progress
+        ]
 
     def _alignment(
         self, obs: ObservationTokens, context: DemoContext, centroid: torch.Tensor

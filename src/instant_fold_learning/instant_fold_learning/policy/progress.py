@@ -17,12 +17,18 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from instant_fold_core.contracts import ARM_STATE_SHAPE, gripper_closed
 from instant_fold_core.validation import check_array
 
 #: Counts above this share its embedding (the benchmarks' folds make at most 3 carries per arm).
 MAX_EVENT_COUNT = 7
+
+#: `ProgressBias`: keyframes more events than this ahead of (or behind) an arm's current count share
+#: one bias (a fold's carries are 2-4 events apart, 1 before the next grasp).
+PROGRESS_SPAN = 3
 
 
 def event_counts(arm_state: torch.Tensor) -> torch.Tensor:
@@ -57,3 +63,38 @@ class EventCounter:
         self.counts += closed != self.closed
         self.closed = closed
         return self.counts.copy()
+
+
+class ProgressBias(nn.Module):
+    """A learned attention logit per head for the tokens of each demonstration keyframe, by how many
+    events each arm's count at that keyframe is ahead of (or behind) the arm's current count.
+
+    Why: with `event_progress` only the robot-state tokens carry counts, so a cloth token of the
+    current scene cannot tell which keyframe shows the step it is at, and the policy has to infer
+    from the cloth which part of the demonstration comes next; measured on the breadth benchmark,
+    most misrecognised folds go wrong at the body fold after the sleeves (docs/evaluation.md,
+    "Many folds"). With the bias every query of the scene can single out "the keyframe of an arm's
+    next event" by stage alone. The table starts at zero, so a policy starts as it would without it.
+    Not in the paper: a choice (`model.progress_bias`, docs/policy.md, "Progress through the fold").
+    """
+
+    def __init__(self, num_heads: int, span: int = PROGRESS_SPAN) -> None:
+        super().__init__()
+        self.span = span
+        self.table = nn.Parameter(torch.zeros(2, num_heads, 2 * span + 1))
+
+    def forward(self, keyframe_counts: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+        """keyframe_counts [B, K, 2] (each keyframe's `event_counts`), current [B, 2] -> [B, heads, K]:
+        the sum over the arms of the table's entry for (arm, head, keyframe count - current count)."""
+        ahead = (keyframe_counts - current[:, None]).clamp(-self.span, self.span) + self.span  # [B, K, 2]
+        left, right = (self.table[a][:, ahead[..., a]].transpose(0, 1) for a in range(2))
+        return left + right
+
+    def tokens(
+        self, keyframe_counts: torch.Tensor, current: torch.Tensor, per_keyframe: int, before: int, after: int
+    ) -> torch.Tensor:
+        """The bias as an additive attention mask [B, heads, 1, before + K * per_keyframe + after] over
+        keys laid out as `before` other tokens (no bias), each keyframe's `per_keyframe` tokens in
+        keyframe order, then `after` others."""
+        per_token = self(keyframe_counts, current).repeat_interleave(per_keyframe, -1)
+        return F.pad(per_token, (before, after))[:, :, None]
