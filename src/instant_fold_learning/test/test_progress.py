@@ -202,7 +202,8 @@ def test_progress_bias_starts_as_the_policy_without_it(episode) -> None:
 
 def test_progress_bias_lets_the_scene_read_only_the_keyframe_ahead(episode) -> None:
     """With a large bias for "the left arm's next event" the fused scene reads that keyframe's
-    tokens only: replacing every other keyframe's context tokens changes nothing."""
+    tokens only: replacing every other keyframe's context tokens changes nothing, replacing its own
+    changes the scene."""
     policy, _ = untrained_policy([episode], **ANCHORED, progress_bias=True)
     policy.eval()
     assert policy.fusion_progress is not None
@@ -211,7 +212,8 @@ def test_progress_bias_lets_the_scene_read_only_the_keyframe_ahead(episode) -> N
             bias.table[0, :, PROGRESS_SPAN + 1] = 60.0  # the left arm one event ahead
         context = policy.encode_context(_keyframe_demo(episode))
     assert context.counts is not None
-    t, current = int(episode.keyframes[1]), [1, 0]
+    t = int(episode.keyframes[1])
+    current = episode_event_counts(episode.arm_state)[t].tolist()
     ahead = (context.counts[0, :, 0] == current[0] + 1).nonzero()[:, 0].tolist()
     assert ahead and len(ahead) < context.counts.shape[1]
     per_keyframe = context.keyframe_tokens
@@ -219,12 +221,55 @@ def test_progress_bias_lets_the_scene_read_only_the_keyframe_ahead(episode) -> N
     for k in ahead:
         others[k * per_keyframe : (k + 1) * per_keyframe] = False
     noise = torch.randn(context.tokens.shape, generator=torch.Generator().manual_seed(0))
-    scrambled = dataclasses.replace(context, tokens=torch.where(others[None, :, None], noise, context.tokens))
 
-    def fused(ctx) -> torch.Tensor:
+    def fused(replaced: torch.Tensor) -> torch.Tensor:
+        """The fused scene's keys with the context tokens `replaced` [L] by noise."""
+        ctx = dataclasses.replace(context, tokens=torch.where(replaced[None, :, None], noise, context.tokens))
         with torch.no_grad():
             return policy.prepare_scene(_observation(episode, t, current), ctx).context_kv[0].k
 
-    torch.testing.assert_close(fused(scrambled), fused(context))
-    unbiased = dataclasses.replace(context, counts=None)  # the same context without the bias
-    assert not torch.allclose(fused(dataclasses.replace(scrambled, counts=None)), fused(unbiased))
+    unchanged = fused(torch.zeros_like(others))
+    torch.testing.assert_close(fused(others), unchanged)
+    assert not torch.allclose(fused(~others), unchanged)
+
+
+def test_progress_bias_lets_the_anchored_head_read_only_the_events_ahead(episode) -> None:
+    """With a large bias for "the left arm's next event" in the anchored head's read, its pointer
+    reads that keyframe's state-event tokens only: replacing every other keyframe's changes nothing,
+    replacing its own changes the pointer."""
+    policy, _ = untrained_policy([episode], **ANCHORED, progress_bias=True)
+    policy.eval()
+    assert policy.anchor_progress is not None
+    with torch.no_grad():
+        policy.anchor_progress.table[0, :, PROGRESS_SPAN + 1] = 60.0
+        context = policy.encode_context(_keyframe_demo(episode))
+    assert context.counts is not None and context.event_tokens is not None
+    t = int(episode.keyframes[1])
+    current = episode_event_counts(episode.arm_state)[t].tolist()
+    ahead = (context.counts[0, :, 0] == current[0] + 1).nonzero()[:, 0].tolist()
+    assert ahead and len(ahead) < context.counts.shape[1]
+    others = torch.ones(context.event_tokens.shape[1], dtype=torch.bool)
+    for k in ahead:
+        others[2 * k : 2 * k + 2] = False  # two state-event tokens per keyframe
+    events = context.event_tokens
+    noise = torch.randn(events.shape, generator=torch.Generator().manual_seed(0))
+
+    def pointer(replaced: torch.Tensor) -> torch.Tensor:
+        """The pointer's logits with the state-event tokens `replaced` [2K] by noise."""
+        ctx = dataclasses.replace(context, event_tokens=torch.where(replaced[None, :, None], noise, events))
+        with torch.no_grad():
+            anchor = policy.prepare_scene(_observation(episode, t, current), ctx).anchor
+        assert anchor is not None
+        return anchor.logits
+
+    unchanged = pointer(torch.zeros_like(others))
+    torch.testing.assert_close(pointer(others), unchanged)
+    assert not torch.allclose(pointer(~others), unchanged)
+
+
+def test_a_biased_policy_refuses_an_uncounted_context(episode) -> None:
+    policy, _ = untrained_policy([episode], **ANCHORED, progress_bias=True)
+    context = dataclasses.replace(policy.encode_context(_keyframe_demo(episode)), counts=None)
+    t = int(episode.keyframes[1])
+    with pytest.raises(ValueError, match="progress_bias: needs the keyframes' and the observation's event counts"):
+        policy.prepare_scene(_observation(episode, t, [1, 1]), context)

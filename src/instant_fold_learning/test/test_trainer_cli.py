@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from instant_fold_learning.encoder import ClothEncoder
@@ -53,12 +54,27 @@ def test_pretrain_encoder_ddp(tmp_path: Path) -> None:
     ClothEncoder.from_pretrained(out / "encoder")
 
 
-def test_train_policy_ddp(tmp_path: Path) -> None:
+#: The cpu-folds recipe's policy model (config/pipelines/cpu-folds.yaml) with the progress bias: every
+#: parameter of the anchored head and of the bias takes part in each step, as DDP requires.
+ANCHORED_WITH_PROGRESS = {
+    "demo_alignment": "registration",
+    "keypose_head": "anchored",
+    "cloth_geometry": True,
+    "event_progress": True,
+    "progress_bias": True,
+}
+
+
+@pytest.mark.parametrize("model", [{}, ANCHORED_WITH_PROGRESS], ids=["cpu-small", "anchored with progress bias"])
+def test_train_policy_ddp(tmp_path: Path, model: dict) -> None:
+    config = tmp_path / "policy.yaml"
+    config.write_text(yaml.safe_dump({"preset": "cpu-small", "model": model}))
     out = tmp_path / "ddp"
-    args = ["--config", "cpu-small", "--synthetic", "1", "--steps", "3", "--batch-size", "4", "--out", str(out)]
+    args = ["--config", str(config), "--synthetic", "1", "--steps", "3", "--batch-size", "4", "--out", str(out)]
     torchrun("instant_fold_learning.train_policy", *args)
     records = read_log(out / LOG_FILE)
     assert records[0]["world_size"] == 2
     end = records[-1]
     assert end["event"] == "end" and end["ranks_in_sync"] is True and end["world_size"] == 2
-    InstantFoldPolicy.from_pretrained(out / CHECKPOINT_DIR)
+    policy, _ = InstantFoldPolicy.from_pretrained(out / CHECKPOINT_DIR)
+    assert all(getattr(policy.cfg, key) == value for key, value in model.items())

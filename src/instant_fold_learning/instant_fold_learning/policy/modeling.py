@@ -248,14 +248,15 @@ class InstantFoldPolicy(nn.Module):
         fusion_kv = context.fusion_kv or [
             block.context_kv(context.tokens, to_scene(context.positions), context.valid) for block in self.fusion
         ]
-        for block, kv, bias in zip(self.fusion, fusion_kv, self._fusion_bias(context, obs), strict=True):
+        progress = self._progress_counts(context, obs)
+        for block, kv, bias in zip(self.fusion, fusion_kv, self._fusion_bias(context, progress), strict=True):
             x = block(x, to_demo(pos), valid, kv, bias)
         n = obs.cloth_positions.shape[1]
         cloth, robot = x[:, :n], x[:, n:]
         read_bias = None
-        if self.anchor_progress is not None and context.counts is not None and context.event_tokens is not None:
+        if self.anchor_progress is not None and progress is not None:
             # The state-event tokens: two per keyframe (one per arm), after the scene's tokens.
-            read_bias = self.anchor_progress.tokens(context.counts, obs.event_count, 2, x.shape[1], 0)
+            read_bias = self.anchor_progress.tokens(*progress, 2, x.shape[1], 0)
         if context.event_tokens is not None:
             x = torch.cat((x, context.event_tokens), 1)
             pos = torch.cat((pos, to_scene(context.event_positions)), 1)
@@ -297,17 +298,29 @@ class InstantFoldPolicy(nn.Module):
             scene.schedule = [[m[i * b : (i + 1) * b] for m in per_block] for i in range(steps)]
         return scene
 
-    def _fusion_bias(self, context: DemoContext, obs: ObservationTokens) -> list[torch.Tensor | None]:
+    def _progress_counts(
+        self, context: DemoContext, obs: ObservationTokens
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(each keyframe's counts [B, K, 2], the scene's [B, 2]) for `model.progress_bias`, else None;
+        ValueError when either is missing (a context encoded by another policy, an uncounted query)."""
+        if self.fusion_progress is None:
+            return None
+        if context.counts is None or obs.event_count is None:
+            raise ValueError("model.progress_bias: needs the keyframes' and the observation's event counts")
+        return context.counts, obs.event_count
+
+    def _fusion_bias(
+        self, context: DemoContext, progress: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> list[torch.Tensor | None]:
         """Per fusion layer, the progress bias over the context's keyframe tokens (none on the summary
         tokens), or None for each without `model.progress_bias`."""
-        if self.fusion_progress is None or context.counts is None:
+        if self.fusion_progress is None or progress is None:
             return [None] * len(self.fusion)
-        if obs.event_count is None:
-            raise ValueError("model.progress_bias: the observation needs its arms' event counts")
-        keyframes = context.counts.shape[1] * context.keyframe_tokens
-        after = context.tokens.shape[1] - keyframes
+        after = context.tokens.shape[1] - progress[0].shape[1] * context.keyframe_tokens
+        if after < 0:
+            raise ValueError(f"model.progress_bias: {context.tokens.shape[1]} context tokens for the keyframes' counts")
         return [
-            bias.tokens(context.counts, obs.event_count, context.keyframe_tokens, 0, after).to(context.tokens.dtype)
+            bias.tokens(*progress, context.keyframe_tokens, 0, after).to(context.tokens.dtype)
             for bias in self.fusion_progress
         ]
 
