@@ -709,3 +709,40 @@ def test_the_recipes_second_draw_is_the_measured_one() -> None:
             f"({count(one['heldout'], 'ctx_acc')}, {count(two['heldout'], 'ctx_acc')} of 9)",
         ],
     )
+
+
+#: The pipeline's stage keys (`stage_minutes`) by the names docs/policy.md's cost tables give them.
+STAGES = {
+    "1/6": "generation",
+    "2/6": "encoder",
+    "3/6": "tokenising",
+    "4/6": "keypoints",
+    "5/6": "policy",
+    "6/6": "offline evaluation",
+}
+
+
+def test_the_recipe_from_nothing_is_the_measured_one() -> None:
+    """docs/policy.md's "The recipe from nothing, with the progress bias": its stages as measured,
+    within the 2.5 h budget."""
+    run = result("progress_bias_from_nothing.json")
+    minutes, generation, start = run["stage_minutes"], run["generation"], run["policy_start"]
+    assert list(minutes) == list(STAGES) and run["total_minutes"] < 150
+    assert abs(sum(minutes.values()) - run["total_minutes"]) < 0.3  # each rounded to 0.1
+    assert start["start_step"] == 0 and start["world_size"] == 2 and run["policy_end"]["ranks_in_sync"]
+    assert start["parameters"]["fusion_progress"] + start["parameters"]["anchor_progress"] == 56
+    assert generation["episodes"] == 272 and cpu_flags(run) == "08328ec5383d"
+    text = doc("docs/policy.md")
+    assert_quoted(
+        text,
+        [f"| {STAGES[k]} | {m} |" for k, m in minutes.items()]
+        + [
+            f"{generation['episodes']} episodes, {generation['worker_seconds']:,} worker-seconds "
+            f"({generation['minutes_for_2_workers']} min over 2 workers)",
+            f"{run['episodes']['tokens_train']} training and {run['episodes']['tokens_heldout']} held-out episodes",
+            f"{start['samples']:,} samples, as breadth v4's",
+            f"| total | {run['total_minutes']} |",
+        ],
+    )
+    assert start["samples"] == result("breadth_v4_progress_training.json")["policy_start"]["samples"]
+    assert_quoted(flat_doc("docs/policy.md"), [f"within the 2.5 h budget, by {150 - run['total_minutes']:.1f} min"])
