@@ -746,3 +746,37 @@ def test_the_recipe_from_nothing_is_the_measured_one() -> None:
     )
     assert start["samples"] == result("breadth_v4_progress_training.json")["policy_start"]["samples"]
     assert_quoted(flat_doc("docs/policy.md"), [f"within the 2.5 h budget, by {150 - run['total_minutes']:.1f} min"])
+
+
+def test_the_progress_bias_row_is_the_measured_one() -> None:
+    """docs/policy.md's closed-loop row of the recipe from nothing with the progress bias, and its
+    claims against every other row of the breadth benchmark in docs/results."""
+    new = result("folds_progress_bias.json")
+    assert cpu_flags(new) == cpu_flags("progress_bias_from_nothing.json")
+    assert table(merged_rows([new])) + "\n" + primitive_table(merged_rows([new])) in doc("docs/policy.md")
+    p = new["rows"]["policy"]
+    names = [f"folds_{n}" for n in ("breadth_v2", "breadth_v3_10k", "breadth_v4", "breadth_v4_progress", "progress")]
+    others = {n: result(f"{n}.json")["rows"]["policy"]["seen"] for n in [*names, "folds_breadth_v4_progress_seed1"]}
+    replay = result("folds_registration_replay.json")["rows"]["policy"]["seen"]
+    assert all(count(o, "csr95") < count(p["seen"], "csr95") for o in others.values())
+    assert count(replay, "csr95") == count(p["seen"], "csr95")
+    assert all(o["geom"]["mean"] > p["seen"]["geom"]["mean"] for o in [*others.values(), replay])
+    geom_bar = new["rows"]["do-nothing"]["heldout"]["geom"]["mean"] / 2
+    oracle = new["rows"]["oracle-out-of-sample"]["seen"]["csr95"]["mean"]
+    recipe = [others[f"folds_breadth_v4_progress{s}"] for s in ("", "_seed1")]
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"Seen folds: {count(p['seen'], 'ctx_acc')} of 48 contexts right, {count(p['seen'], 'csr95')} successes "
+            f"({p['seen']['csr95']['mean']:.1f} %), Geom. {p['seen']['geom']['mean']:.2f}",
+            f"as many as registration replay's ({count(replay, 'csr95')}, Geom. {replay['geom']['mean']:.2f})",
+            f"{count(recipe[0], 'csr95')} and {count(recipe[1], 'csr95')} successes, Geom. "
+            f"{recipe[0]['geom']['mean']:.2f} and {recipe[1]['geom']['mean']:.2f}); "
+            f"{new['outcomes']['step_limit']} rollouts at the step limit",
+            f"Held-out folds: {count(p['heldout'], 'ctx_acc')} of 9 recognised ({p['heldout']['ctx_acc']['mean']:.1f} %, "
+            f"over issue 34's 60 % bar), Geom. {p['heldout']['geom']['mean']:.2f} (over the bar of half of "
+            f"do-nothing's, {geom_bar:.2f})",
+            f"Ctx. Acc. {p['seen']['ctx_acc']['mean']:.1f} % against 90 %; C-SR@95 {p['seen']['csr95']['mean']:.1f} % "
+            f"against {0.7 * oracle:.1f} % (70 % of the out-of-sample oracle's {oracle:.1f} %), one fold short",
+        ],
+    )
