@@ -12,7 +12,7 @@ import torch
 from instant_fold_core.dataset.keyframes import arm_events, extract_keyframes
 from instant_fold_core.errors import ConfigError, InvalidInputError
 from instant_fold_learning.policy.configuration import preset as policy_preset
-from instant_fold_learning.policy.data import ObservationTokens, collate, keyframe_tokens
+from instant_fold_learning.policy.data import DemoTokens, ObservationTokens, collate, keyframe_tokens
 from instant_fold_learning.policy.dataset import PolicyDataset
 from instant_fold_learning.policy.inference import PolicyInputError, PolicyRunner
 from instant_fold_learning.policy.progress import (
@@ -38,6 +38,29 @@ def states(openness: list[list[float]]) -> np.ndarray:
     out = np.zeros((len(openness), 2, 4), np.float32)
     out[..., 3] = openness
     return out
+
+
+def _keyframe_demo(episode) -> DemoTokens:
+    """The episode's keyframes as a demonstration of one sample."""
+    kf = episode.keyframes
+    return keyframe_tokens(
+        episode.cloth_positions[kf],
+        episode.cloth_features[kf],
+        episode.cloth_valid[kf],
+        episode.arm_state[kf],
+        1,
+        "cpu",
+    )
+
+
+def _observation(episode, t: int, counts: list[int]) -> ObservationTokens:
+    """The episode's frame t as one query, with the arms' event `counts`."""
+    return ObservationTokens(
+        *(torch.from_numpy(a[t][None]) for a in (episode.cloth_positions, episode.cloth_features)),
+        torch.from_numpy(episode.cloth_valid[t][None]),
+        torch.from_numpy(episode.arm_state[t][None]),
+        torch.tensor([counts]),
+    )
 
 
 def test_counts_every_grasp_and_release_of_each_arm() -> None:
@@ -92,28 +115,14 @@ def test_policy_reads_the_counts_and_the_runner_requires_them(episode, bias: boo
     policy, _ = untrained_policy([episode], event_progress=True, progress_bias=bias)
     policy.eval()
     kf = episode.keyframes
-    demo = keyframe_tokens(
-        episode.cloth_positions[kf],
-        episode.cloth_features[kf],
-        episode.cloth_valid[kf],
-        episode.arm_state[kf],
-        1,
-        "cpu",
-    )
-    context = policy.encode_context(demo)
+    context = policy.encode_context(_keyframe_demo(episode))
     t = int(kf[1])
 
     def scene(counts: list[int]) -> torch.Tensor:
         """The fused scene's keys and the trajectory's proprio condition (an untrained decoder's
         zero-initialised output reads nothing yet)."""
-        obs = ObservationTokens(
-            *(torch.from_numpy(a[t][None]) for a in (episode.cloth_positions, episode.cloth_features)),
-            torch.from_numpy(episode.cloth_valid[t][None]),
-            torch.from_numpy(episode.arm_state[t][None]),
-            torch.tensor([counts]),
-        )
         with torch.no_grad():
-            cache = policy.prepare_scene(obs, context)
+            cache = policy.prepare_scene(_observation(episode, t, counts), context)
         return torch.cat((cache.proprio.flatten(), cache.context_kv[0].k.flatten()))
 
     assert not torch.allclose(scene([0, 0]), scene([2, 0]))
@@ -160,27 +169,6 @@ def test_progress_bias_is_looked_up_per_arm_and_laid_out_per_keyframe() -> None:
 def test_progress_bias_needs_the_counts() -> None:
     with pytest.raises(ConfigError, match="progress_bias: needs model.event_progress"):
         untrained_policy(progress_bias=True)
-
-
-def _keyframe_demo(episode):
-    kf = episode.keyframes
-    return keyframe_tokens(
-        episode.cloth_positions[kf],
-        episode.cloth_features[kf],
-        episode.cloth_valid[kf],
-        episode.arm_state[kf],
-        1,
-        "cpu",
-    )
-
-
-def _observation(episode, t: int, counts: list[int]) -> ObservationTokens:
-    return ObservationTokens(
-        *(torch.from_numpy(a[t][None]) for a in (episode.cloth_positions, episode.cloth_features)),
-        torch.from_numpy(episode.cloth_valid[t][None]),
-        torch.from_numpy(episode.arm_state[t][None]),
-        torch.tensor([counts]),
-    )
 
 
 def test_progress_bias_starts_as_the_policy_without_it(episode) -> None:

@@ -210,11 +210,10 @@ class InstantFoldPolicy(nn.Module):
             anchor = masked_centroid(demo.cloth_positions[:, 0], demo.cloth_valid[:, 0])
         if registration:
             first = (demo.cloth_positions[:, 0], demo.cloth_features[:, 0], demo.cloth_valid[:, 0])
-        if self.fusion_progress is None:
-            counts, per_keyframe = None, 0
-        elif counts is None:  # without the arm states in the context's content
-            counts = event_counts(demo.arm_state)
-        return DemoContext(tokens, pos, valid, *events, fusion_kv, anchor, first, counts, per_keyframe)
+        progress = None
+        if self.fusion_progress is not None:  # the content's counts, or (without arm states there) their own
+            progress = counts if counts is not None else event_counts(demo.arm_state)
+        return DemoContext(tokens, pos, valid, *events, fusion_kv, anchor, first, progress, per_keyframe)
 
     # ------------------------------------------------------------------ stage 2: query
     def prepare_scene(
@@ -319,10 +318,7 @@ class InstantFoldPolicy(nn.Module):
         after = context.tokens.shape[1] - progress[0].shape[1] * context.keyframe_tokens
         if after < 0:
             raise ValueError(f"model.progress_bias: {context.tokens.shape[1]} context tokens for the keyframes' counts")
-        return [
-            bias.tokens(*progress, context.keyframe_tokens, 0, after).to(context.tokens.dtype)
-            for bias in self.fusion_progress
-        ]
+        return [bias.tokens(*progress, context.keyframe_tokens, 0, after) for bias in self.fusion_progress]
 
     def _alignment(
         self, obs: ObservationTokens, context: DemoContext, centroid: torch.Tensor
