@@ -16,9 +16,8 @@ from instant_fold_evaluation.target_following import (
 )
 from instant_fold_learning.policy.inference import PolicyRunner
 from instant_fold_learning.policy.progress import episode_event_counts
-from instant_fold_learning.testing import untrained_policy
+from instant_fold_learning.testing import ANCHORED, untrained_policy
 
-ANCHORED = {"keypose_head": "anchored", "demo_alignment": "registration", "cloth_geometry": True}
 HORIZON = 8
 
 

@@ -10,7 +10,9 @@ for real without training first.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,13 @@ from instant_fold_learning.policy.configuration import preset as policy_preset
 from instant_fold_learning.policy.dataset import PolicyDataset
 from instant_fold_learning.policy.modeling import InstantFoldPolicy
 from instant_fold_learning.policy.synthetic import MODES, synthetic_episodes
+
+#: The cloth-anchored model, beyond the paper: grasps read from the cloth (`keypose_head`),
+#: demonstrations registered onto it and cloth tokens with metric geometry. Read-only, so a test
+#: that adds settings (`{**ANCHORED, "event_progress": True}`) cannot change it for the others.
+ANCHORED: Mapping[str, Any] = MappingProxyType(
+    {"keypose_head": "anchored", "demo_alignment": "registration", "cloth_geometry": True}
+)
 
 
 def untrained_policy(

@@ -20,8 +20,7 @@ from instant_fold_learning.policy.inference import PolicyInputError, PolicyRunne
 from instant_fold_learning.policy.modeling import InstantFoldPolicy
 from instant_fold_learning.policy.synthetic import MODES, synthetic_episodes
 from instant_fold_learning.policy.training import approaching_arms, shift_teacher_targets
-
-ANCHORED = {"keypose_head": "anchored", "demo_alignment": "registration", "cloth_geometry": True}
+from instant_fold_learning.testing import ANCHORED
 
 
 @pytest.fixture(scope="module")

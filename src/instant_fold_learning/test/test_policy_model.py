@@ -22,6 +22,7 @@ from instant_fold_learning.policy.modeling import InstantFoldPolicy
 from instant_fold_learning.policy.normalization import MinMaxNormalizer, NormalizerError
 from instant_fold_learning.policy.synthetic import MODES, synthetic_episodes
 from instant_fold_learning.policy.visualize import Expert, plot_demo_conditioning
+from instant_fold_learning.testing import ANCHORED
 
 ABLATIONS = (
     "use_context_encoder",
@@ -103,10 +104,6 @@ def _pad_demo(demo: DemoTokens, extra: int, g: torch.Generator) -> DemoTokens:
         cat(demo.frame_mask, torch.zeros(b, extra, dtype=torch.bool)),
         demo.instruction,
     )
-
-
-#: Beyond the paper's ablations: the cloth-anchored head with registration and cloth geometry.
-ANCHORED = {"keypose_head": "anchored", "demo_alignment": "registration", "cloth_geometry": True}
 
 
 @pytest.mark.parametrize("ablation", (None, *ABLATIONS, "anchored"))

@@ -23,7 +23,7 @@ from instant_fold_learning.policy.progress import (
     event_counts,
 )
 from instant_fold_learning.policy.synthetic import synthetic_episodes
-from instant_fold_learning.testing import untrained_policy
+from instant_fold_learning.testing import ANCHORED, untrained_policy
 
 
 @pytest.fixture(scope="module")
@@ -140,12 +140,7 @@ def test_policy_reads_the_counts_and_the_runner_requires_them(episode, bias: boo
 
 
 #: The cloth-anchored policy with progress, as the cpu-folds recipe trains it (plus the bias).
-ANCHORED = {
-    "keypose_head": "anchored",
-    "demo_alignment": "registration",
-    "cloth_geometry": True,
-    "event_progress": True,
-}
+COUNTED = {**ANCHORED, "event_progress": True}
 
 
 def test_progress_bias_is_looked_up_per_arm_and_laid_out_per_keyframe() -> None:
@@ -173,8 +168,8 @@ def test_progress_bias_needs_the_counts() -> None:
 
 def test_progress_bias_starts_as_the_policy_without_it(episode) -> None:
     """The tables start at zero: the same weights give the same losses with and without the bias."""
-    plain, config = untrained_policy([episode], **ANCHORED)
-    biased, _ = untrained_policy([episode], **ANCHORED, progress_bias=True)
+    plain, config = untrained_policy([episode], **COUNTED)
+    biased, _ = untrained_policy([episode], **COUNTED, progress_bias=True)
     missing, unexpected = biased.load_state_dict(plain.state_dict(), strict=False)
     assert not unexpected and missing and all("progress" in k for k in missing)
     dataset = PolicyDataset([episode], plain.cfg.horizon, config.train)
@@ -192,7 +187,7 @@ def test_progress_bias_lets_the_scene_read_only_the_keyframe_ahead(episode) -> N
     """With a large bias for "the left arm's next event" the fused scene reads that keyframe's
     tokens only: replacing every other keyframe's context tokens changes nothing, replacing its own
     changes the scene."""
-    policy, _ = untrained_policy([episode], **ANCHORED, progress_bias=True)
+    policy, _ = untrained_policy([episode], **COUNTED, progress_bias=True)
     policy.eval()
     assert policy.fusion_progress is not None
     with torch.no_grad():
@@ -225,7 +220,7 @@ def test_progress_bias_lets_the_anchored_head_read_only_the_events_ahead(episode
     """With a large bias for "the left arm's next event" in the anchored head's read, its pointer
     reads that keyframe's state-event tokens only: replacing every other keyframe's changes nothing,
     replacing its own changes the pointer."""
-    policy, _ = untrained_policy([episode], **ANCHORED, progress_bias=True)
+    policy, _ = untrained_policy([episode], **COUNTED, progress_bias=True)
     policy.eval()
     assert policy.anchor_progress is not None
     with torch.no_grad():
@@ -256,7 +251,7 @@ def test_progress_bias_lets_the_anchored_head_read_only_the_events_ahead(episode
 
 
 def test_a_biased_policy_refuses_an_uncounted_context(episode) -> None:
-    policy, _ = untrained_policy([episode], **ANCHORED, progress_bias=True)
+    policy, _ = untrained_policy([episode], **COUNTED, progress_bias=True)
     context = dataclasses.replace(policy.encode_context(_keyframe_demo(episode)), counts=None)
     t = int(episode.keyframes[1])
     with pytest.raises(ValueError, match="progress_bias: needs the keyframes' and the observation's event counts"):

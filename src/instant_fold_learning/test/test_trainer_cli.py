@@ -14,6 +14,7 @@ import yaml
 from instant_fold_learning.encoder import ClothEncoder
 from instant_fold_learning.policy.modeling import InstantFoldPolicy
 from instant_fold_learning.policy.training import CHECKPOINT_DIR
+from instant_fold_learning.testing import ANCHORED
 from instant_fold_learning.trainer import LOG_FILE, read_log
 
 
@@ -56,13 +57,7 @@ def test_pretrain_encoder_ddp(tmp_path: Path) -> None:
 
 #: The cpu-folds recipe's policy model (config/pipelines/cpu-folds.yaml) with the progress bias: every
 #: parameter of the anchored head and of the bias takes part in each step, as DDP requires.
-ANCHORED_WITH_PROGRESS = {
-    "demo_alignment": "registration",
-    "keypose_head": "anchored",
-    "cloth_geometry": True,
-    "event_progress": True,
-    "progress_bias": True,
-}
+ANCHORED_WITH_PROGRESS = {**ANCHORED, "event_progress": True, "progress_bias": True}
 
 
 @pytest.mark.parametrize("model", [{}, ANCHORED_WITH_PROGRESS], ids=["cpu-small", "anchored with progress bias"])
