@@ -28,13 +28,13 @@ def test_the_shipped_recipes_load_and_name_their_presets(name: str) -> None:
 
 def test_a_recipe_on_a_base_names_only_what_it_changes(tmp_path: Path) -> None:
     """`base:` reads the named recipe of the same folder first: cpu-folds is cpu-small on the fold
-    split (its policy model cpu-small's with progress through the fold, its training settings
-    cpu-small's); cycles and missing bases are refused."""
+    split (its policy model cpu-small's with progress through the fold and the progress bias, its
+    training settings cpu-small's); cycles and missing bases are refused."""
     small, folds = (load_recipe(recipe_path(name, config_dir())) for name in ("cpu-small", "cpu-folds"))
     assert (folds.generate.modes, folds.generate.episodes_per, folds.train.steps) == ("training-folds", 2, 10000)
     assert folds.generate.extra_starts == "proc:0:3@3" and folds.tokenize.heldout_starts == "*__e003"
     assert (folds.train.model, folds.train.train, folds.keypoints) == (
-        {**small.train.model, "event_progress": True},
+        {**small.train.model, "event_progress": True, "progress_bias": True},
         small.train.train,
         small.keypoints,
     )

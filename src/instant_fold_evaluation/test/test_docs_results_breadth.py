@@ -780,3 +780,48 @@ def test_the_progress_bias_row_is_the_measured_one() -> None:
             f"against {0.7 * oracle:.1f} % (70 % of the out-of-sample oracle's {oracle:.1f} %), one fold short",
         ],
     )
+
+
+#: docs/policy.md's "The progress bias, isolated": each row's name and its measured JSON.
+ISOLATION = {
+    "with the bias, train seed 0, sampler seed 0": "folds_progress_bias.json",
+    "with the bias, train seed 0, sampler seed 1": "folds_progress_bias_sampler1.json",
+    "with the bias, train seed 1, sampler seed 0": "folds_progress_bias_train_seed1.json",
+    "without, train seed 0, sampler seed 0": "folds_no_progress_bias.json",
+    "without, train seed 0, sampler seed 1": "folds_no_progress_bias_sampler1.json",
+}
+
+
+def _isolation_row(name: str, run: dict) -> str:
+    """One line of the isolation table: the counts a reader compares across draws."""
+    seen, heldout = run["rows"]["policy"]["seen"], run["rows"]["policy"]["heldout"]
+    return (
+        f"| {name} | {count(seen, 'ctx_acc')}/48 | {count(seen, 'csr95')} ({seen['csr95']['mean']:.1f} %) | "
+        f"{seen['geom']['mean']:.2f} | {count(heldout, 'ctx_acc')}/9 | {heldout['geom']['mean']:.2f} | "
+        f"{run['outcomes']['step_limit']} |"
+    )
+
+
+def test_the_progress_bias_isolated_is_the_measured_one() -> None:
+    """docs/policy.md's draws with and without the progress bias on one machine, one set of tokens and
+    one encoder: each row as measured, and the mean successes the recipe's choice rests on (the
+    recipe itself: test_pipeline)."""
+    runs = {name: result(path) for name, path in ISOLATION.items()}
+    assert {cpu_flags(run) for run in runs.values()} == {cpu_flags("progress_bias_from_nothing.json")}
+    assert {run["encoder"] for run in runs.values()} == {"runs/folds_nothing/pretrain/encoder"}
+    assert [run["seed"] for run in runs.values()] == [0, 1, 0, 0, 1]
+    text = doc("docs/policy.md")
+    assert_quoted(text, [_isolation_row(name, run) for name, run in runs.items()])
+    new = [runs[n] for n in ISOLATION if ISOLATION[n] != "folds_progress_bias.json"]
+    assert table(merged_rows(new)) + "\n" + primitive_table(merged_rows(new)) in text
+    seen = {name: run["rows"]["policy"]["seen"] for name, run in runs.items()}
+    successes = {
+        side: [count(row, "csr95") for name, row in seen.items() if name.split(",")[0] == side]
+        for side in ("with the bias", "without")
+    }
+    assert min(successes["with the bias"]) > max(successes["without"])  # "every draw with it above"
+    mean = {side: sum(draws) / len(draws) for side, draws in successes.items()}
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [f"{mean['with the bias']:.1f} successes per draw with the bias, {mean['without']:.1f} without"],
+    )
