@@ -796,8 +796,9 @@ def _isolation_row(name: str, run: dict) -> str:
     """One line of the isolation table: the counts a reader compares across draws."""
     seen, heldout = run["rows"]["policy"]["seen"], run["rows"]["policy"]["heldout"]
     return (
-        f"| {name} | {count(seen, 'ctx_acc')}/48 | {count(seen, 'csr95')} ({seen['csr95']['mean']:.1f} %) | "
-        f"{seen['geom']['mean']:.2f} | {count(heldout, 'ctx_acc')}/9 | {heldout['geom']['mean']:.2f} | "
+        f"| {name} | {count(seen, 'ctx_acc')}/{seen['rollouts']} | {count(seen, 'csr95')} "
+        f"({seen['csr95']['mean']:.1f} %) | {seen['geom']['mean']:.2f} | "
+        f"{count(heldout, 'ctx_acc')}/{heldout['rollouts']} | {heldout['geom']['mean']:.2f} | "
         f"{run['outcomes']['step_limit']} |"
     )
 

@@ -139,7 +139,8 @@ def test_policy_reads_the_counts_and_the_runner_requires_them(episode, bias: boo
     assert np.isfinite(runner.predict(*args, event_count=np.array([1, 0])).targets).all()
 
 
-#: The cloth-anchored policy with progress, as the cpu-folds recipe trains it (plus the bias).
+#: The cloth-anchored policy with progress: the cpu-folds recipe's model without the bias, which
+#: the tests below add.
 COUNTED = {**ANCHORED, "event_progress": True}
 
 
