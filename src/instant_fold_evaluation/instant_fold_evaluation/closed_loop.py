@@ -115,7 +115,7 @@ def run_rollout(
     step_duration = 1.0 / world.fps  # one action step per simulated frame, as in the fold graph
     expected = server.expected_events if server.conditioning == "demo" else None
     config = FoldLoopConfig(**{**vars(fold or FoldLoopConfig()), "max_steps": max_steps})
-    loop: FoldLoop = FoldLoop(config, world.home(), expected)
+    loop: FoldLoop = FoldLoop(config, world.home(), expected, schedule=server.event_schedule)
     noise = server.fold_generator()
 
     def measure() -> None:
@@ -169,6 +169,8 @@ def run_rollout(
                 **controller.safety.counts,
                 "regrasp_guarded": loop.regrasps_guarded,
                 "grasp_gated": loop.grasps_gated,
+                "event_ordered": loop.events_ordered,
+                "event_order_expired": loop.order_waits_expired,
             }.items()
             if v
         },

@@ -341,14 +341,22 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     keypoints = str(Path(args.keypoints).resolve()) if args.keypoints else ""
     max_steps = args.max_steps or spec.max_steps
     policy_conditioning, event_targets = "", args.event_targets
-    for flag in ("--regrasp-guard-m", "--grasp-gate-m"):  # refused here, not in every rollout's worker
+    for flag in (
+        "--regrasp-guard-m",
+        "--grasp-gate-m",
+        "--event-order-wait",
+    ):  # refused here, not in every rollout's worker
         name = flag[2:].replace("-", "_")
         try:
             FoldLoopConfig(**{name: getattr(args, name)})  # the fold loop's own check, the flag named
         except ConfigError as exc:
             raise EvaluationError(f"{flag}: {exc}") from None
     fold = FoldLoopConfig(
-        home_after_events=args.home_after_events, regrasp_guard_m=args.regrasp_guard_m, grasp_gate_m=args.grasp_gate_m
+        home_after_events=args.home_after_events,
+        regrasp_guard_m=args.regrasp_guard_m,
+        grasp_gate_m=args.grasp_gate_m,
+        event_order=args.event_order,
+        event_order_wait=args.event_order_wait,
     )
     for flag in ("--grasp-refinement-m", "--grasp-conflict-m", "--grasp-match-m", "--first-grasp-match-m"):
         name = flag[2:].replace("-", "_")
@@ -387,6 +395,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             fingerprint["regrasp_guard_m"] = args.regrasp_guard_m
         if args.grasp_gate_m:  # only when set, as above
             fingerprint["grasp_gate_m"] = args.grasp_gate_m
+        if args.event_order:  # only when set, as above
+            fingerprint["event_order_wait"] = args.event_order_wait
         if event_targets != "policy":  # only when set: the results directories of earlier runs stay resumable
             fingerprint["event_targets"] = event_targets
         if args.grasp_refinement_m:  # only when set, as above
@@ -486,6 +496,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "home_after_events": args.home_after_events,
         "regrasp_guard_m": args.regrasp_guard_m,
         "grasp_gate_m": args.grasp_gate_m,
+        "event_order_wait": args.event_order_wait if args.event_order else None,
         "grasp_refinement_m": args.grasp_refinement_m,
         "grasp_conflict_m": args.grasp_conflict_m if event_targets == "demonstration" else None,
         "grasp_match_m": args.grasp_match_m if event_targets == "demonstration" else None,
@@ -743,6 +754,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="an open arm closes only at chunk steps within this (x, y, metres) of the grasp the chunk's keypose "
         'reports (the fold loop\'s grasp_gate_m; 0, the default: off; docs/policy.md, "Grasp gate")',
+    )
+    p.add_argument(
+        "--event-order",
+        action="store_true",
+        help="each arm's gripper events wait for the other arm's as the demonstration orders them, the events of "
+        'one keyframe made together (the fold loop\'s event_order; off by default; docs/policy.md, "Event order")',
+    )
+    p.add_argument(
+        "--event-order-wait",
+        type=int,
+        default=FoldLoopConfig.event_order_wait,
+        help="with --event-order: queries an arm waits at one event before it makes it whatever the other arm does "
+        f"(the fold loop's event_order_wait; default {FoldLoopConfig.event_order_wait})",
     )
     p.add_argument(
         "--grasp-conflict-m",

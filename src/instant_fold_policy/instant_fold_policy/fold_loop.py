@@ -41,7 +41,8 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from instant_fold_core.config import at_least_zero
-from instant_fold_core.contracts import ActionChunk, FoldOutcome, FoldPhase, gripper_closed
+from instant_fold_core.contracts import ActionChunk, ChunkRepresentation, FoldOutcome, FoldPhase, gripper_closed
+from instant_fold_policy.event_order import EventSchedule, first_event_steps
 
 NANOSECONDS = 1_000_000_000
 
@@ -67,10 +68,18 @@ class FoldLoopConfig:
     #: a close elsewhere grasps whatever cloth lies under the arm on its way (docs/policy.md,
     #: "Grasp gate"). 0: off; needs chunks that report a keypose.
     grasp_gate_m: float = 0.0
+    #: Each arm's gripper events wait for the other arm's as the demonstration orders them (both
+    #: arms' events of one keyframe made together; `event_order`, docs/policy.md, "Event order").
+    #: Needs the demonstration's `EventSchedule`; off without one.
+    event_order: bool = False
+    #: Queries an arm waits at an event before it makes it whatever the other arm does; the rest of
+    #: the fold then goes in the policy's order (in the simulator a carry of the other arm takes 15-20).
+    event_order_wait: int = 30
 
     def __post_init__(self) -> None:
         at_least_zero("regrasp_guard_m", self.regrasp_guard_m, "metres, 0: off")
         at_least_zero("grasp_gate_m", self.grasp_gate_m, "metres, 0: off")
+        at_least_zero("event_order_wait", self.event_order_wait, "queries")
 
 
 @dataclass(frozen=True)
@@ -113,14 +122,21 @@ class FoldLoop(Generic[Tokens]):
     """State of one fold: latest observations, queries made, events executed, and every decision."""
 
     def __init__(
-        self, config: FoldLoopConfig, home: np.ndarray, expected_events: int | None = None, now_s: float = 0.0
+        self,
+        config: FoldLoopConfig,
+        home: np.ndarray,
+        expected_events: int | None = None,
+        now_s: float = 0.0,
+        schedule: EventSchedule | None = None,
     ) -> None:
         """`home`: [2, 3] home positions (camera frame) until `on_home` tells the robot's own;
         `expected_events`: events the demonstration performs (the loop requires
         min(config.min_events, expected_events) of them; a demonstration with none folds nothing,
         so the loop aborts at once instead of "completing" where it starts); `now_s`: the host's
-        clock at the start (the observation timeout counts from there)."""
+        clock at the start (the observation timeout counts from there); `schedule`: the order of
+        the demonstration's events, which `config.event_order` holds the arms to."""
         self.config = config
+        self.schedule = schedule if config.event_order else None
         self.on_home(home)
         self.required_events = config.min_events if expected_events is None else min(config.min_events, expected_events)
         # The host's move home waits for all of the demonstration's events, not just the minimum.
@@ -133,6 +149,11 @@ class FoldLoop(Generic[Tokens]):
         self._released_at = np.full((2, 2), np.nan)  # per arm: x, y of its last release while guarded
         self.regrasps_guarded = 0  # queries in which the guard held an arm's close open
         self.grasps_gated = 0  # queries in which the grasp gate held an arm's close open
+        self.arm_events = np.zeros(2, np.int64)  # gripper events each arm made
+        self._order_waits = np.zeros(2, np.int64)  # queries each arm was held at its next event
+        self._waited_at = np.zeros(2, np.int64)  # the arm's event count when those queries were counted
+        self.events_ordered = 0  # queries in which `event_order` held an arm at its next event
+        self.order_waits_expired = 0  # 1 once a hold ran out (`event_order_wait`) and the order was let go
         self._next_observation_ns = 0
         self._queried_ns = -1  # stamp of the observation the last `Query` answers
         self._waiting_since = now_s
@@ -154,7 +175,9 @@ class FoldLoop(Generic[Tokens]):
             return
         is_open = ~gripper_closed(state[:, 3])
         if self._last_open is not None:
-            self.events_executed += int(np.count_nonzero(is_open != self._last_open))
+            changed = is_open != self._last_open
+            self.events_executed += int(np.count_nonzero(changed))
+            self.arm_events += changed
             if self.config.regrasp_guard_m > 0:
                 released = is_open & ~self._last_open
                 self._released_at[released] = state[released, :2]
@@ -268,7 +291,7 @@ class FoldLoop(Generic[Tokens]):
         from a fresh measurement."""
         phase = self.phase_after(chunk.keypose)
         if phase is not FoldPhase.RETURNING_HOME:
-            return Steer(self._gate_grasps(self._guard_regrasps(chunk)), phase)
+            return Steer(self._order_events(self._gate_grasps(self._guard_regrasps(chunk))), phase)
         assert self._state is not None
         start = self._state[:, :3].astype(np.float64)
         distance = float(np.linalg.norm(self.home - start, axis=1).max())
@@ -314,6 +337,39 @@ class FoldLoop(Generic[Tokens]):
         openness = chunk.openness.copy()
         openness[gated] = 1.0
         return dataclasses.replace(chunk, openness=openness)
+
+    def _order_events(self, chunk: ActionChunk) -> ActionChunk:
+        """`chunk` with each arm the schedule holds (`EventSchedule.held`) kept, from the step at
+        which the chunk would make its next event, where that step puts it, gripper as measured.
+        An arm held `event_order_wait` queries at one event makes it, and the fold goes on in the
+        policy's order: its event counts no longer pair with the demonstration's."""
+        if self.schedule is None or self._state is None:
+            return chunk
+        closed = gripper_closed(self._state[:, 3])
+        first = first_event_steps(chunk.openness[: chunk.steps_to_execute], closed)
+        held = self.schedule.held(self.arm_events, first >= 0)
+        # A wait counts the queries an arm is held at one event: it starts over at the arm's next.
+        self._order_waits = np.where(self.arm_events == self._waited_at, self._order_waits, 0) + held
+        self._waited_at = self.arm_events.copy()
+        if (self._order_waits > self.config.event_order_wait).any():
+            self.order_waits_expired += 1
+            self.schedule = None
+            return chunk
+        if not held.any():
+            return chunk
+        self.events_ordered += 1
+        positions = chunk.absolute_positions(self._state[:, :3])
+        openness = chunk.openness.copy()
+        for arm in np.flatnonzero(held):
+            step = first[arm]
+            positions[step:, arm] = positions[step, arm]
+            openness[step:, arm] = 0.0 if closed[arm] else 1.0
+        return dataclasses.replace(
+            chunk,
+            positions=positions.astype(np.float32),
+            openness=openness,
+            representation=ChunkRepresentation.ABSOLUTE,
+        )
 
     def _finish(self, outcome: FoldOutcome, message: str, hold: bool) -> Finish:
         self.finished = Finish(outcome, message, hold)

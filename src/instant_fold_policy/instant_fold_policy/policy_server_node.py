@@ -344,6 +344,7 @@ class PolicyServerNode(Node):
             self.server.home,
             self.server.expected_events,
             self._fold_clock(),
+            self.server.event_schedule,
         )
         with self._observed:
             # The latest observations seed the loop (a fold may start while nothing new arrives).

@@ -38,6 +38,7 @@ from instant_fold_learning.policy.event_targets import (
     resolve,
 )
 from instant_fold_learning.policy.progress import EventCounter
+from instant_fold_policy.event_order import EventSchedule
 
 #: Tokenizes one frame with its cloth mask.
 FrameTokenizer = Callable[[RGBDFrame, np.ndarray], TokenArrays]
@@ -288,6 +289,12 @@ class PolicyServer:
             return 0
         events = self.demonstration.events
         return int(np.isin(events, (KeyframeEvent.GRASP, KeyframeEvent.RELEASE)).sum())
+
+    @property
+    def event_schedule(self) -> EventSchedule | None:
+        """The order of the loaded demonstration's gripper events, which a fold loop with
+        `event_order` holds the arms to; None without a demonstration."""
+        return None if self.demonstration is None else EventSchedule.from_keypose(self.demonstration.keypose)
 
     @property
     def home(self) -> np.ndarray | None:

@@ -33,8 +33,11 @@ def test_predicts_absolute_chunks_from_the_cached_demonstration(server: PolicySe
     tokens = server.tokenize(frame, mask)
     with pytest.raises(PolicyServerError, match="no demonstration loaded"):
         server.predict(tokens, HOME)
+    assert server.event_schedule is None
     encode_s = server.load_demonstration(make_demonstration())
     assert encode_s > 0 and server.expected_events == 2
+    schedule = server.event_schedule  # the left arm grasps and lets go, the right makes nothing
+    assert schedule is not None and schedule.counts.tolist() == [[1, 0], [2, 0], [2, 0]]
     np.testing.assert_array_equal(server.home, HOME[:, :3])
     prediction = server.predict(tokens, HOME)
     assert prediction.representation is ChunkRepresentation.ABSOLUTE and prediction.step_duration == 0.1
