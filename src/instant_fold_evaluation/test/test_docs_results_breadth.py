@@ -903,3 +903,27 @@ def test_the_order_of_the_arms_events_is_the_measured_one() -> None:
             f"Still misrecognised: {stuck} of the {missed} seen folds the four draws name wrongly",
         ],
     )
+
+
+def test_the_default_policy_with_the_event_order_is_the_measured_one() -> None:
+    """docs/policy.md's quick check of the default policy (v6) with and without the event order, on
+    one machine, the order the only difference."""
+    without, held = result("quick_sleeve_v6_08328.json"), result("quick_sleeve_v6_event_order.json")
+    assert cpu_flags(without) == cpu_flags(held) == cpu_flags("folds_event_order.json")
+    for run in (without, held):
+        assert (run["checkpoint"], run["encoder"], run["event_targets"]) == (
+            "models/policy",
+            "models/encoder",
+            "demonstration",
+        )
+        assert run["benchmark"]["name"] == "cpu_quick_sleeve" and run["seed"] == 0
+    assert without.get("event_order_wait") is None and held["event_order_wait"] == 30
+    a, b = (run["rows"]["policy"]["seen"] for run in (without, held))
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"contexts right {count(a, 'ctx_acc')} of {a['rollouts']} without the order, {count(b, 'ctx_acc')} "
+            f"with it; successes {successes(a)} and {successes(b)}; Geom. {a['geom']['mean']:.2f} and "
+            f"{b['geom']['mean']:.2f}",
+        ],
+    )
