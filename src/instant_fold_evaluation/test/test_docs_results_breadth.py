@@ -906,8 +906,9 @@ def test_the_order_of_the_arms_events_is_the_measured_one() -> None:
 
 
 def test_the_default_policy_with_the_event_order_is_the_measured_one() -> None:
-    """docs/policy.md's default policy (v6) with and without the event order on its quick yardstick
-    and on the whole hem-rigid benchmark, on one machine, the order the only difference."""
+    """docs/policy.md's default policy (v6) with and without the event order on its quick yardstick,
+    the whole hem-rigid benchmark and its held-out garments, on one machine, the order the only
+    difference."""
     without, held = result("quick_sleeve_v6_08328.json"), result("quick_sleeve_v6_event_order.json")
     assert cpu_flags(without) == cpu_flags(held) == cpu_flags("folds_event_order.json")
     for run in (without, held):
