@@ -882,7 +882,7 @@ def test_the_order_of_the_arms_events_is_the_measured_one() -> None:
         )
         for held in new
     )
-    missed = sum(held["rollouts"] - count(held, "ctx_acc") for held in [h for _, h in seen.values()])
+    missed = sum(held["rollouts"] - count(held, "ctx_acc") for _, held in seen.values())
     match = result("folds_progress_bias_match50.json")
     m = match["rows"]["policy"]["seen"]
     assert (match["checkpoint"], match["seed"], match["grasp_match_m"]) == (new[0]["checkpoint"], 0, 0.5)

@@ -27,19 +27,14 @@ import numpy as np
 
 from instant_fold_core.contracts import ARM_STATE_SHAPE, gripper_closed
 from instant_fold_core.validation import check_array
-
-
-def keyframe_event_counts(keypose: np.ndarray) -> np.ndarray:
-    """[K, 2, 4] keyframe arm states -> [K, 2] int64: per arm, the open/closed changes up to and
-    including each keyframe, from open grippers (`policy.progress.event_counts` in numpy)."""
-    closed = gripper_closed(np.asarray(keypose)[..., 3]).astype(np.int64)
-    return (np.diff(closed, axis=0, prepend=0) != 0).cumsum(axis=0)
+from instant_fold_learning.policy.progress import episode_event_counts
 
 
 @dataclass(frozen=True)
 class EventSchedule:
     """Each arm's gripper events as the demonstration orders them: `counts` [K, 2], the events of
-    each arm up to and including each keyframe (`keyframe_event_counts`)."""
+    each arm up to and including each keyframe (`policy.progress.episode_event_counts`, as the
+    policy reads a demonstration's)."""
 
     counts: np.ndarray
 
@@ -50,7 +45,7 @@ class EventSchedule:
         if state.ndim != 3 or state.shape[1:] != ARM_STATE_SHAPE or len(state) == 0:
             raise ValueError(f"keypose: expected [K >= 1, 2, 4] keyframe arm states, got {state.shape}")
         check_array("keypose", state, state.shape)
-        return cls(keyframe_event_counts(state))
+        return cls(episode_event_counts(state))
 
     def _keyframe(self, arm: int, event: int) -> int | None:
         """The keyframe of `arm`'s `event`-th event (1-based); None past the demonstration's."""

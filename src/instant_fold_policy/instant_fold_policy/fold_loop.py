@@ -143,7 +143,6 @@ class FoldLoop(Generic[Tokens]):
         self.demonstrated_events = config.min_events if expected_events is None else expected_events
         self._returning = False
         self.step = 0
-        self.events_executed = 0
         self.finished: Finish | None = None
         self._last_open: np.ndarray | None = None
         self._released_at = np.full((2, 2), np.nan)  # per arm: x, y of its last release while guarded
@@ -175,9 +174,7 @@ class FoldLoop(Generic[Tokens]):
             return
         is_open = ~gripper_closed(state[:, 3])
         if self._last_open is not None:
-            changed = is_open != self._last_open
-            self.events_executed += int(np.count_nonzero(changed))
-            self.arm_events += changed
+            self.arm_events += is_open != self._last_open
             if self.config.regrasp_guard_m > 0:
                 released = is_open & ~self._last_open
                 self._released_at[released] = state[released, :2]
@@ -200,6 +197,11 @@ class FoldLoop(Generic[Tokens]):
         if stamp_ns < self._tokens_ns:
             return
         self._tokens, self._tokens_ns = tokens, stamp_ns
+
+    @property
+    def events_executed(self) -> int:
+        """Gripper events (grasps and releases) both arms made in the fold."""
+        return int(self.arm_events.sum())
 
     @property
     def latest_state(self) -> np.ndarray | None:

@@ -9,7 +9,7 @@ import torch
 from instant_fold_core.contracts import ActionChunk, ChunkRepresentation
 from instant_fold_core.errors import ConfigError
 from instant_fold_learning.policy.progress import event_counts
-from instant_fold_policy.event_order import EventSchedule, first_event_steps, keyframe_event_counts
+from instant_fold_policy.event_order import EventSchedule, first_event_steps
 from instant_fold_policy.fold_loop import FoldLoop, FoldLoopConfig
 
 HOME = np.array([[-0.3, 0.1, 0.9], [0.3, 0.1, 0.9]])
@@ -32,7 +32,6 @@ TOGETHER = keyframes([1, 0, 1], [1, 0, 1])
 def test_the_schedule_counts_events_as_the_policy_reads_them() -> None:
     demo = keyframes([0, 0, 1, 0, 1, 1], [1, 0, 0, 1, 1, 0])  # a start closed counts one event
     expected = event_counts(torch.from_numpy(demo)).numpy()
-    np.testing.assert_array_equal(keyframe_event_counts(demo), expected)
     np.testing.assert_array_equal(EventSchedule.from_keypose(demo).counts, expected)
 
 
