@@ -171,6 +171,7 @@ def run_rollout(
                 "grasp_gated": loop.grasps_gated,
                 "event_ordered": loop.events_ordered,
                 "event_order_expired": loop.order_waits_expired,
+                "event_partner_called": loop.partners_called,
             }.items()
             if v
         },

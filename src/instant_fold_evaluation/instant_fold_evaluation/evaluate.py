@@ -357,7 +357,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         grasp_gate_m=args.grasp_gate_m,
         event_order=args.event_order,
         event_order_wait=args.event_order_wait,
+        event_order_call=args.event_order_call,
     )
+    if args.event_order_call and not args.event_order:  # set and silently unused, a summary would misreport it
+        raise EvaluationError("--event-order-call: the arms' events are ordered only with --event-order")
     for flag in ("--grasp-refinement-m", "--grasp-conflict-m", "--grasp-match-m", "--first-grasp-match-m"):
         name = flag[2:].replace("-", "_")
         try:
@@ -397,6 +400,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             fingerprint["grasp_gate_m"] = args.grasp_gate_m
         if args.event_order:  # only when set, as above
             fingerprint["event_order_wait"] = args.event_order_wait
+            if args.event_order_call:  # only when set: event-order runs before 2026-12-08 had none
+                fingerprint["event_order_call"] = True
         if event_targets != "policy":  # only when set: the results directories of earlier runs stay resumable
             fingerprint["event_targets"] = event_targets
         if args.grasp_refinement_m:  # only when set, as above
@@ -497,6 +502,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "regrasp_guard_m": args.regrasp_guard_m,
         "grasp_gate_m": args.grasp_gate_m,
         "event_order_wait": args.event_order_wait if args.event_order else None,
+        "event_order_call": args.event_order_call if args.event_order else None,
         "grasp_refinement_m": args.grasp_refinement_m,
         "grasp_conflict_m": args.grasp_conflict_m if event_targets == "demonstration" else None,
         "grasp_match_m": args.grasp_match_m if event_targets == "demonstration" else None,
@@ -767,6 +773,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=FoldLoopConfig.event_order_wait,
         help="with --event-order: queries an arm waits at one event before it makes it whatever the other arm does "
         f"(the fold loop's event_order_wait; default {FoldLoopConfig.event_order_wait})",
+    )
+    p.add_argument(
+        "--event-order-call",
+        action="store_true",
+        help="with --event-order: an arm the other arm waits for (both arms' events of one keyframe) goes straight to "
+        "the keypose its chunk reports and makes its event there (the fold loop's event_order_call)",
     )
     p.add_argument(
         "--grasp-conflict-m",

@@ -838,18 +838,19 @@ EVENT_ORDER = {
 }
 
 
+def _draw_row(label: str, run: dict) -> str:
+    """One line of the event-order tables: a draw's seen and held-out folds and its step limits."""
+    seen, heldout = run["rows"]["policy"]["seen"], run["rows"]["policy"]["heldout"]
+    return (
+        f"| {label} | {count(seen, 'ctx_acc')}/{seen['rollouts']} | {successes(seen)} ({seen['csr95']['mean']:.1f} %) | "
+        f"{seen['geom']['mean']:.2f} | {count(heldout, 'ctx_acc')}/{heldout['rollouts']} | "
+        f"{heldout['geom']['mean']:.2f} | {run['outcomes'].get('step_limit', 0)} |"
+    )
+
+
 def _order_row(name: str, without: dict, held: dict) -> str:
-    """One line of the event-order table: a draw without the order and with it."""
-
-    def cells(run: dict) -> str:
-        seen, heldout = run["rows"]["policy"]["seen"], run["rows"]["policy"]["heldout"]
-        return (
-            f"{count(seen, 'ctx_acc')}/{seen['rollouts']} | {successes(seen)} ({seen['csr95']['mean']:.1f} %) | "
-            f"{seen['geom']['mean']:.2f} | {count(heldout, 'ctx_acc')}/{heldout['rollouts']} | "
-            f"{heldout['geom']['mean']:.2f} | {run['outcomes'].get('step_limit', 0)}"
-        )
-
-    return f"| {name}, without | {cells(without)} |\n| {name}, with the order | {cells(held)} |"
+    """One draw without the order and with it."""
+    return f"{_draw_row(f'{name}, without', without)}\n{_draw_row(f'{name}, with the order', held)}"
 
 
 def test_the_order_of_the_arms_events_is_the_measured_one() -> None:
@@ -928,3 +929,59 @@ def test_the_default_policy_with_the_event_order_is_the_measured_one() -> None:
             f"{b['geom']['mean']:.2f}",
         ],
     )
+
+
+#: The default policy (v6) on the old starts and their held-out garments: (without, with the order).
+V6_OLD_STARTS = {
+    "cpu": ("eval_cpu_v6_08328.json", "eval_cpu_v6_event_order.json"),
+    "cpu_garments": ("eval_cpu_garments_v6_08328.json", "eval_cpu_garments_v6_event_order.json"),
+}
+#: ... and the whole of the rule's comparison: the hem-rigid runs too.
+V6_HEM_RIGID = {
+    "cpu_sleeve": ("eval_cpu_sleeve_v6_08328.json", "eval_cpu_sleeve_v6_event_order.json"),
+    "cpu_garments_sleeve": ("eval_cpu_garments_sleeve_v6_08328.json", "eval_cpu_garments_sleeve_v6_event_order.json"),
+}
+
+
+def test_the_event_order_is_the_default_by_the_rule_for_a_new_default(capsys) -> None:
+    """docs/policy.md's default policy with and without the event order on the old starts, the main
+    jobs with it, and the rule's verdict that put it in config/policy.yaml."""
+    import yaml
+    from docs_quotes import REPO
+
+    from instant_fold_evaluation.compare import main as compare
+
+    pairs = {name: (result(a), result(b)) for name, (a, b) in {**V6_OLD_STARTS, **V6_HEM_RIGID}.items()}
+    for name, (without, held) in pairs.items():
+        assert cpu_flags(without) == cpu_flags(held) == cpu_flags("folds_event_order.json")
+        assert without["benchmark"]["name"] == held["benchmark"]["name"] == name
+        assert (held["checkpoint"], held["seed"]) == (without["checkpoint"], without["seed"]) == ("models/policy", 0)
+        assert without.get("event_order_wait") is None and held["event_order_wait"] == 30
+    (cpu_a, cpu_b), (g_a, g_b) = (
+        (p["rows"]["policy"]["seen"] for p in pairs[name]) for name in ("cpu", "cpu_garments")
+    )
+    jobs = [
+        result(f"main_job{demo}_{run}.json") for demo in ("", "_second_demo") for run in ("08328", "event_order_call")
+    ]
+    assert {cpu_flags(job) for job in jobs} == {cpu_flags("folds_event_order.json")}
+    assert [job["same_init"]["geom"] for job in jobs[:2]] == [jobs[0]["same_init"]["geom"]] * 2
+    assert [job["same_init"]["geom"] for job in jobs[2:]] == [jobs[2]["same_init"]["geom"]] * 2
+    assert all(job["same_init"]["csr95_success"] for job in jobs)
+    assert count(cpu_a, "ctx_acc") == count(cpu_b, "ctx_acc")
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"seen folds recognised {count(cpu_a, 'ctx_acc')} of 63 without the order and with it",
+            f"successes {successes(cpu_a)} and {successes(cpu_b)}; Geom. {cpu_a['geom']['mean']:.2f} and "
+            f"{cpu_b['geom']['mean']:.2f}; held-out garments: successes {successes(g_a)} and {successes(g_b)} of 18, "
+            f"Geom. {g_a['geom']['mean']:.2f} and {g_b['geom']['mean']:.2f}",
+            f"Geom. {jobs[0]['same_init']['geom']:.2f} and {jobs[2]['same_init']['geom']:.2f}, both successes",
+        ],
+    )
+    runs = [
+        str(REPO / "docs" / "results" / pair[i]) for i in (0, 1) for pair in {**V6_OLD_STARTS, **V6_HEM_RIGID}.values()
+    ]
+    assert compare(["--baseline", *runs[:4], "--candidate", *runs[4:]]) == 0
+    assert "gained ['cpu_sleeve: held-out garments C-SR@95 (%)']" in capsys.readouterr().out
+    fold = yaml.safe_load((REPO / "config" / "policy.yaml").read_text())["policy_server"]["ros__parameters"]["fold"]
+    assert fold["event_order"] is True

@@ -188,6 +188,9 @@ def test_bad_benchmark_and_checkpoint_are_clear_errors(tmp_path: Path, capsys) -
     args = ["--benchmark", "tiny", "--checkpoint", str(empty), "--out", str(tmp_path / "c")]
     assert main([*args, "--bank", str(tmp_path / "bank")]) == 2
     assert "missing model.safetensors" in capsys.readouterr().err
+    # A fold-loop option that the options it needs leave unused is refused, not recorded as run.
+    assert main(["--benchmark", "tiny", "--event-order-call", "--out", str(tmp_path / "d")]) == 2
+    assert "--event-order-call: the arms' events are ordered only with --event-order" in capsys.readouterr().err
 
 
 def test_rollouts_run_on_a_bridge_backend_scored_against_the_newton_bank(tiny_run: Path, tmp_path: Path) -> None:

@@ -71,6 +71,19 @@ class EventSchedule:
             held[arm] = behind or alone
         return held
 
+    def partners(self, made: np.ndarray, firing: np.ndarray) -> np.ndarray:
+        """bool [2]: the arms the other arm waits for, with `made` and `firing` as in `held`: an arm
+        whose chunk does not make its next event now, while the other's chunk makes its own next
+        event, which the demonstration makes in the same keyframe."""
+        due = np.zeros(2, bool)
+        for arm in (0, 1):
+            other = 1 - arm
+            if firing[arm] or not firing[other]:
+                continue
+            k = self._keyframe(arm, int(made[arm]) + 1)
+            due[arm] = k is not None and k == self._keyframe(other, int(made[other]) + 1)
+        return due
+
 
 def first_event_steps(openness: np.ndarray, closed: np.ndarray) -> np.ndarray:
     """Per arm, the first step of `openness` [S, 2] whose gripper differs from `closed` [2] (the

@@ -57,7 +57,7 @@ class FoldLoopConfig:
     home_tolerance_m: float = 0.03  # both arms this close to home (and open) = returned home
     min_events: int = 2  # gripper events (grasps + releases) before returning home ends the fold
     home_capture_m: float = 0.25  # policy's next keypose this close to home (per arm) = it is going home
-    home_speed_m_s: float = 0.5  # speed of the host's move home
+    home_speed_m_s: float = 0.5  # speed of the host's straight moves (home; with `event_order_call`, to an event)
     #: After the demonstration's events with open grippers, the host moves home whatever the
     #: policy's next keypose (registration replay's end; docs/policy.md, "Home after the events").
     home_after_events: bool = False
@@ -75,6 +75,10 @@ class FoldLoopConfig:
     #: Queries an arm waits at an event before it makes it whatever the other arm does; the rest of
     #: the fold then goes in the policy's order (in the simulator a carry of the other arm takes 15-20).
     event_order_wait: int = 30
+    #: With `event_order`: an open arm the other waits for (both arms' grasps in one keyframe, the
+    #: other arm's chunk making its own) is sent straight to the grasp its chunk's keypose reports
+    #: and closes there (`FoldLoop._call_partners`; docs/policy.md, "Event order").
+    event_order_call: bool = False
 
     def __post_init__(self) -> None:
         at_least_zero("regrasp_guard_m", self.regrasp_guard_m, "metres, 0: off")
@@ -152,6 +156,7 @@ class FoldLoop(Generic[Tokens]):
         self._order_waits = np.zeros(2, np.int64)  # queries each arm was held at its next event
         self._waited_at = np.zeros(2, np.int64)  # the arm's event count when those queries were counted
         self.events_ordered = 0  # queries in which `event_order` held an arm at its next event
+        self.partners_called = 0  # queries in which `event_order_call` sent an arm to the grasp the other waits for
         self.order_waits_expired = 0  # 1 once a hold ran out (`event_order_wait`) and the order was let go
         self._next_observation_ns = 0
         self._queried_ns = -1  # stamp of the observation the last `Query` answers
@@ -295,12 +300,7 @@ class FoldLoop(Generic[Tokens]):
         if phase is not FoldPhase.RETURNING_HOME:
             return Steer(self._order_events(self._gate_grasps(self._guard_regrasps(chunk))), phase)
         assert self._state is not None
-        start = self._state[:, :3].astype(np.float64)
-        distance = float(np.linalg.norm(self.home - start, axis=1).max())
-        # Replanned from a float32 measured state, a whole number of steps must stay whole.
-        steps = max(1, math.ceil(distance / (self.config.home_speed_m_s * chunk.step_duration) - 1e-3))
-        fraction = np.minimum(np.arange(1, chunk.horizon + 1), steps)[:, None, None] / steps
-        path = start + fraction * (self.home - start)
+        path, _ = self._straight(self._state[:, :3].astype(np.float64), self.home, chunk)
         move = ActionChunk(
             path.astype(np.float32),
             np.ones((chunk.horizon, 2), np.float32),
@@ -309,6 +309,15 @@ class FoldLoop(Generic[Tokens]):
             keypose=chunk.keypose,
         )
         return Steer(move, phase)
+
+    def _straight(self, start: np.ndarray, end: np.ndarray, chunk: ActionChunk) -> tuple[np.ndarray, int]:
+        """The `chunk.horizon` steps of a straight move from `start` to `end` (same shape, metres)
+        at `home_speed_m_s`, `end` repeated past its arrival, and the steps it takes to arrive."""
+        distance = float(np.linalg.norm(end - start, axis=-1).max())
+        # Replanned from a float32 measured state, a whole number of steps must stay whole.
+        steps = max(1, math.ceil(distance / (self.config.home_speed_m_s * chunk.step_duration) - 1e-3))
+        fraction = np.minimum(np.arange(1, chunk.horizon + 1), steps) / steps
+        return start + fraction.reshape(-1, *[1] * start.ndim) * (end - start), steps
 
     def _guard_regrasps(self, chunk: ActionChunk) -> ActionChunk:
         """`chunk` with the grippers of guarded arms (`regrasp_guard_m`) held open where it closes them."""
@@ -348,6 +357,7 @@ class FoldLoop(Generic[Tokens]):
         if self.schedule is None or self._state is None:
             return chunk
         closed = gripper_closed(self._state[:, 3])
+        chunk = self._call_partners(chunk, closed)
         first = first_event_steps(chunk.openness[: chunk.steps_to_execute], closed)
         held = self.schedule.held(self.arm_events, first >= 0)
         # A wait counts the queries an arm is held at one event: it starts over at the arm's next.
@@ -366,6 +376,35 @@ class FoldLoop(Generic[Tokens]):
             step = first[arm]
             positions[step:, arm] = positions[step, arm]
             openness[step:, arm] = 0.0 if closed[arm] else 1.0
+        return dataclasses.replace(
+            chunk,
+            positions=positions.astype(np.float32),
+            openness=openness,
+            representation=ChunkRepresentation.ABSOLUTE,
+        )
+
+    def _call_partners(self, chunk: ActionChunk, closed: np.ndarray) -> ActionChunk:
+        """`chunk` with each open arm the other arm waits for (`EventSchedule.partners`: both arms'
+        grasps in one demonstration keyframe, only the other's made now) sent in a straight line at
+        `home_speed_m_s` to the grasp its chunk's keypose reports for it, closing there. A partner
+        whose keypose is no grasp is left to the policy (the hold's wait still runs)."""
+        assert self.schedule is not None and self._state is not None
+        if not self.config.event_order_call or chunk.keypose is None:
+            return chunk
+        firing = first_event_steps(chunk.openness[: chunk.steps_to_execute], closed) >= 0
+        keypose = np.asarray(chunk.keypose, np.float64)
+        # Grasps only: a release ends a carry the policy is making anyway, at its own pace.
+        due = self.schedule.partners(self.arm_events, firing) & ~closed & gripper_closed(keypose[:, 3])
+        if not due.any():
+            return chunk
+        self.partners_called += 1
+        start = self._state[:, :3].astype(np.float64)
+        positions = chunk.absolute_positions(start)
+        openness = chunk.openness.copy()
+        for arm in np.flatnonzero(due):
+            positions[:, arm], steps = self._straight(start[arm], keypose[arm, :3], chunk)
+            openness[:, arm] = 1.0
+            openness[steps - 1 :, arm] = 0.0
         return dataclasses.replace(
             chunk,
             positions=positions.astype(np.float32),

@@ -63,6 +63,17 @@ def test_events_of_one_keyframe_wait_for_each_other() -> None:
     np.testing.assert_array_equal(s.held(np.array([0, 1]), np.array([True, False])), [False, False])
 
 
+def test_the_partner_is_the_arm_whose_event_of_the_same_keyframe_does_not_come() -> None:
+    together, one_then_other = EventSchedule.from_keypose(TOGETHER), EventSchedule.from_keypose(ONE_THEN_OTHER)
+    left_only, both = np.array([True, False]), np.array([True, True])
+    for made in ([0, 0], [1, 1]):  # the grasps, then the releases
+        np.testing.assert_array_equal(together.partners(np.array(made), left_only), [False, True])
+        np.testing.assert_array_equal(together.partners(np.array(made), both), [False, False])
+    # The right's grasp comes after the left's carry, not with it; and none is due past the demonstration.
+    np.testing.assert_array_equal(one_then_other.partners(np.array([0, 0]), left_only), [False, False])
+    np.testing.assert_array_equal(together.partners(np.array([2, 2]), left_only), [False, False])
+
+
 def test_events_past_the_demonstrations_never_wait() -> None:
     s = EventSchedule.from_keypose(ONE_THEN_OTHER)
     np.testing.assert_array_equal(s.held(np.array([0, 2]), np.array([True, True])), [False, False])
@@ -75,9 +86,9 @@ def test_first_event_steps_per_arm() -> None:
     np.testing.assert_array_equal(first_event_steps(np.ones((3, 2)), np.array([False, False])), [-1, -1])
 
 
-def ordered_loop(demo: np.ndarray, wait: int = 60) -> FoldLoop[str]:
+def ordered_loop(demo: np.ndarray, wait: int = 60, call: bool = False) -> FoldLoop[str]:
     loop: FoldLoop[str] = FoldLoop(
-        FoldLoopConfig(event_order=True, event_order_wait=wait),
+        FoldLoopConfig(event_order=True, event_order_wait=wait, event_order_call=call),
         HOME,
         expected_events=4,
         schedule=EventSchedule.from_keypose(demo),
@@ -147,6 +158,69 @@ def test_a_wait_counts_queries_at_one_event() -> None:
     release = ActionChunk(both.positions, np.array([[1.0, 0.0]] * 4, np.float32), 4, 0.05)
     assert [loop.steer(release).chunk is not release for _ in range(2)] == [True, True]
     assert loop.order_waits_expired == 0
+
+
+def at_home(openness: list[list[float]], keypose: np.ndarray) -> ActionChunk:
+    """Four steps with both arms at home, the given gripper openness per step ([left, right]; the
+    last row repeated to four), the first two executed, and the keypose [2, 4] the chunk reports."""
+    rows = np.array(openness + openness[-1:] * (4 - len(openness)), np.float32)
+    return ActionChunk(
+        np.repeat(HOME[None], 4, 0).astype(np.float32), rows, 2, 0.05, keypose=keypose.astype(np.float32)
+    )
+
+
+#: Grasp keyposes: the left arm's under its home, the right's 0.025 m beside its home (one step at 0.5 m/s).
+GRASPS = np.array([[-0.3, 0.1, 0.8, 0.0], [0.325, 0.1, 0.9, 0.0]])
+
+
+@pytest.mark.parametrize("call", [False, True])
+def test_a_called_partner_goes_straight_to_its_keypose_and_makes_its_event_there(call: bool) -> None:
+    loop = ordered_loop(TOGETHER, call=call)
+    sent = loop.steer(at_home([[1, 1], [0, 1]], GRASPS)).chunk  # the left closes, the right stays open
+    positions = sent.absolute_positions(HOME)
+    if not call:  # the left arm waits for a right grasp the policy does not make
+        np.testing.assert_array_equal(sent.openness[:, 0], [1, 1, 1, 1])
+        np.testing.assert_array_equal(sent.openness[:, 1], [1, 1, 1, 1])
+        assert loop.partners_called == 0 and loop.events_ordered == 1
+        return
+    # The right arm arrives at its grasp in one step and closes there; the left closes as the policy said.
+    np.testing.assert_allclose(positions[:, 1], np.repeat(GRASPS[1:, :3], 4, 0), atol=1e-6)
+    np.testing.assert_array_equal(sent.openness[:, 1], [0, 0, 0, 0])
+    np.testing.assert_array_equal(sent.openness[:, 0], [1, 0, 0, 0])
+    assert loop.partners_called == 1 and loop.events_ordered == 0
+
+
+def test_a_partner_farther_than_the_executed_steps_arrives_over_several_queries() -> None:
+    loop = ordered_loop(TOGETHER, call=True)
+    far = GRASPS.copy()
+    far[1, 0] += 0.05  # 0.075 m: three steps, two executed per query
+    sent = loop.steer(at_home([[0, 1]], far)).chunk
+    positions = sent.absolute_positions(HOME)
+    np.testing.assert_allclose(positions[:, 1, 0], HOME[1, 0] + 0.025 * np.array([1, 2, 3, 3]), atol=1e-6)
+    np.testing.assert_array_equal(sent.openness[:, 1], [1, 1, 0, 0])
+    # Its close lies past the executed steps: the left arm waits at its own, open, for the next query.
+    np.testing.assert_array_equal(sent.openness[:, 0], [1, 1, 1, 1])
+    assert loop.partners_called == 1 and loop.events_ordered == 1
+
+
+def test_a_carrying_partner_is_not_called_to_its_release() -> None:
+    loop = ordered_loop(TOGETHER, call=True)
+    loop.on_state(np.concatenate([HOME, np.zeros((2, 1))], axis=1), 1)  # both grasped
+    releases = GRASPS.copy()
+    releases[:, 3] = 1.0
+    sent = loop.steer(at_home([[1, 0]], releases)).chunk  # the left lets go
+    np.testing.assert_array_equal(sent.openness[:, 1], [0, 0, 0, 0])  # the right carries on as the policy said
+    np.testing.assert_array_equal(sent.openness[:, 0], [0, 0, 0, 0])  # the left waits, closed
+    assert loop.partners_called == 0 and loop.events_ordered == 1
+
+
+def test_a_partner_whose_keypose_is_not_its_event_is_not_called() -> None:
+    loop = ordered_loop(TOGETHER, call=True)
+    open_keypose = GRASPS.copy()
+    open_keypose[:, 3] = 1.0  # the policy reports no grasp for the right arm
+    sent = loop.steer(at_home([[0, 1]], open_keypose)).chunk
+    np.testing.assert_array_equal(sent.openness[:, 1], [1, 1, 1, 1])
+    assert loop.partners_called == 0 and loop.events_ordered == 1
 
 
 def test_without_event_order_the_schedule_is_not_read() -> None:
