@@ -985,3 +985,65 @@ def test_the_event_order_is_the_default_by_the_rule_for_a_new_default(capsys) ->
     assert "gained ['cpu_sleeve: held-out garments C-SR@95 (%)']" in capsys.readouterr().out
     fold = yaml.safe_load((REPO / "config" / "policy.yaml").read_text())["policy_server"]["ros__parameters"]["fold"]
     assert fold["event_order"] is True
+
+
+#: The partner call's draws: (with the order alone, with the order and the call).
+CALL = {
+    "train seed 0, sampler seed 0": ("folds_event_order.json", "folds_event_order_call.json"),
+    "train seed 1, sampler seed 0": ("folds_event_order_train_seed1.json", "folds_event_order_call_train_seed1.json"),
+}
+
+
+def test_calling_the_partner_is_the_measured_one() -> None:
+    """docs/policy.md's draws and default-policy runs with the partner call against the same runs
+    with the event order alone: the call the only difference."""
+    pairs = {name: (result(a), result(b)) for name, (a, b) in CALL.items()}
+    v6 = {
+        name: (result(f"eval_{name}_v6_event_order.json"), result(f"eval_{name}_v6_event_order_call.json"))
+        for name in ("cpu", "cpu_garments")
+    }
+    for order, call in [*pairs.values(), *v6.values()]:
+        assert cpu_flags(order) == cpu_flags(call) == cpu_flags("folds_event_order.json")
+        assert (call["checkpoint"], call["seed"], call["encoder"]) == (
+            order["checkpoint"],
+            order["seed"],
+            order["encoder"],
+        )
+        assert order["event_order_wait"] == call["event_order_wait"] == 30
+        assert not order.get("event_order_call") and call["event_order_call"] is True
+    lines = [
+        _draw_row(f"{name}, {label}", run)
+        for name, pair in pairs.items()
+        for label, run in zip(("with the order", "with the order and the call"), pair, strict=True)
+    ]
+    text = doc("docs/policy.md")
+    assert_quoted(text, lines)
+    (cpu_a, cpu_b), (g_a, g_b) = ((run["rows"]["policy"]["seen"] for run in pair) for pair in v6.values())
+    seed1 = pairs["train seed 1, sampler seed 0"][1]
+    seen, heldout = seed1["rows"]["policy"]["seen"], seed1["rows"]["policy"]["heldout"]
+    oracle = seed1["rows"]["oracle-out-of-sample"]["seen"]["csr95"]["mean"]
+    geom_bar = seed1["rows"]["do-nothing"]["heldout"]["geom"]["mean"] / 2
+    assert seen["ctx_acc"]["mean"] >= 90 and seen["csr95"]["mean"] >= 0.7 * oracle
+    assert count(heldout, "ctx_acc") / heldout["rollouts"] >= 0.6 and heldout["geom"]["mean"] <= geom_bar
+    fixed = [
+        sum(
+            run["contexts"]["body_bottom_up__sleeves_down/S"]["policy"]["classified_as"].get(
+                "body_bottom_up__sleeves_down/S", 0
+            )
+            for run in pair
+        )
+        for pair in zip(*pairs.values(), strict=True)
+    ]
+    assert_quoted(
+        flat_doc("docs/policy.md"),
+        [
+            f"seen: {seen['ctx_acc']['mean']:.1f} % of contexts against 90 %, C-SR@95 {seen['csr95']['mean']:.1f} % "
+            f"against {0.7 * oracle:.1f} %; held-out: {count(heldout, 'ctx_acc')} of 9 recognised, Geom. "
+            f"{heldout['geom']['mean']:.2f} against {geom_bar:.2f}",
+            f"`body_bottom_up__sleeves_down/S` recognised on {fixed[1]} of the two draws' 6 garments with the call, "
+            f"{fixed[0]} without it",
+            f"The default policy (v6) on the old starts: successes {successes(cpu_a)} and {successes(cpu_b)} of 63, "
+            f"Geom. {cpu_a['geom']['mean']:.2f} and {cpu_b['geom']['mean']:.2f}; its held-out garments: "
+            f"{successes(g_a)} and {successes(g_b)} of 18",
+        ],
+    )
