@@ -990,6 +990,7 @@ def test_the_event_order_is_the_default_by_the_rule_for_a_new_default(capsys) ->
 #: The partner call's draws: (with the order alone, with the order and the call).
 CALL = {
     "train seed 0, sampler seed 0": ("folds_event_order.json", "folds_event_order_call.json"),
+    "train seed 0, sampler seed 1": ("folds_event_order_sampler1.json", "folds_event_order_call_sampler1.json"),
     "train seed 1, sampler seed 0": ("folds_event_order_train_seed1.json", "folds_event_order_call_train_seed1.json"),
 }
 
@@ -1040,7 +1041,7 @@ def test_calling_the_partner_is_the_measured_one() -> None:
             f"seen: {seen['ctx_acc']['mean']:.1f} % of contexts against 90 %, C-SR@95 {seen['csr95']['mean']:.1f} % "
             f"against {0.7 * oracle:.1f} %; held-out: {count(heldout, 'ctx_acc')} of 9 recognised, Geom. "
             f"{heldout['geom']['mean']:.2f} against {geom_bar:.2f}",
-            f"`body_bottom_up__sleeves_down/S` recognised on {fixed[1]} of the two draws' 6 garments with the call, "
+            f"`body_bottom_up__sleeves_down/S` recognised on {fixed[1]} of the three draws' 9 garments with the call, "
             f"{fixed[0]} without it",
             f"The default policy (v6) on the old starts: successes {successes(cpu_a)} and {successes(cpu_b)} of 63, "
             f"Geom. {cpu_a['geom']['mean']:.2f} and {cpu_b['geom']['mean']:.2f}; its held-out garments: "
