@@ -400,7 +400,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             fingerprint["grasp_gate_m"] = args.grasp_gate_m
         if args.event_order:  # only when set, as above
             fingerprint["event_order_wait"] = args.event_order_wait
-            if args.event_order_call:  # only when set: event-order runs before 2026-12-08 had none
+            if args.event_order_call:  # only when set: event-order runs made before the call existed had none
                 fingerprint["event_order_call"] = True
         if event_targets != "policy":  # only when set: the results directories of earlier runs stay resumable
             fingerprint["event_targets"] = event_targets
@@ -777,8 +777,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--event-order-call",
         action="store_true",
-        help="with --event-order: an arm the other arm waits for (both arms' events of one keyframe) goes straight to "
-        "the keypose its chunk reports and makes its event there (the fold loop's event_order_call)",
+        help="with --event-order: an open arm the other arm waits for (both arms' grasps in one keyframe) goes "
+        "straight to the grasp its chunk's keypose reports and closes there (the fold loop's event_order_call)",
     )
     p.add_argument(
         "--grasp-conflict-m",

@@ -792,8 +792,9 @@ ISOLATION = {
 }
 
 
-def _isolation_row(name: str, run: dict) -> str:
-    """One line of the isolation table: the counts a reader compares across draws."""
+def _draw_row(name: str, run: dict) -> str:
+    """One line of the breadth draws' tables (the progress bias isolated, the event order, the
+    partner call): the counts a reader compares across draws."""
     seen, heldout = run["rows"]["policy"]["seen"], run["rows"]["policy"]["heldout"]
     return (
         f"| {name} | {count(seen, 'ctx_acc')}/{seen['rollouts']} | {count(seen, 'csr95')} "
@@ -812,7 +813,7 @@ def test_the_progress_bias_isolated_is_the_measured_one() -> None:
     assert {run["encoder"] for run in runs.values()} == {"runs/folds_nothing/pretrain/encoder"}
     assert [run["seed"] for run in runs.values()] == [0, 1, 0, 0, 1]
     text = doc("docs/policy.md")
-    assert_quoted(text, [_isolation_row(name, run) for name, run in runs.items()])
+    assert_quoted(text, [_draw_row(name, run) for name, run in runs.items()])
     new = [runs[n] for n in ISOLATION if ISOLATION[n] != "folds_progress_bias.json"]
     assert table(merged_rows(new)) + "\n" + primitive_table(merged_rows(new)) in text
     seen = {name: run["rows"]["policy"]["seen"] for name, run in runs.items()}
@@ -836,16 +837,6 @@ EVENT_ORDER = {
     "train seed 1, sampler seed 0": ("folds_progress_bias_train_seed1.json", "folds_event_order_train_seed1.json"),
     "without the bias, train seed 0, sampler seed 0": ("folds_no_progress_bias.json", "folds_event_order_no_bias.json"),
 }
-
-
-def _draw_row(label: str, run: dict) -> str:
-    """One line of the event-order tables: a draw's seen and held-out folds and its step limits."""
-    seen, heldout = run["rows"]["policy"]["seen"], run["rows"]["policy"]["heldout"]
-    return (
-        f"| {label} | {count(seen, 'ctx_acc')}/{seen['rollouts']} | {successes(seen)} ({seen['csr95']['mean']:.1f} %) | "
-        f"{seen['geom']['mean']:.2f} | {count(heldout, 'ctx_acc')}/{heldout['rollouts']} | "
-        f"{heldout['geom']['mean']:.2f} | {run['outcomes'].get('step_limit', 0)} |"
-    )
 
 
 def _order_row(name: str, without: dict, held: dict) -> str:
